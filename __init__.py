@@ -1,0 +1,20 @@
+"""vista-distill: the VISTA dialogue-factuality pipeline as compact local scorers."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["VistaScorer", "read_conversations", "write_conversations"]
+
+
+def __getattr__(name: str):
+    # Lazy: `import vista_distill` must stay cheap (no torch) for the CLI and the data tools.
+    if name == "VistaScorer":
+        from .scorer import VistaScorer
+
+        return VistaScorer
+    if name in ("read_conversations", "write_conversations"):
+        from .data import io
+
+        return getattr(io, name)
+    raise AttributeError(name)

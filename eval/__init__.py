@@ -1,0 +1,1 @@
+"""Evaluation of students, teacher and baselines."""

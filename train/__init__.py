@@ -1,0 +1,1 @@
+"""One LoRA/QLoRA adapter per VISTA stage, trained with TRL + PEFT."""
