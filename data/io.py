@@ -65,6 +65,7 @@ class SchemaError(ValueError):
         field: str | None = None,
     ) -> None:
         self.path, self.conversation, self.turn, self.field = path, conversation, turn, field
+        self.message = message
         where = [str(path) if path is not None else "<input>"]
         if conversation is not None:
             where.append(f"conversation {conversation}")

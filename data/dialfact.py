@@ -1,0 +1,121 @@
+"""DialFact (Gupta et al., 2022) in its released JSONL format (https://github.com/salesforce/DialFact).
+
+Files: ``data/valid_split.jsonl``, ``data/test_split.jsonl`` and the sample
+``scripts/testsmall.jsonl``. One record per line: ``context_id``, ``id``, ``context`` (list of
+utterances), ``response``, ``evidence_list`` ([title, url, snippet, index, (flag)] items),
+``response_label`` (SUPPORTS / REFUTES / NOT ENOUGH INFO), ``type_label`` (factual / personal).
+
+Mapping: SUPPORTS -> faithful; REFUTES -> hallucinated; NOT ENOUGH INFO on a factual response ->
+hallucinated (lacking evidence); NOT ENOUGH INFO on a personal response (an opinion or personal
+experience, which VISTA would call out of scope) -> the ``ambiguous`` option. The reference is
+the evidence snippets, each as "title\\nsnippet", separated by blank lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from .loading import (
+    AMBIGUOUS,
+    DEFAULT_AMBIGUOUS,
+    LabelTable,
+    LoadResult,
+    RowSink,
+    UnknownLabel,
+    check_options,
+    exchange,
+    merge_results,
+    resolve,
+    source_files,
+)
+from .schema import FAITHFUL, HALLUCINATED
+
+SOURCE = "DialFact"
+DOWNLOAD = "https://github.com/salesforce/DialFact (data/valid_split.jsonl, data/test_split.jsonl)"
+LABELS = {"supports": FAITHFUL, "refutes": HALLUCINATED, "not enough info": HALLUCINATED,
+          "not enough info/personal": AMBIGUOUS}
+SPLIT_PATTERNS = ("**/{split}_split.jsonl", "**/{split}*.jsonl")
+
+
+def render_evidence(evidence: list) -> str:
+    return "\n\n".join(f"{e[0]}\n{e[2]}".strip() for e in evidence)
+
+
+def load_dialfact(source: str | os.PathLike, *, split: str | None = None, ambiguous: str = DEFAULT_AMBIGUOUS,
+                  on_error: str = "raise", label_map: Mapping[str, str] | None = None) -> LoadResult:
+    """Load a DialFact JSONL file (or ``{split}_split.jsonl`` under a directory).
+
+    ``label_map`` keys are the normalised labels above; "not enough info/personal" is NEI on a
+    personal response.
+    """
+    check_options(ambiguous, on_error)
+    try:
+        files = source_files(source, split, SPLIT_PATTERNS, "DialFact JSONL")
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{e}; DialFact is published at {DOWNLOAD}") from e
+    labels = LabelTable(LABELS, label_map)
+    return merge_results([_load_file(f, labels, ambiguous, on_error) for f in files], source, "dialfact")
+
+
+def _load_file(path: Path, labels: LabelTable, ambiguous: str, on_error: str) -> LoadResult:
+    sink = RowSink(path, "dialfact", on_error)
+    convs = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            sink.read()
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                sink.malformed(i, f"not valid JSON ({e.msg}, column {e.colno})")
+                continue
+            err = _check(rec)
+            if err:
+                sink.malformed(i, err[1], err[0])
+                continue
+            original = rec["response_label"]
+            personal = str(rec.get("type_label", "")).strip().lower() == "personal"
+            key = original + ("/personal" if personal and original.strip().upper() == "NOT ENOUGH INFO" else "")
+            try:
+                gold = resolve(labels.classify([key]), ambiguous)
+            except UnknownLabel as e:
+                sink.malformed(i, str(e), "response_label")
+                continue
+            if gold is None:
+                sink.drop(i, f"ambiguous label (ambiguous='drop') -- {key}")
+                continue
+            convs.append(exchange(
+                f"{SOURCE}-{rec['id']}", SOURCE, rec["context"], rec["response"],
+                render_evidence(rec["evidence_list"]), gold,
+                {"original_label": original, "type_label": rec.get("type_label"),
+                 "data_type": rec.get("data_type"),
+                 "evidence_titles": [e[0] for e in rec["evidence_list"]]},
+                {"benchmark": "dialfact", "file": path.name, "row": i,
+                 # Several responses continue one context: one dialogue for splitting.
+                 "dialogue_id": str(rec.get("context_id") or rec["id"]).split("--")[0]},
+            ))
+            sink.ok()
+    return sink.finish(convs)
+
+
+def _check(rec) -> tuple[str | None, str] | None:
+    if not isinstance(rec, dict):
+        return None, f"expected a JSON object, got {type(rec).__name__}"
+    for key in ("id", "context", "response", "response_label", "evidence_list"):
+        if key not in rec or rec[key] is None:
+            return key, "missing"
+    if not isinstance(rec["context"], list) or not all(isinstance(c, str) for c in rec["context"]):
+        return "context", "expected a list of strings"
+    if not isinstance(rec["response"], str) or not rec["response"].strip():
+        return "response", "expected a non-empty string"
+    if not isinstance(rec["response_label"], str):
+        return "response_label", "expected a string"
+    ev = rec["evidence_list"]
+    if not isinstance(ev, list) or not all(isinstance(e, list) and len(e) >= 3 for e in ev):
+        return "evidence_list", "expected a list of [title, url, snippet, ...] items"
+    return None
+
