@@ -1,0 +1,39 @@
+"""What the pipeline engine asks of a model backend (local transformers, OpenAI-compatible server, ...)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt for one stage.
+
+    ``labels`` empty: free generation. ``labels`` given: the backend picks the most likely label
+    (local models score each label's log-likelihood; remote ones may generate and parse).
+    """
+
+    stage: str
+    messages: tuple[dict[str, str], ...]
+    labels: tuple[str, ...] = ()
+    max_new_tokens: int = 256
+
+
+@dataclass
+class Response:
+    text: str
+    label: str | None = None
+    probs: dict[str, float] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    meta: dict = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    """Runs a batch of requests; output i answers request i. Must be deterministic per request,
+    whatever else is in the batch, so batched and one-at-a-time runs agree."""
+
+    name: str
+
+    def run(self, requests: list[Request]) -> list[Response]: ...

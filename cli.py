@@ -1,0 +1,92 @@
+"""``vista-distill`` command line: ``score`` now; ``data``, ``distill``, ``train``, ``eval`` as they land."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+
+def _add_score(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("score", help="score dialogues with the VISTA pipeline on a local model",
+                       description="Score every assistant turn of the input dialogues with VISTA.")
+    p.add_argument("--input", required=True, help="conversations: authors' .json or our .jsonl")
+    p.add_argument("--output", required=True, help="per-turn records (.jsonl); the summary goes beside it")
+    p.add_argument("--model", default=None, help="path or hub id of a causal LM (default: embedded SmolLM2-135M)")
+    p.add_argument("--adapters", default=None, help="folder with stage1/ stage2/ stage3/ PEFT adapters")
+    p.add_argument("--rule", choices=("safe", "strict"), default="safe",
+                   help="turn rule: safe = VERIFIED/ABSTENTION/OUT-OF-SCOPE are safe (authors' evaluation); "
+                        "strict = only VERIFIED (paper Table 1 text)")
+    p.add_argument("--prompts", choices=("fewshot", "compact"), default=None,
+                   help="prompt style (default: fewshot, or compact when --adapters is given)")
+    p.add_argument("--stage2", choices=("score", "generate"), default="score",
+                   help="score = pick the label by log-likelihood; generate = free text, parsed")
+    p.add_argument("--stage3", choices=("score", "generate"), default="score",
+                   help="generate keeps the model's explanation")
+    p.add_argument("--stage4", action="store_true", help="also ask whether each turn contradicts earlier turns")
+    p.add_argument("--speakers", default="apprentice,wizard",
+                   help="user,assistant speaker names in prompts (appendix: apprentice,wizard)")
+    p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32", "float16"))
+    p.add_argument("--load-in-4bit", action="store_true", help="4-bit NF4 weights through bitsandbytes")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--max-claims", type=int, default=16)
+    p.add_argument("--limit", type=int, default=None, help="score only the first N conversations")
+    p.add_argument("--one-at-a-time", action="store_true", help="one request per call, like the authors' loop")
+    p.set_defaults(func=_score)
+
+
+def _score(args: argparse.Namespace) -> int:
+    from .data.io import read_conversations
+    from .prompts import Speakers
+    from .scorer import VistaScorer
+
+    conversations = read_conversations(args.input)[: args.limit]
+    user, _, agent = args.speakers.partition(",")
+    scorer = VistaScorer(
+        model=args.model, adapters=args.adapters, rule=args.rule, style=args.prompts, stage2=args.stage2,
+        stage3=args.stage3, stage4=args.stage4, speakers=Speakers(user=user, assistant=agent or "wizard"),
+        dtype=args.dtype, load_in_4bit=args.load_in_4bit, batch_size=args.batch_size, max_claims=args.max_claims,
+    )
+    result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True)
+    out, summary_path = result.write(args.output)
+    s = result.summary
+    print(f"scored {s['scored_turns']} turns in {s['conversations']} conversations "
+          f"({s['context_turns']} context turns) in {s['run']['wall_s']:.0f}s")
+    for rule, r in s["by_rule"].items():
+        gold = r["gold"]
+        acc = f", accuracy {gold['accuracy']:.3f} on {gold['n']}/{gold['n_gold']} gold turns" if gold and "accuracy" in gold else ""
+        print(f"  rule {rule:6s}: coverage {r['coverage']:.3f}, verdicts {r['verdicts']}{acc}")
+    print(f"records: {out}\nsummary: {summary_path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vista-distill", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_score(sub)
+    try:
+        from .data.cli import add_data_subcommands
+    except ImportError:
+        pass
+    else:
+        add_data_subcommands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    from .data.io import SchemaError
+
+    try:
+        return args.func(args)
+    except (SchemaError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

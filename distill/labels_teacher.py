@@ -1,0 +1,84 @@
+"""Human labels as the teacher: answers pipeline requests from the gold claims of the data.
+
+For data with human claim labels (the VISTA human set, FineDialFact, DialFact) stage 1 is answered
+with the annotated claims of the target turn and stages 2 and 3 with each claim's gold category.
+Requests the labels do not cover go to ``fallback`` (a model backend) when one is given; without a
+fallback they get an empty answer, which the engine records as a parse failure with its reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ..backend import Backend, Request, Response
+from ..data.schema import UNVERIFIABLE, VERIFIED, Conversation
+
+_FIELD = re.compile(r"^([A-Z][A-Z ()]+):\n", re.MULTILINE)
+
+
+def message_fields(content: str) -> dict[str, str]:
+    """Split a target message ("TARGET TURN:\\n...\\n\\nCLAIM:\\n...") into its fields."""
+    parts = _FIELD.split(content)
+    return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+class LabelsBackend:
+    """A :class:`~vista_distill.backend.Backend` that answers from gold claims."""
+
+    name = "labels"
+
+    def __init__(self, conversations: Iterable[Conversation], fallback: Backend | None = None) -> None:
+        self.fallback = fallback
+        self.claims: dict[str, list[str]] = {}
+        self.categories: dict[tuple[str, str], str] = {}
+        for conv in conversations:
+            for turn in conv.turns:
+                if turn.gold_claims is None:
+                    continue
+                self.claims[_norm(turn.text)] = [c.text for c in turn.gold_claims]
+                for c in turn.gold_claims:
+                    if c.label is not None and turn.reference is not None:
+                        self.categories[(_norm(turn.reference), _norm(c.text))] = c.label
+        self.stats = {"answered": 0, "fallback": 0, "unanswered": 0}
+
+    def _answer(self, req: Request) -> Response | None:
+        fields = message_fields(req.messages[-1]["content"])
+        if req.stage == "stage1" and "TARGET TURN" in fields:
+            target = fields["TARGET TURN"].split(": ", 1)[-1]
+            claims = self.claims.get(_norm(target))
+            if claims is None:
+                return None
+            return Response(text="\n".join(f"{i}. {c}" for i, c in enumerate(claims, 1)))
+        if req.stage in ("stage2", "stage3") and "CLAIM" in fields:
+            category = self.categories.get((_norm(fields.get("REFERENCE TEXT", "")), _norm(fields["CLAIM"])))
+            if category is None:
+                return None
+            answer = VERIFIED if category == VERIFIED else UNVERIFIABLE
+            if req.stage == "stage3":
+                if category == VERIFIED:
+                    return None
+                answer = category
+            if req.labels:
+                return Response(text=answer, label=answer, probs={lab: float(lab == answer) for lab in req.labels})
+            return Response(text=answer)
+        return None
+
+    def run(self, requests: list[Request]) -> list[Response]:
+        out: list[Response | None] = [self._answer(r) for r in requests]
+        missing = [i for i, r in enumerate(out) if r is None]
+        self.stats["answered"] += len(out) - len(missing)
+        if missing and self.fallback is not None:
+            self.stats["fallback"] += len(missing)
+            for i, resp in zip(missing, self.fallback.run([requests[i] for i in missing])):
+                resp.meta["teacher"] = getattr(self.fallback, "name", "fallback")
+                out[i] = resp
+        elif missing:
+            self.stats["unanswered"] += len(missing)
+            for i in missing:
+                out[i] = Response(text="", meta={"teacher": "labels", "error": "no gold label for this request"})
+        return out  # type: ignore[return-value]

@@ -1,0 +1,261 @@
+"""The VISTA pipeline engine, shared by the teacher (distill/), the students and the baselines (eval/).
+
+Each conversation is a *program*: a generator that runs the method strictly in order and yields
+lists of :class:`Request` whenever it needs model output. The scheduler advances many programs
+together and sends every ready request of a stage to the backend as one batch; run one at a time
+(``batched=False``) it behaves like the authors' loop. Because backends answer each request
+independently of its batch, both give the same output.
+
+Per conversation (paper section 3; the authors' ``run_metric.py``):
+
+* stage 1 decomposes every assistant turn given the history (history is fixed, so all turns are
+  requested at once);
+* for each scored turn in order: stage 2 labels each claim VERIFIED / UNVERIFIABLE against the
+  numbered background knowledge plus the turn's reference; stage 3 categorises each UNVERIFIABLE
+  claim; VERIFIED and OUT-OF-SCOPE claims then join the background;
+* assistant turns without a reference add all their claims to the background and are not scored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .backend import Backend, Request, Response
+from .data.schema import (
+    ABSTENTION,
+    ASSISTANT,
+    FAITHFUL,
+    HALLUCINATED,
+    OUT_OF_SCOPE,
+    STAGE2_LABELS,
+    STAGE3_LABELS,
+    UNKNOWN,
+    UNVERIFIABLE,
+    VERIFIED,
+    Conversation,
+)
+from .parsing import parse_claims, parse_label, strip_think
+from .prompts import (
+    Speakers,
+    build_messages,
+    get_template,
+    stage1_input,
+    stage2_input,
+    stage3_input,
+    stage4_input,
+)
+
+# Turn rules. "safe": the authors' released evaluation; "strict": the paper's Table 1 text.
+SAFE_CATEGORIES = {"safe": {VERIFIED, ABSTENTION, OUT_OF_SCOPE}, "strict": {VERIFIED}}
+RULES = tuple(SAFE_CATEGORIES)
+JOINS_BACKGROUND = {VERIFIED, OUT_OF_SCOPE}
+
+Program = Generator[list[Request], list[Response], Any]
+
+
+@dataclass
+class EngineConfig:
+    style: str = "fewshot"            # prompt style: "fewshot" (Appendix A.1) or "compact" (students)
+    speakers: Speakers = field(default_factory=Speakers)
+    stage2: str = "score"             # "score": pick a label by likelihood; "generate": free text, parsed
+    stage3: str = "score"
+    stage4: bool = False              # optional: does the turn contradict earlier turns?
+    max_claims: int = 16              # guards against degenerate, endlessly repeating lists
+    max_new_tokens: dict[str, int] = field(
+        default_factory=lambda: {"stage1": 256, "stage2": 8, "stage3": 96, "stage4": 96}
+    )
+
+    def __post_init__(self) -> None:
+        for stage in ("stage2", "stage3"):
+            if getattr(self, stage) not in ("score", "generate"):
+                raise ValueError(f"{stage} mode must be 'score' or 'generate', got {getattr(self, stage)!r}")
+
+
+@dataclass
+class ClaimResult:
+    text: str
+    category: str | None = None           # VERIFIED or a stage 3 category; None if unparseable
+    stage2: dict[str, Any] | None = None  # {"label", "probs", "raw"}
+    stage3: dict[str, Any] | None = None  # {"label", "probs", "raw", "explanation"}
+    error: str | None = None
+
+
+@dataclass
+class TurnResult:
+    conversation_id: str
+    source: str
+    turn_index: int
+    text: str
+    reference: str | None
+    scored: bool
+    claims: list[ClaimResult] = field(default_factory=list)
+    stage1_raw: str = ""
+    stage1_think: str = ""
+    n_claims_raw: int = 0
+    background_size: int = 0              # background facts the turn was verified against
+    stage4: dict[str, Any] | None = None
+    verdicts: dict[str, str] = field(default_factory=dict)     # rule -> faithful / hallucinated / unknown
+    vista_scores: dict[str, float | None] = field(default_factory=dict)
+    unknown_reason: str | None = None
+    gold_label: str | None = None
+    gold_claims: list[dict[str, Any]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def turn_verdict(claims: Sequence[ClaimResult], rule: str) -> tuple[str, float | None, str | None]:
+    """(verdict, VISTA score, unknown reason) of a turn under ``rule``."""
+    safe = SAFE_CATEGORIES[rule]
+    if not claims:
+        return UNKNOWN, None, "stage 1 returned no claims"
+    bad = [c for c in claims if c.category is None]
+    known = [c for c in claims if c.category is not None]
+    score = sum(c.category in safe for c in known) / len(known) if known else None
+    if bad:
+        return UNKNOWN, score, "; ".join(f"claim {c.text!r}: {c.error}" for c in bad)
+    return (FAITHFUL if all(c.category in safe for c in claims) else HALLUCINATED), score, None
+
+
+def _dedupe(claims: list[str], limit: int) -> list[str]:
+    seen, out = set(), []
+    for c in claims:
+        key = " ".join(c.lower().split())
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out[:limit]
+
+
+def _label_result(resp: Response, labels: Sequence[str]) -> tuple[str | None, dict[str, Any], str | None]:
+    if resp.label is not None:
+        return resp.label, {"label": resp.label, "probs": resp.probs, "raw": resp.text}, None
+    parsed = parse_label(resp.text, labels)
+    info = {"label": parsed.label, "probs": resp.probs, "raw": resp.text, "explanation": parsed.explanation}
+    error = parsed.error
+    if error and resp.meta.get("error"):
+        error = f"{error} ({resp.meta['error']})"
+    return parsed.label, info, error
+
+
+def vista_program(conv: Conversation, cfg: EngineConfig,
+                  on_turn: Callable[[TurnResult], None] | None = None) -> Program:
+    """Run VISTA over one conversation; returns the list of TurnResult of its assistant turns."""
+    t1 = get_template("stage1", cfg.style)
+    t2 = get_template("stage2", cfg.style)
+    t3 = get_template("stage3", cfg.style)
+    sp = cfg.speakers
+
+    def msgs(template, content: str) -> tuple[dict[str, str], ...]:
+        return tuple(build_messages(template, content, sp))
+
+    history = [(t.role, t.text) for t in conv.turns]
+    assistant = [i for i, t in enumerate(conv.turns) if t.role == ASSISTANT]
+    stage1_reqs = [
+        Request("stage1", msgs(t1, stage1_input(history[:i], conv.turns[i].text, sp)),
+                max_new_tokens=cfg.max_new_tokens["stage1"])
+        for i in assistant
+    ]
+    if cfg.stage4:
+        t4 = get_template("stage4", cfg.style)
+        stage1_reqs += [
+            Request("stage4", msgs(t4, stage4_input(history[:i], conv.turns[i].text, sp)), labels=t4.labels,
+                    max_new_tokens=cfg.max_new_tokens["stage4"])
+            for i in assistant
+        ]
+    first = yield stage1_reqs
+    decompositions, contradictions = first[: len(assistant)], first[len(assistant):]
+
+    background = list(conv.background)
+    results: list[TurnResult] = []
+    for k, i in enumerate(assistant):
+        turn = conv.turns[i]
+        raw = decompositions[k].text
+        claims_raw = parse_claims(raw)
+        res = TurnResult(
+            conversation_id=conv.id, source=conv.source, turn_index=i, text=turn.text, reference=turn.reference,
+            scored=turn.is_scored, stage1_raw=raw, stage1_think=strip_think(raw)[1],
+            n_claims_raw=len(claims_raw), background_size=len(background), gold_label=turn.gold_label,
+            gold_claims=[asdict(c) for c in turn.gold_claims] if turn.gold_claims is not None else None,
+        )
+        claims = [ClaimResult(text=c) for c in _dedupe(claims_raw, cfg.max_claims)]
+        res.claims = claims
+        if contradictions:
+            label, info, err = _label_result(contradictions[k], ("YES", "NO"))
+            res.stage4 = {**info, "error": err}
+        if not turn.is_scored:
+            background += [c.text for c in claims]
+        else:
+            s2 = yield [
+                Request("stage2", msgs(t2, stage2_input(background, turn.reference, c.text)),
+                        labels=t2.labels if cfg.stage2 == "score" else (), max_new_tokens=cfg.max_new_tokens["stage2"])
+                for c in claims
+            ]
+            for c, resp in zip(claims, s2):
+                label, c.stage2, c.error = _label_result(resp, STAGE2_LABELS)
+                if label == VERIFIED:
+                    c.category = VERIFIED
+            unverifiable = [c for c, r in zip(claims, s2) if c.stage2["label"] == UNVERIFIABLE]
+            if unverifiable:
+                s3 = yield [
+                    Request("stage3", msgs(t3, stage3_input(background, turn.reference, c.text)),
+                            labels=t3.labels if cfg.stage3 == "score" else (),
+                            max_new_tokens=cfg.max_new_tokens["stage3"])
+                    for c in unverifiable
+                ]
+                for c, resp in zip(unverifiable, s3):
+                    c.category, c.stage3, c.error = _label_result(resp, STAGE3_LABELS)
+            background += [c.text for c in claims if c.category in JOINS_BACKGROUND]
+            for rule in RULES:
+                res.verdicts[rule], res.vista_scores[rule], reason = turn_verdict(claims, rule)
+                res.unknown_reason = res.unknown_reason or reason
+        results.append(res)
+        if on_turn is not None:
+            on_turn(res)
+    return results
+
+
+def run_programs(programs: Iterable[Program], backend: Backend, batched: bool = True) -> list[Any]:
+    """Drive programs to completion and return their results in order.
+
+    Batched: each round, every program's ready requests are gathered and each stage's requests go to
+    the backend as one call. Unbatched: programs run one after another, one request per call.
+    """
+    programs = list(programs)
+    results: list[Any] = [None] * len(programs)
+    if not batched:
+        for p, prog in enumerate(programs):
+            try:
+                reqs = next(prog)
+                while True:
+                    reqs = prog.send([backend.run([r])[0] for r in reqs])
+            except StopIteration as stop:
+                results[p] = stop.value
+        return results
+
+    pending: dict[int, list[Request]] = {}
+    for p, prog in enumerate(programs):
+        try:
+            pending[p] = next(prog)
+        except StopIteration as stop:
+            results[p] = stop.value
+    while pending:
+        by_stage: dict[str, list[tuple[int, int]]] = {}
+        for p, reqs in pending.items():
+            for j, r in enumerate(reqs):
+                by_stage.setdefault(r.stage, []).append((p, j))
+        answers: dict[int, list[Response | None]] = {p: [None] * len(r) for p, r in pending.items()}
+        for stage, slots in by_stage.items():
+            responses = backend.run([pending[p][j] for p, j in slots])
+            for (p, j), resp in zip(slots, responses):
+                answers[p][j] = resp
+        nxt: dict[int, list[Request]] = {}
+        for p in pending:
+            try:
+                nxt[p] = programs[p].send(answers[p])
+            except StopIteration as stop:
+                results[p] = stop.value
+        pending = nxt
+    return results

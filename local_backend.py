@@ -1,0 +1,269 @@
+"""Local transformers backend: any causal LM, optional 4-bit loading, one PEFT adapter per stage,
+batched greedy generation, label scoring by log-likelihood, and reuse of the shared few-shot prefix.
+
+The instructions and worked examples of a stage are identical in every request, so their KV cache is
+computed once (per adapter) and shared; each request only pays for its own target message.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
+
+from .backend import Request, Response
+from .prompts import render
+
+log = logging.getLogger(__name__)
+
+STAGES = ("stage1", "stage2", "stage3", "stage4")
+
+
+def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) -> dict[str, Path]:
+    """``{stage: adapter_dir}`` from a mapping or from a folder holding ``stage1/``, ``stage2/``, ..."""
+    if adapters is None:
+        return {}
+    if isinstance(adapters, Mapping):
+        found = {str(k): Path(v) for k, v in adapters.items()}
+    else:
+        root = Path(adapters)
+        if not root.is_dir():
+            raise FileNotFoundError(f"{root}: adapters folder not found")
+        found = {s: root / s for s in STAGES if (root / s / "adapter_config.json").exists()}
+        if not found:
+            raise FileNotFoundError(
+                f"{root}: no stage adapters found (expected {', '.join(f'{s}/adapter_config.json' for s in STAGES)})"
+            )
+    for stage, path in found.items():
+        if not (path / "adapter_config.json").exists():
+            raise FileNotFoundError(f"{path}: not a PEFT adapter (no adapter_config.json) for {stage}")
+    return found
+
+
+class TransformersBackend:
+    """A causal LM (path or hub id) plus optional per-stage LoRA adapters, switched, never reloaded."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        adapters: str | Path | Mapping[str, str | Path] | None = None,
+        dtype: str = "bfloat16",
+        load_in_4bit: bool = False,
+        batch_size: int = 16,
+        device: str | None = None,
+        prefix_cache: bool = True,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from .models import resolve_model
+
+        self.model_path = resolve_model(model)
+        self.name = f"transformers:{model or 'embedded'}"
+        self.batch_size = batch_size
+        self.use_prefix_cache = prefix_cache
+        self.torch_dtype = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32,
+                            "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16}[dtype]
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        kwargs: dict = {"dtype": self.torch_dtype}
+        if load_in_4bit:
+            from transformers import BitsAndBytesConfig
+
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=self.torch_dtype,
+                bnb_4bit_use_double_quant=True,
+            )
+            kwargs["device_map"] = {"": self.device}
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        model_obj = AutoModelForCausalLM.from_pretrained(self.model_path, **kwargs)
+        if not load_in_4bit:
+            model_obj.to(self.device)
+        self.adapters = find_stage_adapters(adapters)
+        if self.adapters:
+            from peft import PeftModel
+
+            first, *rest = self.adapters.items()
+            model_obj = PeftModel.from_pretrained(model_obj, str(first[1]), adapter_name=first[0])
+            for stage, path in rest:
+                model_obj.load_adapter(str(path), adapter_name=stage)
+        self.model = model_obj.eval()
+        self.eos_ids = self._eos_ids()
+        self._prefixes: OrderedDict[tuple, object] = OrderedDict()
+        self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "prefix_tokens_reused": 0, "forward_s": 0.0}
+
+    # -- adapters -----------------------------------------------------------------------------
+    def _adapter_context(self, stage: str):
+        """Activate the stage's adapter; stages without one run on the bare base model."""
+        import contextlib
+
+        if not self.adapters:
+            return contextlib.nullcontext()
+        if stage in self.adapters:
+            self.model.set_adapter(stage)
+            return contextlib.nullcontext()
+        return self.model.disable_adapter()
+
+    def _eos_ids(self) -> list[int]:
+        ids = {self.tokenizer.eos_token_id}
+        gen_cfg = getattr(self.model, "generation_config", None)
+        extra = getattr(gen_cfg, "eos_token_id", None)
+        if isinstance(extra, int):
+            ids.add(extra)
+        elif extra:
+            ids.update(extra)
+        for tok in ("<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "</s>", "<end_of_turn>"):
+            tid = self.tokenizer.convert_tokens_to_ids(tok)
+            if isinstance(tid, int) and tid != self.tokenizer.unk_token_id and tok in self.tokenizer.get_vocab():
+                ids.add(tid)
+        return sorted(i for i in ids if i is not None)
+
+    # -- tokenisation ------------------------------------------------------------------------
+    def _encode(self, request: Request) -> tuple[list[int], list[int]]:
+        """(shared prefix ids, request-specific suffix ids) of the rendered prompt."""
+        text = render(self.tokenizer, list(request.messages))
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if not self.use_prefix_cache or len(request.messages) < 2:
+            return [], ids
+        prefix_text = render(self.tokenizer, list(request.messages[:-1]), add_generation_prompt=False)
+        if not text.startswith(prefix_text):
+            return [], ids
+        prefix_ids = self.tokenizer(prefix_text, add_special_tokens=False)["input_ids"]
+        # Token boundaries may differ at the seam; fall back to the common token prefix.
+        n = 0
+        for a, b in zip(prefix_ids, ids):
+            if a != b:
+                break
+            n += 1
+        n = min(n, len(ids) - 1)  # the last prompt token must be run to get next-token logits
+        return ids[:n], ids[n:]
+
+    def _prefix_cache(self, stage: str, prefix: tuple[int, ...]):
+        import torch
+        from transformers import DynamicCache
+
+        key = (stage if stage in self.adapters else None, prefix)
+        if key in self._prefixes:
+            self._prefixes.move_to_end(key)
+            return self._prefixes[key]
+        cache = DynamicCache(config=self.model.config)
+        with torch.inference_mode():
+            self.model(input_ids=torch.tensor([prefix], device=self.device), past_key_values=cache, use_cache=True)
+        self._prefixes[key] = cache
+        while len(self._prefixes) > 8:
+            self._prefixes.popitem(last=False)
+        return cache
+
+    def _batch_inputs(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]]):
+        """input ids ``[prefix][pad..][suffix]`` with mask and positions, plus a batch copy of the prefix cache."""
+        import torch
+
+        width = max(len(s) for s in suffixes)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((len(suffixes), len(prefix) + width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        if prefix:
+            ids[:, : len(prefix)] = torch.tensor(prefix)
+            mask[:, : len(prefix)] = 1
+        for i, s in enumerate(suffixes):
+            ids[i, ids.shape[1] - len(s):] = torch.tensor(s)
+            mask[i, ids.shape[1] - len(s):] = 1
+        cache = None
+        if prefix:
+            cache = copy.deepcopy(self._prefix_cache(stage, prefix))
+            cache.batch_repeat_interleave(len(suffixes))
+            self.stats["prefix_tokens_reused"] += len(prefix) * len(suffixes)
+        return ids.to(self.device), mask.to(self.device), cache
+
+    # -- public API ----------------------------------------------------------------------------
+    def run(self, requests: list[Request]) -> list[Response]:
+        """Group by (stage, prefix, mode), run in length-sorted batches, return in request order."""
+        encoded = [self._encode(r) for r in requests]
+        groups: dict[tuple, list[int]] = {}
+        for i, (r, (prefix, _)) in enumerate(zip(requests, encoded)):
+            groups.setdefault((r.stage, tuple(prefix), r.labels, r.max_new_tokens), []).append(i)
+        out: list[Response | None] = [None] * len(requests)
+        for (stage, prefix, labels, max_new), idx in groups.items():
+            idx.sort(key=lambda i: len(encoded[i][1]))
+            with self._adapter_context(stage):
+                for start in range(0, len(idx), self.batch_size):
+                    chunk = idx[start: start + self.batch_size]
+                    suffixes = [encoded[i][1] for i in chunk]
+                    t0 = time.perf_counter()
+                    if labels:
+                        res = self._choose(stage, prefix, suffixes, labels)
+                    else:
+                        res = self._generate(stage, prefix, suffixes, max_new)
+                    self.stats["forward_s"] += time.perf_counter() - t0
+                    for i, r in zip(chunk, res):
+                        r.prompt_tokens = len(prefix) + len(encoded[i][1])
+                        self.stats["prompt_tokens"] += r.prompt_tokens
+                        self.stats["completion_tokens"] += r.completion_tokens
+                        out[i] = r
+        return out  # type: ignore[return-value]
+
+    def _generate(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]], max_new: int) -> list[Response]:
+        import torch
+
+        ids, mask, cache = self._batch_inputs(stage, prefix, suffixes)
+        with torch.inference_mode():
+            seqs = self.model.generate(
+                input_ids=ids, attention_mask=mask, past_key_values=cache, max_new_tokens=max_new,
+                do_sample=False, temperature=None, top_p=None, top_k=None,
+                pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_ids,
+            )
+        results = []
+        for row in seqs[:, ids.shape[1]:].tolist():
+            n = len(row)
+            for j, t in enumerate(row):
+                if t in self.eos_ids:
+                    n = j
+                    break
+            text = self.tokenizer.decode(row[:n], skip_special_tokens=True)
+            results.append(Response(text=text.strip(), completion_tokens=min(n + 1, len(row))))
+        return results
+
+    def _choose(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]],
+                labels: tuple[str, ...]) -> list[Response]:
+        """Pick each request's label by the summed log-probability of the label's tokens."""
+        import torch
+
+        label_ids = [self.tokenizer(lab, add_special_tokens=False)["input_ids"] for lab in labels]
+        ids, mask, cache = self._batch_inputs(stage, prefix, suffixes)
+        n = ids.shape[0]
+        past = len(prefix)
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            out = self.model(input_ids=ids[:, past:], attention_mask=mask, position_ids=positions[:, past:],
+                             past_key_values=cache, use_cache=True)
+            first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+            cache = out.past_key_values
+            last_pos = positions[:, -1:]
+            scores = torch.zeros(n, len(labels))
+            for j, lab in enumerate(label_ids):
+                scores[:, j] = first[:, lab[0]].cpu()
+                if len(lab) > 1:
+                    cont = torch.tensor([lab[:-1]], device=self.device).expand(n, -1)
+                    ext = torch.cat([mask, torch.ones_like(cont)], dim=1)
+                    pos = last_pos + 1 + torch.arange(cont.shape[1], device=self.device)
+                    o = self.model(input_ids=cont, attention_mask=ext, position_ids=pos, past_key_values=cache,
+                                   use_cache=True)
+                    lp = torch.log_softmax(o.logits.float(), dim=-1)
+                    tgt = torch.tensor(lab[1:], device=self.device)
+                    scores[:, j] += lp[:, torch.arange(len(lab) - 1), tgt].sum(-1).cpu()
+                    cache.crop(-cont.shape[1])
+        probs = torch.softmax(scores, dim=-1)
+        results = []
+        for i in range(n):
+            best = int(torch.argmax(scores[i]))
+            results.append(Response(
+                text=labels[best], label=labels[best],
+                probs={lab: float(probs[i, j]) for j, lab in enumerate(labels)},
+                meta={"logprobs": {lab: float(scores[i, j]) for j, lab in enumerate(labels)}},
+            ))
+        return results

@@ -1,0 +1,108 @@
+"""``VistaScorer``: the Python API behind ``vista-distill score``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .backend import Backend
+from .data.io import atomic_write_text
+from .data.schema import ASSISTANT, Conversation
+from .engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
+from .prompts import Speakers
+from .summary import summarize
+
+
+@dataclass
+class ScoreResult:
+    records: list[dict[str, Any]]
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, path: str | Path) -> tuple[Path, Path]:
+        """Write records as JSONL to ``path`` and the summary beside it (``<stem>.summary.json``)."""
+        path = Path(path)
+        atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records))
+        summary_path = path.with_name(path.stem + ".summary.json")
+        atomic_write_text(summary_path, json.dumps(self.summary, indent=2, ensure_ascii=False))
+        return path, summary_path
+
+
+class VistaScorer:
+    """Score dialogues with VISTA on a local model (default: the embedded SmolLM2-135M-Instruct).
+
+    ``adapters``: a folder with ``stage1/ stage2/ stage3/`` PEFT adapters (or a ``{stage: dir}``
+    mapping); with adapters the compact student prompts are used unless ``style`` says otherwise.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        adapters: str | Path | Mapping[str, str | Path] | None = None,
+        rule: str = "safe",
+        style: str | None = None,
+        stage2: str = "score",
+        stage3: str = "score",
+        stage4: bool = False,
+        speakers: Speakers | None = None,
+        dtype: str = "bfloat16",
+        load_in_4bit: bool = False,
+        batch_size: int = 16,
+        max_claims: int = 16,
+        max_new_tokens: Mapping[str, int] | None = None,
+        backend: Backend | None = None,
+    ) -> None:
+        if rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+        self.rule = rule
+        self.config = EngineConfig(
+            style=style or ("compact" if adapters else "fewshot"), speakers=speakers or Speakers(),
+            stage2=stage2, stage3=stage3, stage4=stage4, max_claims=max_claims,
+        )
+        if max_new_tokens:
+            self.config.max_new_tokens.update(max_new_tokens)
+        if backend is None:
+            from .local_backend import TransformersBackend
+
+            backend = TransformersBackend(model, adapters=adapters, dtype=dtype, load_in_4bit=load_in_4bit,
+                                          batch_size=batch_size)
+        self.backend = backend
+
+    def score(
+        self,
+        conversations: Sequence[Conversation],
+        batched: bool = True,
+        progress: bool | Callable[[TurnResult], None] = False,
+    ) -> ScoreResult:
+        """Run the pipeline; one record per assistant turn (context turns have ``scored: false``)."""
+        bar = None
+        on_turn = progress if callable(progress) else None
+        if progress is True:
+            from tqdm.auto import tqdm
+
+            total = sum(t.role == ASSISTANT for c in conversations for t in c.turns)
+            bar = tqdm(total=total, desc="score", unit="turn", dynamic_ncols=True)
+            on_turn = lambda _res: bar.update(1)  # noqa: E731
+        start = time.perf_counter()
+        stats_before = dict(getattr(self.backend, "stats", {}))
+        try:
+            per_conv = run_programs((vista_program(c, self.config, on_turn) for c in conversations),
+                                    self.backend, batched=batched)
+        finally:
+            if bar is not None:
+                bar.close()
+        wall = time.perf_counter() - start
+        records = [t.to_dict() for turns in per_conv for t in turns]
+        summary = summarize(records, self.rule)
+        stats = getattr(self.backend, "stats", {})
+        summary["run"] = {
+            "backend": getattr(self.backend, "name", type(self.backend).__name__),
+            "style": self.config.style, "stage2": self.config.stage2, "stage3": self.config.stage3,
+            "batched": batched, "wall_s": wall,
+            "turns_per_s": len(records) / wall if wall else None,
+            **{k: v - stats_before.get(k, 0) for k, v in stats.items() if isinstance(v, (int, float))},
+        }
+        return ScoreResult(records, summary)

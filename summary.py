@@ -1,0 +1,85 @@
+"""Corpus summaries of scored turns: coverage, verdict counts, category proportions, accuracy vs gold."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from .data.schema import CLAIM_CATEGORIES, FAITHFUL, HALLUCINATED, TURN_LABELS, UNKNOWN
+from .engine import RULES
+
+
+def _proportions(counts: Counter) -> dict[str, float]:
+    total = sum(counts.values())
+    return {c: (counts.get(c, 0) / total if total else 0.0) for c in (*CLAIM_CATEGORIES, None) if c or counts.get(c)}
+
+
+def _categories(records: Sequence[dict[str, Any]]) -> Counter:
+    return Counter(c["category"] for r in records for c in r["claims"])
+
+
+def gold_metrics(records: Sequence[dict[str, Any]], rule: str) -> dict[str, Any] | None:
+    """Accuracy / precision / recall / F1 ("hallucinated" positive) over turns with gold and a verdict."""
+    from sklearn.metrics import accuracy_score, precision_recall_fscore_support
+
+    gold_turns = [r for r in records if r["scored"] and r["gold_label"] in TURN_LABELS]
+    if not gold_turns:
+        return None
+    known = [r for r in gold_turns if r["verdicts"][rule] != UNKNOWN]
+    out: dict[str, Any] = {"n_gold": len(gold_turns), "n": len(known),
+                           "coverage": len(known) / len(gold_turns)}
+    if known:
+        y = [r["gold_label"] for r in known]
+        p = [r["verdicts"][rule] for r in known]
+        prec, rec, f1, _ = precision_recall_fscore_support(
+            y, p, labels=[HALLUCINATED], average="binary", pos_label=HALLUCINATED, zero_division=0)
+        out.update(accuracy=accuracy_score(y, p), precision=float(prec), recall=float(rec), f1=float(f1))
+    return out
+
+
+def summarize(records: Sequence[dict[str, Any]], rule: str = "safe") -> dict[str, Any]:
+    """Summary of :class:`TurnResult` dicts; ``rule`` picks the headline verdicts, both are reported."""
+    scored = [r for r in records if r["scored"]]
+    summary: dict[str, Any] = {
+        "rule": rule,
+        "conversations": len({r["conversation_id"] for r in records}),
+        "assistant_turns": len(records),
+        "scored_turns": len(scored),
+        "context_turns": len(records) - len(scored),
+        "claims": sum(len(r["claims"]) for r in scored),
+    }
+    by_rule: dict[str, Any] = {}
+    for rr in RULES:
+        verdicts = Counter(r["verdicts"][rr] for r in scored)
+        known = [r for r in scored if r["vista_scores"].get(rr) is not None]
+        safe_claims = sum(r["vista_scores"][rr] * sum(c["category"] is not None for c in r["claims"]) for r in known)
+        known_claims = sum(sum(c["category"] is not None for c in r["claims"]) for r in known)
+        by_rule[rr] = {
+            "verdicts": {k: verdicts.get(k, 0) for k in (FAITHFUL, HALLUCINATED, UNKNOWN)},
+            "coverage": (1 - verdicts.get(UNKNOWN, 0) / len(scored)) if scored else None,
+            "vista_score": safe_claims / known_claims if known_claims else None,
+            "gold": gold_metrics(records, rr),
+        }
+    summary["by_rule"] = by_rule
+    summary["coverage"] = by_rule[rule]["coverage"]
+    summary["accuracy"] = (by_rule[rule]["gold"] or {}).get("accuracy")
+    cats = _categories(scored)
+    summary["categories"] = {"counts": {str(k): v for k, v in cats.items()}, "proportions": _proportions(cats)}
+    per_source: dict[str, list] = defaultdict(list)
+    per_conv: dict[str, list] = defaultdict(list)
+    for r in scored:
+        per_source[r["source"]].append(r)
+        per_conv[r["conversation_id"]].append(r)
+    summary["per_source"] = {
+        s: {"scored_turns": len(rs), "accuracy": (gold_metrics(rs, rule) or {}).get("accuracy"),
+            "coverage": sum(r["verdicts"][rule] != UNKNOWN for r in rs) / len(rs),
+            "category_proportions": _proportions(_categories(rs))}
+        for s, rs in sorted(per_source.items())
+    }
+    summary["per_conversation"] = {c: _proportions(_categories(rs)) for c, rs in per_conv.items()}
+    summary["unknown"] = [
+        {"conversation_id": r["conversation_id"], "turn_index": r["turn_index"], "reason": r["unknown_reason"]}
+        for r in scored if r["verdicts"][rule] == UNKNOWN
+    ]
+    return summary

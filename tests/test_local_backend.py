@@ -1,0 +1,139 @@
+"""The local transformers backend on the embedded SmolLM2-135M: batching, label scoring, adapters, 4-bit."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from vista_distill.backend import Request
+from vista_distill.data.io import read_conversations
+from vista_distill.engine import EngineConfig, run_programs, vista_program
+from vista_distill.prompts import build_messages, get_template, stage1_input, stage2_input, stage3_input
+
+REF = ("The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It is 330 metres tall and was "
+       "completed in 1889.")
+CLAIMS = ["The Eiffel Tower is in Paris.", "The Eiffel Tower was built in 1999.", "I love towers."]
+
+
+def _stage2(style="fewshot", claim=CLAIMS[0]):
+    t = get_template("stage2", style)
+    return Request("stage2", tuple(build_messages(t, stage2_input([], REF, claim))), labels=t.labels)
+
+
+def test_label_scoring_returns_a_valid_label_with_probabilities(embedded_backend):
+    responses = embedded_backend.run([_stage2(claim=c) for c in CLAIMS])
+    for r in responses:
+        assert r.label in ("VERIFIED", "UNVERIFIABLE")
+        assert sum(r.probs.values()) == pytest.approx(1.0, abs=1e-5)
+        assert r.label == max(r.probs, key=r.probs.get)
+        assert r.prompt_tokens > 500  # few-shot prompt
+    # Different claims give different probabilities: the target message really reaches the model.
+    assert len({round(r.probs["VERIFIED"], 6) for r in responses}) == 3
+
+
+def test_label_scoring_matches_full_sequence_likelihood(embedded_backend):
+    """The prefix-cache + continuation path gives the same label log-likelihood as one plain forward pass."""
+    from vista_distill.prompts import render
+
+    b = embedded_backend
+    t = get_template("stage3", "compact")
+    req = Request("stage3", tuple(build_messages(t, stage3_input(["A fact."], REF, CLAIMS[1]))), labels=t.labels)
+    (resp,) = b.run([req])
+    prompt = b.tokenizer(render(b.tokenizer, list(req.messages)), add_special_tokens=False)["input_ids"]
+    for label in t.labels:
+        lab = b.tokenizer(label, add_special_tokens=False)["input_ids"]
+        ids = torch.tensor([prompt + lab])
+        with torch.inference_mode():
+            logp = torch.log_softmax(b.model(ids).logits[0, len(prompt) - 1: -1].float(), -1)
+        expected = logp[torch.arange(len(lab)), torch.tensor(lab)].sum().item()
+        assert resp.meta["logprobs"][label] == pytest.approx(expected, abs=2e-3)
+
+
+def test_batched_generation_equals_one_at_a_time(embedded_backend):
+    t = get_template("stage1")
+    hist = [("user", "What do you know about Paris?")]
+    targets = ["The Eiffel Tower is in Paris and it is 330 metres tall.", "I love Paris.",
+               "Paris is the capital of France, and the Louvre is the most visited museum in the world."]
+    reqs = [Request("stage1", tuple(build_messages(t, stage1_input(hist, x))), max_new_tokens=40) for x in targets]
+    batched = embedded_backend.run(reqs)
+    single = [embedded_backend.run([r])[0] for r in reqs]
+    assert [r.text for r in batched] == [r.text for r in single]
+    assert all(r.text for r in batched) and len({r.text for r in batched}) == 3
+    embedded_backend.use_prefix_cache = False
+    try:
+        plain = [embedded_backend.run([r])[0] for r in reqs]
+    finally:
+        embedded_backend.use_prefix_cache = True
+    assert [r.text for r in plain] == [r.text for r in batched]
+
+
+def test_pipeline_batched_equals_one_at_a_time_on_real_model(embedded_backend, sample_path):
+    convs = read_conversations(sample_path)[1:3]
+    cfg = EngineConfig(max_new_tokens={"stage1": 48, "stage2": 8, "stage3": 32, "stage4": 32})
+    batched = run_programs([vista_program(c, cfg) for c in copy.deepcopy(convs)], embedded_backend, batched=True)
+    single = run_programs([vista_program(c, cfg) for c in copy.deepcopy(convs)], embedded_backend, batched=False)
+    assert [[t.to_dict() for t in c] for c in batched] == [[t.to_dict() for t in c] for c in single]
+    turns = [t for c in batched for t in c]
+    assert all(t.verdicts["safe"] in ("faithful", "hallucinated", "unknown") for t in turns)
+    assert any(t.claims for t in turns)
+
+
+def _random_lora(base_path, out_dir, seed):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
+    cfg = LoraConfig(r=8, lora_alpha=64, target_modules="all-linear", init_lora_weights=False)
+    get_peft_model(base, cfg).save_pretrained(out_dir)
+
+
+@pytest.fixture(scope="module")
+def adapters_dir(tmp_path_factory, embedded_backend):
+    root = tmp_path_factory.mktemp("adapters")
+    for seed, stage in enumerate(("stage1", "stage2", "stage3")):
+        _random_lora(embedded_backend.model_path, root / stage, seed)
+    return root
+
+
+def test_stage_adapters_switch_without_reloading(adapters_dir, embedded_backend):
+    from vista_distill.local_backend import TransformersBackend
+
+    b = TransformersBackend(adapters=adapters_dir, dtype="float32")
+    assert sorted(b.model.peft_config) == ["stage1", "stage2", "stage3"]
+    model_id = id(b.model)
+    t = get_template("stage2", "compact")
+    msgs = tuple(build_messages(t, stage2_input([], REF, CLAIMS[0])))
+    probs = {}
+    for stage in ("stage1", "stage2", "stage3", "stage4"):  # stage4 has no adapter: bare base model
+        (r,) = b.run([Request(stage, msgs, labels=t.labels)])
+        probs[stage] = r.meta["logprobs"]["VERIFIED"]
+    assert len({round(v, 4) for v in probs.values()}) == 4
+    assert id(b.model) == model_id
+    (base,) = embedded_backend.run([Request("stage4", msgs, labels=t.labels)])
+    assert base.meta["logprobs"]["VERIFIED"] == pytest.approx(probs["stage4"], abs=1e-4)
+    # Switching back reproduces the first result: adapters are switched, not stacked or reloaded.
+    (again,) = b.run([Request("stage1", msgs, labels=t.labels)])
+    assert again.meta["logprobs"]["VERIFIED"] == pytest.approx(probs["stage1"], abs=1e-4)
+
+
+def test_missing_adapters_folder_is_a_clear_error(tmp_path):
+    from vista_distill.local_backend import find_stage_adapters
+
+    with pytest.raises(FileNotFoundError, match="no stage adapters found"):
+        find_stage_adapters(tmp_path)
+    (tmp_path / "stage2").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"stage2.*not a PEFT adapter"):
+        find_stage_adapters({"stage2": tmp_path / "stage2"})
+
+
+def test_four_bit_loading_through_bitsandbytes(embedded_backend):
+    pytest.importorskip("bitsandbytes")
+    from vista_distill.local_backend import TransformersBackend
+
+    b = TransformersBackend(load_in_4bit=True, dtype="bfloat16")
+    assert any("4bit" in type(m).__name__ for m in b.model.modules())
+    (r,) = b.run([_stage2("compact")])
+    assert r.label in ("VERIFIED", "UNVERIFIABLE")
