@@ -1,0 +1,149 @@
+"""``vista-distill data prepare`` / ``vista-distill data stats``.
+
+The top-level CLI calls :func:`add_data_subcommands` on its subparsers and dispatches with
+``args.func(args)``, which returns the exit code (0 ok, 1 error, reported on stderr).
+Heavy modules are imported inside the commands so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+AMBIGUOUS_HELP = ("labels with no agreed binary mapping (Generic, Uncooperative, off-topic, uninterpretable, "
+                  "NOT ENOUGH INFO on personal responses): 'hallucinated' (default; the paper counts anything "
+                  "not attributable as UNVERIFIABLE), 'faithful', or 'drop' (counted as rejected)")
+
+
+def add_data_subcommands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``data prepare`` and ``data stats`` to a top-level ``add_subparsers()`` object."""
+    from .loaders import BENCHMARKS  # light: the loaders themselves are imported on use
+
+    data = subparsers.add_parser("data", help="prepare benchmark data and inspect conversation files",
+                                 description="Benchmark loaders, the paper's sampling, statistics.")
+    sub = data.add_subparsers(dest="data_command", metavar="{prepare,stats}")
+    sub.required = True
+
+    p = sub.add_parser("prepare", help="load a benchmark in its official format, sample, write conversations",
+                       description="Load a benchmark, sample N conversations with a seed (the paper: 500 from "
+                                   "the test split) and write them as JSONL (or the authors' JSON for .json).")
+    p.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
+    p.add_argument("--source", required=True,
+                   help="file or directory in the benchmark's official format (for faithdial also a Hub id)")
+    p.add_argument("--split", help="split to pick inside a directory / Hub dataset (e.g. test, dev)")
+    p.add_argument("--n", type=int, default=500, help="conversations to sample (default 500; 0 = all)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--ambiguous", choices=("hallucinated", "faithful", "drop"), help=AMBIGUOUS_HELP)
+    p.add_argument("--on-error", choices=("raise", "reject"), default="raise",
+                   help="malformed rows: stop with an error naming file and row (default), or reject them "
+                        "and count them with the reason")
+    p.add_argument("--label-map", action="append", default=[], metavar="LABEL=CLASS",
+                   help="re-map an original label to faithful/hallucinated/ambiguous, e.g. "
+                        "'Partial Hallucination=ambiguous' (repeatable)")
+    g = p.add_argument_group("benchmark-specific options")
+    g.add_argument("--wow", help="ais: Wizard of Wikipedia test_random_split.json")
+    g.add_argument("--qrecc", help="ais: QReCC qrecc_test.json")
+    g.add_argument("--qrecc-passages", help="ais: QReCC passage collection (JSONL file or directory)")
+    g.add_argument("--responses", choices=("original", "edited"), help="faithdial: which responses to score")
+    g.add_argument("--text", choices=("auto", "corrupted", "response"), help="fade: which response text to score")
+    g.add_argument("--speakers", choices=("all", "assistant"), help="fade: score responses of both speakers?")
+    g.add_argument("--turn-label", choices=("none", "from_claims"), help="finedialfact: turn labels from claims?")
+    g.add_argument("--evidence", choices=("all", "selected"), help="finedialfact: passages in the reference")
+    p.add_argument("--against", action="append", default=[], metavar="FILE",
+                   help="held-out conversations (e.g. test material) that the output must not share a "
+                        "dialogue with; a leak is an error unless --drop-leaks (repeatable)")
+    p.add_argument("--drop-leaks", action="store_true", help="drop leaking conversations instead of failing")
+    p.add_argument("--report", help="also write the load report (counts, rejected rows with reasons) as JSON")
+    p.add_argument("--out", required=True, help="output .jsonl (ours) or .json (the authors' format)")
+    p.set_defaults(func=cmd_prepare)
+
+    s = sub.add_parser("stats", help="conversations, scored turns, labels, claims, reference lengths",
+                       description="Statistics of a conversation file (.jsonl or the authors' .json).")
+    s.add_argument("file")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    s.set_defaults(func=cmd_stats)
+    return data
+
+
+def _label_map(items: list[str]) -> dict[str, str] | None:
+    if not items:
+        return None
+    out = {}
+    for item in items:
+        label, sep, cls = item.rpartition("=")
+        if not sep or not label.strip() or cls.strip() not in ("faithful", "hallucinated", "ambiguous"):
+            raise ValueError(f"--label-map expects LABEL=faithful|hallucinated|ambiguous, got {item!r}")
+        out[label.strip()] = cls.strip()
+    return out
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from .io import SchemaError, read_conversations, write_conversations
+    from .loaders import load_benchmark
+    from .sampling import sample_conversations
+    from .splits import LeakageError, drop_leaks, find_leaks
+
+    try:
+        options = {"split": args.split, "ambiguous": args.ambiguous, "on_error": args.on_error,
+                   "label_map": _label_map(args.label_map), "wow": args.wow, "qrecc": args.qrecc,
+                   "qrecc_passages": args.qrecc_passages, "responses": args.responses, "text": args.text,
+                   "speakers": args.speakers, "turn_label": args.turn_label, "evidence": args.evidence}
+        result = load_benchmark(args.benchmark, args.source, **options)
+        report = result.report
+        print(report.summary())
+        for reason, count in report.rejected_by_reason().items():
+            print(f"  rejected {count:>5}  {reason}")
+        convs = result.conversations
+        leaks = []
+        if args.against:
+            held_out = [c for f in args.against for c in read_conversations(f)]
+            if args.drop_leaks:
+                convs, leaks = drop_leaks(convs, held_out)
+                print(f"dropped {len(leaks)} conversation(s) sharing a dialogue with {', '.join(args.against)}")
+            else:
+                found = find_leaks(held_out, convs)
+                if found:
+                    raise LeakageError(found)
+        sample = sample_conversations(convs, args.n, args.seed)
+        write_conversations(sample, args.out)
+        print(f"wrote {len(sample)} of {len(convs)} conversations to {args.out}"
+              + (f" (sampled with seed {args.seed})" if len(sample) < len(convs) else ""))
+        if args.report:
+            from .io import atomic_write_text
+
+            d = report.to_dict()
+            d.update(sampled=len(sample), n=args.n, seed=args.seed, out=args.out,
+                     leaks_dropped=[lk.test_id for lk in leaks])
+            atomic_write_text(args.report, json.dumps(d, indent=1, ensure_ascii=False) + "\n")
+        return 0
+    except (SchemaError, LeakageError, ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from .io import SchemaError, read_conversations
+    from .stats import conversation_stats, format_stats
+
+    try:
+        convs = read_conversations(args.file)
+    except (SchemaError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    stats = conversation_stats(convs)
+    print(json.dumps(stats, indent=1) if args.json else format_stats(stats, str(Path(args.file))))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (``python -m vista_distill.data.cli data stats FILE``) for testing."""
+    parser = argparse.ArgumentParser(prog="vista-distill")
+    add_data_subcommands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
