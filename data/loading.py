@@ -252,7 +252,10 @@ def source_files(source: str | os.PathLike, split: str | None, patterns: Sequenc
     if p.is_file():
         return [p]
     for pat in patterns:
-        hits = sorted(p.glob(pat.format(split=split if split is not None else "*")))
+        pat = pat.format(split=split if split is not None else "*")
+        # "{split}*" without a split gives "**" inside a name, which glob rejects: squeeze it.
+        pat = "/".join(part if part == "**" else re.sub(r"\*+", "*", part) for part in pat.split("/"))
+        hits = sorted(p.glob(pat))
         if hits:
             return hits
     raise FileNotFoundError(f"{p}: no {what} file for split {split!r} (looked for {list(patterns)})")
