@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    payload = {"data_dir": str(data_dir), "files": rows, "not_data": skipped, "overlaps": overlaps}
+    payload = {"data_dir": os.path.relpath(data_dir, ROOT), "files": rows, "not_data": skipped, "overlaps": overlaps}
     (out_dir / "load_all.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
     (out_dir / "load_all.md").write_text(render(payload))
     ok = all(r.get("reconciles") for r in rows)

@@ -173,6 +173,7 @@ def _build(rows: Iterable[tuple[int, Any]], where: str, labels: LabelTable, ambi
         dialogues.setdefault(ex["dialog_idx"], []).append((i, ex))
 
     convs = []
+    unlabelled = 0
     for dialog_idx, exs in dialogues.items():
         exs.sort(key=lambda e: len(e[1]["history"]))
         # The longest history carries every earlier utterance; the wizard turns are at the
@@ -205,7 +206,9 @@ def _build(rows: Iterable[tuple[int, Any]], where: str, labels: LabelTable, ambi
             if responses == "original" and original is not None:
                 meta["faithdial_response"] = ex["response"]
             gold = None
-            if responses == "original":
+            if responses == "original" and not begin:
+                unlabelled += 1  # no BEGIN annotation: scored, but left out of accuracy
+            elif responses == "original":
                 try:
                     gold = resolve(labels.classify(begin), ambiguous)
                 except UnknownLabel as e:
@@ -221,6 +224,8 @@ def _build(rows: Iterable[tuple[int, Any]], where: str, labels: LabelTable, ambi
         convs.append(Conversation(id=f"{SOURCE}-{dialog_idx}", source=SOURCE, turns=turns,
                                   meta={"benchmark": "faithdial", "dialogue_id": str(dialog_idx),
                                         "responses": responses}))
+    if unlabelled:
+        sink.report.notes.append(f"{unlabelled} wizard turn(s) without BEGIN labels: scored, gold label None")
     return sink.finish(convs)
 
 

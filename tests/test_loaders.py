@@ -193,6 +193,21 @@ def test_faithdial_malformed_jsonl(tmp_path):
     assert reasons[2].startswith("not valid JSON") and reasons[6].startswith("field 'BEGIN': unknown label")
 
 
+def test_faithdial_save_to_disk_copy_and_unlabelled_turns(tmp_path):
+    from datasets import Dataset, DatasetDict
+
+    rows = [json.loads(line) for line in (FIX / "faithdial" / "test.jsonl").read_text(encoding="utf-8").splitlines()]
+    for r in rows:
+        r["original_response"] = r["original_response"] or ""  # the Hub stores "" for unedited turns
+    rows[3]["BEGIN"] = []
+    DatasetDict({"test": Dataset.from_list(rows)}).save_to_disk(str(tmp_path / "fd"))
+    res = load_benchmark("faithdial", tmp_path / "fd", split="test")
+    assert_reconciled(res, 4, 4)
+    assert labels(res) == [HALLUCINATED, FAITHFUL, HALLUCINATED, None]
+    assert "without BEGIN labels" in res.report.notes[0]
+    assert res[0].turns[3].meta["edited"] is False
+
+
 def test_faithdial_hub_id_unreachable_names_download(monkeypatch):
     import datasets
 
