@@ -142,7 +142,10 @@ class _WowLookup:
 
 def _checked_sentence(turn: dict[str, Any]) -> str:
     """``{"chosen_Title_3": "sentence"}`` -> ``"Title\\nsentence"`` ("" when no passage was used)."""
-    (key, sentence), = (turn.get("checked_sentence") or {"no_passages_used": "no_passages_used"}).items()
+    checked = turn.get("checked_sentence") or {}
+    if not isinstance(checked, dict):
+        raise LookupError(f"checked_sentence is a {type(checked).__name__}, expected an object")
+    key, sentence = next(iter(checked.items()), ("no_passages_used", "no_passages_used"))
     if key == "no_passages_used" or sentence == "no_passages_used":
         return ""
     titles = [t for t in (turn.get("checked_passage") or {}).values() if t and t != "no_passages_used"]
@@ -159,7 +162,10 @@ class _QreccLookup:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             raise SchemaError(path, f"not valid JSON ({e.msg})") from e
-        self.turns = {(int(d["Conversation_no"]), int(d["Turn_no"])): d for d in data}
+        try:
+            self.turns = {(int(d["Conversation_no"]), int(d["Turn_no"])): d for d in data}
+        except (KeyError, TypeError, ValueError) as e:
+            raise SchemaError(path, f"not the QReCC turn list (Conversation_no / Turn_no): {e!r}") from e
         self.passages_path, self.passages, self.path = passages, None, path
         self.wanted: set[str] = set()
 
@@ -239,8 +245,9 @@ def _load_file(path: Path, kind: str, lookup, labels: LabelTable, ambiguous: str
             continue
         try:
             history, reference = lookup(conv_no, turn_no, (rec.get("doc-url") or "").strip())
-        except LookupError as e:
-            sink.malformed(i, f"no source for ex-idx {rec['ex-idx'].strip()}: {e}", "ex-idx", line)
+        except (LookupError, TypeError, AttributeError) as e:  # also KeyError: a source entry of the wrong shape
+            why = str(e) if type(e) is LookupError else repr(e)
+            sink.malformed(i, f"no source for ex-idx {rec['ex-idx'].strip()}: {why}", "ex-idx", line)
             continue
         turn = Turn(ASSISTANT, rec["output"], reference=reference, gold_label=gold,
                     meta={"original_label": original, **flags, "model": rec.get("model-name"),

@@ -108,6 +108,9 @@ def cmd_prepare(args: argparse.Namespace) -> int:
                     raise LeakageError(found)
         sample = sample_conversations(convs, args.n, args.seed)
         write_conversations(sample, args.out)
+        if Path(args.out).suffix != ".jsonl":
+            print("note: the authors' JSON keeps turns only (conversation ids, sources and meta are lost); "
+                  "use .jsonl for this project's tools", file=sys.stderr)
         print(f"wrote {len(sample)} of {len(convs)} conversations to {args.out}"
               + (f" (sampled with seed {args.seed})" if len(sample) < len(convs) else ""))
         if args.report:

@@ -134,6 +134,9 @@ def _load_file(path: Path, on_error: str, text: str, speakers: str) -> LoadResul
     corrupted_file = any(r.corrupted and " ".join(r.corrupted.split()) != " ".join(r.response.lower().split())
                          for r in parsed)
     use_corrupted = text == "corrupted" or (text == "auto" and corrupted_file)
+    if text == "response" and corrupted_file:
+        sink.report.notes.append(f"{path.name}: text='response' on a file with corruptions: the tags describe "
+                                 "corrupted_response, so corrupted rows keep a label their text does not earn")
     if text == "auto":
         sink.report.notes.append(f"{path.name}: scored text = "
                                  f"{'corrupted_response' if use_corrupted else 'response'} (text='auto')")

@@ -142,7 +142,8 @@ class RowSink:
 
     def finish(self, conversations: list[Conversation]) -> LoadResult:
         self.report.conversations = len(conversations)
-        assert self.report.reconciles, self.report.summary()
+        if not self.report.reconciles:  # a loader bug, never a data problem
+            raise RuntimeError(f"unreconciled load report: {self.report.summary()}")
         return LoadResult(conversations, self.report)
 
 
