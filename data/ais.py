@@ -174,7 +174,8 @@ class _QreccLookup:
 
     def _load_passages(self) -> None:
         # The full collection is tens of GB: stream it and keep only the passages asked for.
-        files = [self.passages_path] if self.passages_path.is_file() else sorted(self.passages_path.rglob("*.jsonl"))
+        p = self.passages_path
+        files = [p] if p.is_file() else sorted(p.rglob("*.jsonl"))
         self.passages = {}
         id_re = re.compile(r'"id"\s*:\s*"((?:[^"\\]|\\.)*)"')
         for f in files:
@@ -199,7 +200,8 @@ class _QreccLookup:
         return history, self.passages[doc_url]
 
 
-def _load_file(path: Path, kind: str, lookup, labels: LabelTable, ambiguous: str, on_error: str) -> LoadResult:
+def _load_file(path: Path, kind: str, lookup, labels: LabelTable, ambiguous: str,
+               on_error: str) -> LoadResult:
     header, rows = read_delimited(path)
     missing = [c for c in REQUIRED if c not in header]
     if missing:
@@ -245,7 +247,7 @@ def _load_file(path: Path, kind: str, lookup, labels: LabelTable, ambiguous: str
             continue
         try:
             history, reference = lookup(conv_no, turn_no, (rec.get("doc-url") or "").strip())
-        except (LookupError, TypeError, AttributeError) as e:  # also KeyError: a source entry of the wrong shape
+        except (LookupError, TypeError, AttributeError) as e:  # KeyError too: a source entry's shape
             why = str(e) if type(e) is LookupError else repr(e)
             sink.malformed(i, f"no source for ex-idx {rec['ex-idx'].strip()}: {why}", "ex-idx", line)
             continue

@@ -47,9 +47,11 @@ def add_data_subcommands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     g.add_argument("--qrecc", help="ais: QReCC qrecc_test.json")
     g.add_argument("--qrecc-passages", help="ais: QReCC passage collection (JSONL file or directory)")
     g.add_argument("--responses", choices=("original", "edited"), help="faithdial: which responses to score")
-    g.add_argument("--text", choices=("auto", "corrupted", "response"), help="fade: which response text to score")
+    g.add_argument("--text", choices=("auto", "corrupted", "response"),
+                   help="fade: which response text to score")
     g.add_argument("--speakers", choices=("all", "assistant"), help="fade: score responses of both speakers?")
-    g.add_argument("--turn-label", choices=("none", "from_claims"), help="finedialfact: turn labels from claims?")
+    g.add_argument("--turn-label", choices=("none", "from_claims"),
+                   help="finedialfact: turn labels from claims?")
     g.add_argument("--evidence", choices=("all", "selected"), help="finedialfact: passages in the reference")
     p.add_argument("--against", action="append", default=[], metavar="FILE",
                    help="held-out conversations (e.g. test material) that the output must not share a "
@@ -101,7 +103,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             held_out = [c for f in args.against for c in read_conversations(f)]
             if args.drop_leaks:
                 convs, leaks = drop_leaks(convs, held_out)
-                print(f"dropped {len(leaks)} conversation(s) sharing a dialogue with {', '.join(args.against)}")
+                print(f"dropped {len(leaks)} conversation(s) sharing a dialogue with "
+                      f"{', '.join(args.against)}")
             else:
                 found = find_leaks(held_out, convs)
                 if found:

@@ -79,7 +79,8 @@ def _load_file(path: Path, labels: LabelTable, ambiguous: str, on_error: str) ->
                 continue
             original = rec["response_label"]
             personal = str(rec.get("type_label", "")).strip().lower() == "personal"
-            key = original + ("/personal" if personal and original.strip().upper() == "NOT ENOUGH INFO" else "")
+            nei = original.strip().upper() == "NOT ENOUGH INFO"
+            key = original + ("/personal" if personal and nei else "")
             try:
                 gold = resolve(labels.classify([key]), ambiguous)
             except UnknownLabel as e:

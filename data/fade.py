@@ -135,8 +135,9 @@ def _load_file(path: Path, on_error: str, text: str, speakers: str) -> LoadResul
                          for r in parsed)
     use_corrupted = text == "corrupted" or (text == "auto" and corrupted_file)
     if text == "response" and corrupted_file:
-        sink.report.notes.append(f"{path.name}: text='response' on a file with corruptions: the tags describe "
-                                 "corrupted_response, so corrupted rows keep a label their text does not earn")
+        sink.report.notes.append(f"{path.name}: text='response' on a file with corruptions: the tags "
+                                 "describe corrupted_response, so corrupted rows keep a label their text "
+                                 "does not earn")
     if text == "auto":
         sink.report.notes.append(f"{path.name}: scored text = "
                                  f"{'corrupted_response' if use_corrupted else 'response'} (text='auto')")
@@ -164,8 +165,9 @@ def _load_file(path: Path, on_error: str, text: str, speakers: str) -> LoadResul
             n = max(v.context) + 1
             turns = context_turns([v.context[p] for p in range(n - 1)]) + [Turn(ASSISTANT, v.context[n - 1])]
             for pos, r in v.scored.items():
-                turns[pos] = Turn(ASSISTANT, r.corrupted if use_corrupted else r.response, reference=r.reference,
-                                  gold_label=r.gold, meta={**r.meta, "speaker": r.speaker})
+                turns[pos] = Turn(ASSISTANT, r.corrupted if use_corrupted else r.response,
+                                  reference=r.reference, gold_label=r.gold,
+                                  meta={**r.meta, "speaker": r.speaker})
             cid = f"{SOURCE}-{did}" if len(vs) == 1 else f"{SOURCE}-{did}.{k + 1}"
             convs.append(Conversation(id=cid, source=SOURCE, turns=turns,
                                       meta={"benchmark": "fade", "file": path.name, "dialogue_id": did,

@@ -196,7 +196,7 @@ def _build(rows: Iterable[tuple[int, Any]], where: str, labels: LabelTable, ambi
                                "history")
                 continue
             wizard[pos] = (i, ex)
-        turns = [Turn(role=t.role, text=t.text) for t in context_turns(texts[:-1])] + [Turn(ASSISTANT, texts[-1])]
+        turns = context_turns(texts[:-1]) + [Turn(ASSISTANT, texts[-1])]
         for pos, (i, ex) in sorted(wizard.items()):
             original = ex.get("original_response") or None
             text = (original or ex["response"]) if responses == "original" else ex["response"]

@@ -92,8 +92,8 @@ def _load_file(path: Path, ambiguous: str, on_error: str, turn_label: str, evide
     few_shot = isinstance(data, dict) and isinstance(data.get("results"), list)
     records = data["results"] if few_shot else data
     if not isinstance(records, list):
-        raise SchemaError(path, "expected a JSON list of atomic facts or {\"results\": [...]}; FineDialFact is "
-                                f"published at {DOWNLOAD}")
+        raise SchemaError(path, "expected a JSON list of atomic facts or {\"results\": [...]}; "
+                                f"FineDialFact is published at {DOWNLOAD}")
     sink = RowSink(path, "finedialfact", on_error)
     convs = []
     for i, rec in enumerate(records, start=1):
@@ -121,12 +121,13 @@ def _record(path: Path, i: int, rec: Any, few_shot: bool, ambiguous: str, turn_l
             return None
     hist = rec["history"]
     if not isinstance(hist, list) or not all(
-            isinstance(h, list) and len(h) == 2 and str(h[0]).strip().lower() in SPEAKERS and isinstance(h[1], str)
-            for h in hist):
+            isinstance(h, list) and len(h) == 2 and str(h[0]).strip().lower() in SPEAKERS
+            and isinstance(h[1], str) for h in hist):
         sink.malformed(i, "expected a list of [speaker A/B, text] pairs", "history")
         return None
     ev = rec["evidence"]
-    if not isinstance(ev, list) or not all(isinstance(e, dict) and isinstance(e.get("text"), str) for e in ev):
+    if not isinstance(ev, list) or not all(isinstance(e, dict) and isinstance(e.get("text"), str)
+                                           for e in ev):
         sink.malformed(i, "expected a list of passages with 'text'", "evidence")
         return None
 

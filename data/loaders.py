@@ -27,7 +27,8 @@ class Benchmark:
         return getattr(importlib.import_module(f"{__package__}.{self.module}"), self.function)
 
     def options(self) -> list[str]:
-        return [p.name for p in inspect.signature(self.loader).parameters.values() if p.kind == p.KEYWORD_ONLY]
+        params = inspect.signature(self.loader).parameters.values()
+        return [p.name for p in params if p.kind == p.KEYWORD_ONLY]
 
 
 BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from .io import SchemaError
 from .schema import ASSISTANT, FAITHFUL, HALLUCINATED, USER, Conversation, Turn
@@ -30,8 +30,6 @@ AMBIGUOUS = "ambiguous"
 AMBIGUOUS_CHOICES = ("hallucinated", "faithful", "drop")
 DEFAULT_AMBIGUOUS = "hallucinated"
 ON_ERROR_CHOICES = ("raise", "reject")
-Ambiguous = Literal["hallucinated", "faithful", "drop"]
-OnError = Literal["raise", "reject"]
 
 MALFORMED = "malformed"  # the row breaks the format: an error in on_error="raise" mode
 DROPPED = "dropped"  # the row is well formed but left out by a named option (e.g. ambiguous="drop")
@@ -174,7 +172,8 @@ class LabelTable:
         self.table = {norm_label(k): v for k, v in table.items()}
         for k, v in (overrides or {}).items():
             if v not in (FAITHFUL, HALLUCINATED, AMBIGUOUS):
-                raise ValueError(f"label_map values must be faithful/hallucinated/ambiguous, got {k!r}: {v!r}")
+                raise ValueError(f"label_map values must be faithful/hallucinated/ambiguous, "
+                                 f"got {k!r}: {v!r}")
             self.table[norm_label(k)] = v
         self.aliases = {norm_label(k): norm_label(v) for k, v in (aliases or {}).items()}
 

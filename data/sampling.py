@@ -10,7 +10,8 @@ from .schema import Conversation
 PAPER_N = 500
 
 
-def sample_conversations(conversations: Sequence[Conversation], n: int = PAPER_N, seed: int = 0) -> list[Conversation]:
+def sample_conversations(conversations: Sequence[Conversation], n: int = PAPER_N,
+                         seed: int = 0) -> list[Conversation]:
     """``n`` conversations drawn uniformly without replacement with ``random.Random(seed)``,
     returned in their original order; all of them when there are no more than ``n``.
 

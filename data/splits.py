@@ -28,7 +28,8 @@ def dialogue_key(conv: Conversation) -> str:
     return f"{conv.source}:{conv.meta.get('dialogue_id', conv.id)}"
 
 
-def split_by_dialogue(conversations: Sequence[Conversation], fractions: Mapping[str, float] = DEFAULT_FRACTIONS,
+def split_by_dialogue(conversations: Sequence[Conversation],
+                      fractions: Mapping[str, float] = DEFAULT_FRACTIONS,
                       seed: int = 0) -> dict[str, list[Conversation]]:
     """Shuffle dialogues with ``seed`` and cut them into parts of about ``fractions`` of the
     conversations; conversations keep their input order within a part."""
