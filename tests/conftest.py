@@ -22,3 +22,19 @@ def embedded_backend():
     from vista_distill.local_backend import TransformersBackend
 
     return TransformersBackend(dtype="float32", batch_size=8)
+
+
+def assert_same_records(a, b, tol: float = 1e-4, path: str = "") -> None:
+    """Nested equality where floats may differ by ``tol`` (batch-shape float noise) and nothing else may."""
+    if isinstance(a, float) and isinstance(b, float):
+        assert abs(a - b) <= tol, f"{path}: {a} != {b}"
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), f"{path}: keys {sorted(a)} != {sorted(b)}"
+        for k in a:
+            assert_same_records(a[k], b[k], tol, f"{path}.{k}")
+    elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        assert len(a) == len(b), f"{path}: length {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_records(x, y, tol, f"{path}[{i}]")
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"

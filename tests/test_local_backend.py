@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 
+from conftest import assert_same_records
 from vista_distill.backend import Request
 from vista_distill.data.io import read_conversations
 from vista_distill.engine import EngineConfig, run_programs, vista_program
@@ -74,7 +75,9 @@ def test_pipeline_batched_equals_one_at_a_time_on_real_model(embedded_backend, s
     cfg = EngineConfig(max_new_tokens={"stage1": 48, "stage2": 8, "stage3": 32, "stage4": 32})
     batched = run_programs([vista_program(c, cfg) for c in copy.deepcopy(convs)], embedded_backend, batched=True)
     single = run_programs([vista_program(c, cfg) for c in copy.deepcopy(convs)], embedded_backend, batched=False)
-    assert [[t.to_dict() for t in c] for c in batched] == [[t.to_dict() for t in c] for c in single]
+    # Claims, labels, categories, raw outputs and verdicts are identical; probabilities agree up to
+    # float noise from different batch shapes (BLAS blocking), hence approx.
+    assert_same_records([[t.to_dict() for t in c] for c in batched], [[t.to_dict() for t in c] for c in single])
     turns = [t for c in batched for t in c]
     assert all(t.verdicts["safe"] in ("faithful", "hallucinated", "unknown") for t in turns)
     assert any(t.claims for t in turns)

@@ -1,0 +1,224 @@
+"""Recipes: one YAML file holds teacher, data, student, LoRA, training and evaluation settings, so
+``distill``, ``train`` and ``eval`` read the same file.
+
+Each section is a typed dataclass; unknown keys are errors that name the file and the key. CLI
+overrides use dotted names, TRL-parser style: ``--train.learning_rate 1e-4`` or
+``train.learning_rate=1e-4`` (values are parsed as YAML, so ``true``, ``[a, b]`` and numbers work).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclass
+class DataSource:
+    """One benchmark file prepared through ``data/loaders.py`` (see ``vista-distill data prepare``)."""
+
+    benchmark: str
+    source: str
+    split: str | None = None
+    n: int | None = None          # sample N conversations (None = all)
+    seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)   # loader options, e.g. {ambiguous: drop}
+
+
+@dataclass
+class DataConfig:
+    train: list[DataSource] = field(default_factory=list)   # material the teacher labels
+    test: list[DataSource] = field(default_factory=list)    # held-out evaluation material
+    test_fraction: float = 0.0    # >0: split train material by dialogue instead of a separate test list
+    seed: int = 0
+
+
+@dataclass
+class TeacherConfig:
+    backend: str = "transformers"  # transformers | openai | labels
+    model: str | None = None       # None: the embedded SmolLM2-135M
+    base_url: str | None = None    # OpenAI-compatible server, e.g. http://localhost:8000/v1
+    api_key_env: str = "OPENAI_API_KEY"
+    prompt_style: str = "fewshot"
+    concurrency: int = 8
+    timeout_s: float = 120.0
+    max_retries: int = 5
+    temperature: float = 0.0
+    fallback: str | None = None    # for backend "labels": a model for what the labels do not cover
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DistillConfig:
+    output_dir: str = "runs/{name}/silver"
+    student_prompt_style: str = "compact"   # prompt written into the exported datasets
+    filter_gold_agreement: bool = True
+    balance_classes: bool = False
+    self_consistency_k: int = 1
+    test_fraction: float = 0.1               # dialogue-level split of the exported datasets
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StudentConfig:
+    model: str | None = None       # None: the embedded SmolLM2-135M
+    dtype: str = "bfloat16"
+    load_in_4bit: bool = False
+    attn_implementation: str | None = None
+
+
+@dataclass
+class LoraSettings:
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: str | list[str] = "all-linear"
+
+
+@dataclass
+class TrainSettings:
+    output_dir: str = "checkpoints/{name}"
+    stages: list[str] = field(default_factory=lambda: ["stage1", "stage2", "stage3"])
+    learning_rate: float = 2e-4
+    num_train_epochs: float = 1.0
+    max_steps: int = -1
+    per_device_train_batch_size: int = 4
+    gradient_accumulation_steps: int = 1
+    max_length: int = 1024
+    gradient_checkpointing: bool = False
+    bf16: bool = True
+    use_cpu: bool = False
+    logging_steps: int = 10
+    eval_steps: int = 50
+    save_steps: int = 50
+    class_balance: str = "weights"           # stages 2 and 3: none | sampler | weights
+    seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)   # any other TRL SFTConfig field
+
+
+@dataclass
+class EvalSettings:
+    output_dir: str = "runs/{name}/eval"
+    rules: list[str] = field(default_factory=lambda: ["safe", "strict"])
+    systems: list[str] = field(default_factory=lambda: ["student", "base", "teacher", "llm_judge", "factscore"])
+    batch_size: int = 16
+    bootstrap: int = 1000
+    seed: int = 0
+    price_per_1k_turns: dict[str, float] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Recipe:
+    name: str = "recipe"
+    teacher: TeacherConfig = field(default_factory=TeacherConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    student: StudentConfig = field(default_factory=StudentConfig)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    train: TrainSettings = field(default_factory=TrainSettings)
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    path: str | None = None       # where it was loaded from (not a YAML key)
+
+    def resolve(self, template: str) -> str:
+        """Fill ``{name}`` in a path template."""
+        return template.format(name=self.name)
+
+
+class RecipeError(ValueError):
+    pass
+
+
+def _build(cls: type, raw: Any, where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    if dataclasses.is_dataclass(cls):
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise RecipeError(f"{where}: expected a mapping for {cls.__name__}, got {type(raw).__name__}")
+        names = {f.name for f in dataclasses.fields(cls) if f.name != "path"}
+        unknown = sorted(set(raw) - names)
+        if unknown:
+            raise RecipeError(f"{where}: unknown key(s) {unknown}; valid: {sorted(names)}")
+        kwargs = {k: _coerce(hints[k], v, f"{where}.{k}") for k, v in raw.items()}
+        try:
+            return cls(**kwargs)
+        except TypeError as e:
+            raise RecipeError(f"{where}: {e}") from e
+    return raw
+
+
+def _coerce(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, where)
+    if origin is list and args and dataclasses.is_dataclass(args[0]):
+        if not isinstance(value, list):
+            raise RecipeError(f"{where}: expected a list, got {type(value).__name__}")
+        return [_build(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if tp is float and isinstance(value, (int, str)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except ValueError as e:
+            raise RecipeError(f"{where}: expected a number, got {value!r}") from e
+    if tp is int and isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError as e:
+            raise RecipeError(f"{where}: expected an integer, got {value!r}") from e
+    return value
+
+
+def parse_overrides(args: list[str]) -> dict[str, Any]:
+    """``['--train.lr', '1e-4', 'eval.seed=3']`` -> nested dict."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("--") and "=" not in arg:
+            if i + 1 >= len(args):
+                raise RecipeError(f"override {arg} has no value")
+            key, value, i = arg[2:], args[i + 1], i + 2
+        else:
+            key, sep, value = arg.lstrip("-").partition("=")
+            if not sep:
+                raise RecipeError(f"override {arg!r}: expected section.key=value or --section.key value")
+            i += 1
+        node = out
+        *parents, leaf = key.replace("-", "_").split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = yaml.safe_load(value)
+    return out
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for k, v in over.items():
+        merged[k] = _merge(merged[k], v) if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
+    return merged
+
+
+def load_recipe(path: str | Path | None, overrides: list[str] | None = None) -> Recipe:
+    """Load a recipe YAML (or defaults when ``path`` is None) and apply dotted CLI overrides."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: recipe not found")
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise RecipeError(f"{path}: not valid YAML ({e})") from e
+        if not isinstance(raw, dict):
+            raise RecipeError(f"{path}: expected a mapping at the top level")
+        raw.setdefault("name", path.stem)
+    raw = _merge(raw, parse_overrides(overrides or []))
+    recipe = _build(Recipe, raw, str(path) if path else "<recipe>")
+    recipe.path = str(path) if path else None
+    return recipe
