@@ -96,7 +96,11 @@ class TrainSettings:
     eval_steps: int = 50
     save_steps: int = 50
     class_balance: str = "weights"           # stages 2 and 3: none | sampler | weights
+    class_weight_cap: float = 10.0           # no class weighs more than this many times another
     seed: int = 0
+    silver_dir: str | None = None            # silver datasets (stage1/ stage2/ stage3/); None: distill.output_dir
+    save_total_limit: int | None = 2         # checkpoints kept for resuming
+    resume: bool = True                      # continue from the last checkpoint in the stage's output dir
     options: dict[str, Any] = field(default_factory=dict)   # any other TRL SFTConfig field
 
 
