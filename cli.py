@@ -32,6 +32,8 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--load-in-4bit", action="store_true", help="4-bit NF4 weights through bitsandbytes")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-claims", type=int, default=16)
+    p.add_argument("--max-new-tokens", action="append", default=[], metavar="STAGE=N",
+                   help="generation budget per stage, e.g. stage1=128 (defaults: stage1 256, stage3 96)")
     p.add_argument("--limit", type=int, default=None, help="score only the first N conversations")
     p.add_argument("--one-at-a-time", action="store_true", help="one request per call, like the authors' loop")
     p.set_defaults(func=_score)
@@ -48,6 +50,7 @@ def _score(args: argparse.Namespace) -> int:
         model=args.model, adapters=args.adapters, rule=args.rule, style=args.prompts, stage2=args.stage2,
         stage3=args.stage3, stage4=args.stage4, speakers=Speakers(user=user, assistant=agent or "wizard"),
         dtype=args.dtype, load_in_4bit=args.load_in_4bit, batch_size=args.batch_size, max_claims=args.max_claims,
+        max_new_tokens=_stage_ints(args.max_new_tokens),
     )
     result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True)
     out, summary_path = result.write(args.output)
@@ -62,6 +65,16 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stage_ints(pairs: list[str]) -> dict[str, int]:
+    out = {}
+    for pair in pairs:
+        stage, sep, n = pair.partition("=")
+        if not sep or not n.isdigit() or stage not in ("stage1", "stage2", "stage3", "stage4"):
+            raise SystemExit(f"error: --max-new-tokens expects STAGE=N with STAGE in stage1..stage4, got {pair!r}")
+        out[stage] = int(n)
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vista-distill", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -73,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_data_subcommands(sub)
+    try:
+        from .distill.cli import add_distill_subcommand
+    except ImportError:
+        pass
+    else:
+        add_distill_subcommand(sub)
     return parser
 
 

@@ -50,6 +50,15 @@ class TeacherConfig:
     temperature: float = 0.0
     fallback: str | None = None    # for backend "labels": a model for what the labels do not cover
     options: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0                  # sampling seed sent to the server (self-consistency uses seed + i)
+    max_new_tokens: dict[str, int] = field(default_factory=dict)   # per stage, over the engine defaults
+    stage2: str | None = None      # score | generate; None: generate for openai, score for transformers
+    stage3: str | None = None      # None: generate (keeps the teacher's explanation)
+    extra_body: dict[str, Any] = field(default_factory=dict)       # more request fields (e.g. top_p)
+    retry_backoff_s: float = 1.0   # first wait before a retry; doubles up to retry_backoff_max_s
+    retry_backoff_max_s: float = 30.0
+    dtype: str = "bfloat16"        # backend "transformers"
+    batch_size: int = 16           # backend "transformers"
 
 
 @dataclass
@@ -61,6 +70,13 @@ class DistillConfig:
     self_consistency_k: int = 1
     test_fraction: float = 0.1               # dialogue-level split of the exported datasets
     options: dict[str, Any] = field(default_factory=dict)
+    rule: str = "safe"                       # turn rule for the gold-agreement filter: safe | strict
+    speakers: str = "apprentice,wizard"      # user,assistant names in teacher and student prompts
+    dedup: bool = True                       # drop repeated student prompts (first one kept)
+    balance_max_ratio: float = 1.0           # balance_classes: cap each label at ratio x the rarest
+    self_consistency_temperature: float = 0.7
+    self_consistency_min_agreement: float = 0.5   # share of the k samples agreeing with the greedy label
+    max_claims: int = 16
 
 
 @dataclass

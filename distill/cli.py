@@ -1,0 +1,55 @@
+"""``vista-distill distill --config recipes/X.yaml [section.key=value ...]``.
+
+Exit codes: 0 done; 2 configuration, data or leak error, or the teacher server is absent; 3 the
+teacher stopped answering mid-run (completed calls are cached: rerun the same command to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_distill_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``distill`` to a top-level ``add_subparsers()`` object."""
+    p = subparsers.add_parser(
+        "distill", help="run the teacher over a recipe's training material and export silver data per stage",
+        description="Run the VISTA prompts with the recipe's teacher (OpenAI-compatible server, local model or "
+                    "human labels) over the train material, cache every call, filter, and export stage1/ stage2/ "
+                    "stage3/ datasets with a manifest. Rerunning resumes from the cache.")
+    p.add_argument("--config", required=True, help="recipe YAML (teacher, data, distill sections)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N train conversations")
+    p.add_argument("--output-dir", default=None, help="override distill.output_dir")
+    p.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    p.add_argument("overrides", nargs="*", metavar="section.key=value",
+                   help="recipe overrides, e.g. teacher.base_url=http://127.0.0.1:8000/v1 teacher.concurrency=4")
+    p.set_defaults(func=cmd_distill)
+    return p
+
+
+def cmd_distill(args: argparse.Namespace) -> int:
+    from ..config import RecipeError, load_recipe
+    from ..data.splits import LeakageError
+    from .run import TeacherError, TeacherUnavailable, run_distill
+
+    try:
+        recipe = load_recipe(args.config, args.overrides)
+        result = run_distill(recipe, limit=args.limit, progress=not args.no_progress, output_dir=args.output_dir)
+    except TeacherUnavailable as e:
+        print(f"stopped: {e}", file=sys.stderr)
+        return 3
+    except (TeacherError, LeakageError, RecipeError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    m, r = result.manifest, result.run
+    print(f"teacher {m['teacher']['name']}: {r['requests']} requests, {r['cache_hits']} cache hits, "
+          f"{r['calls']} new calls, {r['failures']} failures, {r['retries']} retries, "
+          f"{r['parse_failures']} parse failures in {r['wall_s']:.1f}s")
+    for stage, rep in m["filters"]["report"].items():
+        c = m["counts"][stage]
+        dropped = ", ".join(f"{k} {v}" for k, v in rep["dropped"].items()) or "none dropped"
+        print(f"  {stage}: {rep['kept']}/{rep['candidates']} kept ({dropped}); "
+              f"train {c['train']['examples']}, test {c['test']['examples']}"
+              + (f"; labels {c['train']['labels']}" if c["train"]["labels"] else ""))
+    print(f"silver data: {result.out_dir} (fingerprint {m['fingerprint'][:16]})")
+    return 0

@@ -1,0 +1,350 @@
+"""A teacher behind any OpenAI-compatible chat completions server (vLLM, SGLang, TGI, llama.cpp, hosted).
+
+``run`` sends a batch concurrently (at most ``concurrency`` requests in flight) and returns the
+answers in request order. Every completed call is written to the :class:`CallCache` the moment it
+arrives, so an interrupted run loses at most the calls in flight. 429, 5xx, timeouts and connection
+errors are retried with exponential backoff (tenacity); when the retries run out the batch stops
+with :class:`TeacherUnavailable` and a rerun resumes from the cache. Other 4xx answers (a prompt
+too long, ...) fail that request only: an empty answer the engine records as a parse failure.
+401/403/404 stop the run with :class:`TeacherError` (wrong key, URL or model).
+
+The API key is read from the environment variable named by ``api_key_env`` at each call and is
+never stored on the object, logged, or written. ``<think>`` blocks (and a ``reasoning_content``
+field) are stripped from the answer and kept in ``Response.meta["think"]`` and the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..backend import Request, Response
+from ..parsing import strip_think
+from .cache import CallCache, call_key, messages_digest
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 425, 429})
+
+
+class TeacherError(RuntimeError):
+    """The teacher cannot be used as configured (server absent, key refused, unknown model)."""
+
+
+class TeacherUnavailable(TeacherError):
+    """Retries ran out mid-run; completed calls are cached and a rerun resumes."""
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class _Aborted(Exception):
+    """A queued request that was not sent because another one exhausted its retries."""
+
+
+def _retry_after(headers: Any) -> float | None:
+    try:
+        return max(0.0, float(headers.get("retry-after")))
+    except (TypeError, ValueError):
+        return None
+
+
+def redact_url(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        parts = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+    return urlunsplit(parts)
+
+
+def _run_coroutine(coro: Any) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    # Called from inside an event loop (a notebook): run ours on a worker thread.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+class OpenAIBackend:
+    """:class:`~vista_distill.backend.Backend` over ``POST {base_url}/chat/completions``."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 8,
+        timeout_s: float = 120.0,
+        max_retries: int = 5,
+        temperature: float = 0.0,
+        seed: int = 0,
+        extra_body: dict[str, Any] | None = None,
+        cache: CallCache | None = None,
+        backoff_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+    ) -> None:
+        if not base_url or not base_url.startswith(("http://", "https://")):
+            raise TeacherError(f"teacher.base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, "
+                               f"got {base_url!r}")
+        if not model:
+            raise TeacherError("teacher.model must name the model the server serves")
+        if concurrency < 1:
+            raise TeacherError(f"teacher.concurrency must be >= 1, got {concurrency}")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.seed = seed
+        self.extra_body = dict(extra_body or {})
+        self.cache = cache
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.progress: Callable[[int], None] | None = None   # told n as requests finish
+        self.stats = {"requests": 0, "hits": 0, "calls": 0, "failures": 0, "retries": 0,
+                      "prompt_tokens": 0, "completion_tokens": 0, "call_s": 0.0}
+        self._checked = False
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
+
+    # ------------------------------------------------------------------ requests and keys
+
+    def body(self, req: Request, sample: int = 0, temperature: float | None = None) -> dict[str, Any]:
+        """The JSON body of a request; sample ``i`` > 0 uses seed + i (self-consistency)."""
+        return {
+            **self.extra_body,
+            "model": self.model,
+            "messages": [dict(m) for m in req.messages],
+            "max_tokens": req.max_new_tokens,
+            "temperature": self.temperature if temperature is None else temperature,
+            "seed": self.seed + sample,
+        }
+
+    @staticmethod
+    def key(body: dict[str, Any]) -> str:
+        """Cache key: model, messages and every sampling parameter (not the server's URL)."""
+        return call_key({"api": "chat.completions", **body})
+
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get(self.api_key_env)
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    # ------------------------------------------------------------------ Backend protocol
+
+    def run(self, requests: list[Request]) -> list[Response]:
+        return self.generate([(r, self.body(r)) for r in requests])
+
+    def run_samples(self, requests: Sequence[Request], k: int, temperature: float) -> list[list[Response]]:
+        """``k`` answers per request: the configured call (shared with :meth:`run`) and ``k - 1``
+        samples at ``temperature`` with seeds seed+1 ... seed+k-1."""
+        jobs = []
+        for r in requests:
+            jobs.append((r, self.body(r)))
+            jobs += [(r, self.body(r, sample=i, temperature=temperature)) for i in range(1, k)]
+        flat = self.generate(jobs)
+        return [flat[j * k:(j + 1) * k] for j in range(len(requests))]
+
+    def generate(self, jobs: Sequence[tuple[Request, dict[str, Any]]]) -> list[Response]:
+        """Answer ``(request, body)`` jobs from the cache or the server; identical bodies are sent once."""
+        out: list[Response | None] = [None] * len(jobs)
+        todo: dict[str, list[int]] = {}
+        hits = 0
+        for i, (_req, body) in enumerate(jobs):
+            self.stats["requests"] += 1
+            k = self.key(body)
+            if k in todo:
+                todo[k].append(i)
+                continue
+            entry = self.cache.get(k) if self.cache is not None else None
+            if entry is not None:
+                out[i] = self._response(k, entry, cached=True)
+                hits += 1
+            else:
+                todo[k] = [i]
+        self.stats["hits"] += hits
+        if hits and self.progress is not None:
+            self.progress(hits)
+        if todo:
+            self.check_server()
+            keys = list(todo)
+            results = _run_coroutine(self._gather([(k, *jobs[todo[k][0]]) for k in keys], todo))
+            first_error: BaseException | None = None
+            for k, res in zip(keys, results):
+                if isinstance(res, BaseException):
+                    if first_error is None or isinstance(first_error, _Aborted):
+                        first_error = res
+                    continue
+                for i in todo[k]:
+                    out[i] = self._response(k, res, cached=False)
+            if first_error is not None:
+                raise first_error
+        return out  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ server
+
+    def check_server(self) -> None:
+        """Fail fast with a clear error when the server is absent or refuses the key (once)."""
+        if self._checked:
+            return
+        import httpx
+
+        url = f"{self.base_url}/models"
+        try:
+            r = httpx.get(url, headers=self._headers(), timeout=min(self.timeout_s, 10.0))
+        except httpx.HTTPError as e:
+            raise TeacherError(
+                f"cannot reach the teacher server at {redact_url(self.base_url)} ({type(e).__name__}: {e}); "
+                "start the server or fix teacher.base_url in the recipe") from None
+        if r.status_code in (401, 403):
+            raise TeacherError(self._key_message(r.status_code))
+        if r.status_code == 200:
+            try:
+                served = [m.get("id") for m in r.json().get("data", [])]
+            except (ValueError, AttributeError):
+                served = []
+            if served and self.model not in served:
+                log.warning("teacher server %s lists models %s, not %r; sending requests anyway",
+                            redact_url(self.base_url), served, self.model)
+        self._checked = True
+
+    def _key_message(self, status: int) -> str:
+        state = "is set" if os.environ.get(self.api_key_env) else "is not set"
+        return (f"teacher server {redact_url(self.base_url)} answered HTTP {status}: the API key was refused "
+                f"(read from the environment variable {self.api_key_env}, which {state})")
+
+    async def _gather(self, jobs: list[tuple[str, Request, dict[str, Any]]],
+                      todo: dict[str, list[int]]) -> list[Any]:
+        import httpx
+
+        sem = asyncio.Semaphore(self.concurrency)
+        abort = asyncio.Event()
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), limits=limits) as client:
+            tasks = [self._call(client, sem, abort, k, req, body, len(todo[k])) for k, req, body in jobs]
+            return await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _call(self, client: Any, sem: asyncio.Semaphore, abort: asyncio.Event, key: str,
+                    req: Request, body: dict[str, Any], n_waiting: int) -> dict[str, Any]:
+        from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
+
+        async with sem:
+            if abort.is_set():
+                raise _Aborted()
+            start = time.perf_counter()
+            attempts = 0
+            try:
+                async for attempt in AsyncRetrying(
+                    stop=stop_after_attempt(self.max_retries + 1), wait=self._wait,
+                    retry=retry_if_exception_type(_Retryable), before_sleep=self._before_sleep, reraise=True,
+                ):
+                    with attempt:
+                        attempts += 1
+                        entry = await self._post(client, body)
+            except _Retryable as e:
+                abort.set()
+                self.stats["failures"] += 1
+                raise TeacherUnavailable(
+                    f"teacher server {redact_url(self.base_url)} failed {attempts} time(s) in a row ({e}); "
+                    "completed calls are cached: rerun the same command to resume") from None
+            except TeacherError:
+                abort.set()
+                self.stats["failures"] += 1
+                raise
+        elapsed = time.perf_counter() - start
+        entry.update(model=self.model, stage=req.stage, messages_digest=messages_digest(req.messages),
+                     target=req.messages[-1]["content"] if req.messages else "",
+                     params={k: v for k, v in body.items() if k != "messages"},
+                     latency_s=round(elapsed, 4), attempts=attempts, created=round(time.time(), 3))
+        if "error" in entry:
+            self.stats["failures"] += 1   # per-request failure: not cached, so a rerun tries again
+        else:
+            self.stats["calls"] += 1
+            self.stats["call_s"] += elapsed
+            self.stats["prompt_tokens"] += entry.get("prompt_tokens", 0)
+            self.stats["completion_tokens"] += entry.get("completion_tokens", 0)
+            if self.cache is not None:
+                self.cache.put(key, entry)
+        if self.progress is not None:
+            self.progress(n_waiting)
+        return entry
+
+    def _wait(self, state: Any) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        delay = min(self.backoff_max_s, self.backoff_s * 2 ** (state.attempt_number - 1))
+        delay *= 0.5 + random.random() / 2   # jitter: concurrent retries do not hit the server together
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            delay = max(delay, min(exc.retry_after, self.backoff_max_s))
+        return delay
+
+    def _before_sleep(self, state: Any) -> None:
+        self.stats["retries"] += 1
+        exc = state.outcome.exception() if state.outcome is not None else None
+        log.warning("teacher call failed (%s); retry %d/%d", exc, state.attempt_number, self.max_retries)
+
+    async def _post(self, client: Any, body: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        url = f"{self.base_url}/chat/completions"
+        try:
+            r = await client.post(url, json=body, headers=self._headers())
+        except httpx.TimeoutException as e:
+            raise _Retryable(f"timeout after {self.timeout_s:g}s ({type(e).__name__})") from None
+        except httpx.TransportError as e:
+            raise _Retryable(f"connection error: {type(e).__name__}: {e}") from None
+        status = r.status_code
+        if status in RETRY_STATUS or status >= 500:
+            raise _Retryable(f"HTTP {status}: {r.text[:200]}", _retry_after(r.headers))
+        if status in (401, 403):
+            raise TeacherError(self._key_message(status))
+        if status == 404:
+            raise TeacherError(f"{redact_url(url)} answered HTTP 404 (no chat completions endpoint, or no "
+                               f"model {self.model!r}): {r.text[:200]}")
+        if status >= 400:
+            return {"error": f"HTTP {status}: {r.text[:300]}"}
+        try:
+            data = r.json()
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+            raw = message.get("content") or ""
+            reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+            usage = data.get("usage") or {}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise _Retryable(f"malformed response body {r.text[:200]!r}") from None
+        answer, think = strip_think(raw)
+        return {
+            "raw": raw,
+            "text": answer,
+            "think": "\n".join(t for t in (str(reasoning).strip(), think) if t),
+            "finish_reason": choice.get("finish_reason"),
+            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+            "completion_tokens": int(usage.get("completion_tokens") or 0),
+        }
+
+    @staticmethod
+    def _response(key: str, entry: dict[str, Any], cached: bool) -> Response:
+        meta = {
+            "cache_key": key, "cached": cached,
+            **{k: entry.get(k) for k in ("raw", "think", "finish_reason", "latency_s", "attempts", "error")
+               if entry.get(k) not in (None, "")},
+        }
+        return Response(text=entry.get("text", ""), prompt_tokens=entry.get("prompt_tokens", 0),
+                        completion_tokens=entry.get("completion_tokens", 0), meta=meta)

@@ -1,0 +1,270 @@
+"""``run_distill``: a recipe in, silver data out (the engine behind ``vista-distill distill``).
+
+1. load the recipe's train and test material and check that no test dialogue leaks into train;
+2. run the VISTA pipeline over the train material with the teacher (every call cached on disk in
+   ``<output_dir>/calls/``, so a rerun after any interruption repeats no completed call);
+3. build one candidate per teacher call, filter, split by dialogue and export ``stage1/``,
+   ``stage2/``, ``stage3/`` (``datasets`` folders with cards), ``records.jsonl`` (provenance per
+   call) and ``manifest.json``; append this invocation's counters to ``runs.jsonl``.
+
+The export depends only on the teacher's answers, so a resumed run writes the same files (the
+manifest carries no timings; those are in ``records.jsonl`` and ``runs.jsonl``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import DataSource, Recipe
+from ..data.io import atomic_write_text, read_conversations
+from ..data.schema import Conversation
+from ..engine import EngineConfig, TurnResult, run_programs, vista_program
+from ..prompts import PROMPTS_VERSION, Speakers, get_template
+from . import silver
+from .cache import CallCache
+from .openai_backend import TeacherError, TeacherUnavailable
+from .teacher import Teacher, build_teacher
+
+log = logging.getLogger(__name__)
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+FILE_BENCHMARKS = ("conversations", "file")   # our JSONL or the authors' JSON, read as is
+# Fault injection for the SIGKILL tests: VISTA_DISTILL_DIE_AT=export:<stage> kills this process
+# just before that stage folder is swapped in.
+DIE_AT_ENV = "VISTA_DISTILL_DIE_AT"
+
+
+@dataclass
+class Material:
+    train: list[Conversation]
+    test: list[Conversation]
+    reports: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _resolve(source: str) -> str:
+    p = Path(source)
+    if not p.is_absolute() and not p.exists() and (PACKAGE_ROOT / p).exists():
+        return str(PACKAGE_ROOT / p)   # bundled files (data/samples/...) from any working directory
+    return source
+
+
+def load_source(src: DataSource) -> tuple[list[Conversation], dict[str, Any]]:
+    """Conversations of one recipe data source (sampled when ``n`` is set) and its load report."""
+    from ..data.sampling import sample_conversations
+
+    path = _resolve(src.source)
+    if src.benchmark in FILE_BENCHMARKS:
+        convs = read_conversations(path)
+        report: dict[str, Any] = {"conversations": len(convs)}
+    else:
+        from ..data.loaders import load_benchmark
+
+        result = load_benchmark(src.benchmark, path, split=src.split, **src.options)
+        convs, report = list(result.conversations), result.report.to_dict()
+    if src.n:
+        convs = sample_conversations(convs, src.n, src.seed)
+    return convs, {"benchmark": src.benchmark, "source": src.source, "split": src.split, "n": src.n,
+                   "seed": src.seed, "conversations": len(convs),
+                   "load_report": {k: report[k] for k in ("conversations", "records", "rejected") if k in report}
+                   if isinstance(report, dict) else {}}
+
+
+def load_material(recipe: Recipe) -> Material:
+    """Train and test material of a recipe; raises ``LeakageError`` if any test dialogue is in train."""
+    from ..data.splits import assert_no_leak, split_by_dialogue
+
+    if not recipe.data.train:
+        raise ValueError(f"{recipe.path or 'recipe'}: data.train lists no sources for the teacher")
+    train: list[Conversation] = []
+    test: list[Conversation] = []
+    reports = []
+    for role, sources, dest in (("train", recipe.data.train, train), ("test", recipe.data.test, test)):
+        for src in sources:
+            convs, report = load_source(src)
+            dest += convs
+            reports.append({"role": role, **report})
+    f = recipe.data.test_fraction
+    if f > 0 and not recipe.data.test:
+        parts = split_by_dialogue(train, {"train": 1.0 - f, "test": f}, seed=recipe.data.seed)
+        train, test = parts["train"], parts["test"]
+    assert_no_leak(train, test)
+    return Material(train, test, reports)
+
+
+def engine_config(recipe: Recipe) -> EngineConfig:
+    t = recipe.teacher
+    user, _, assistant = recipe.distill.speakers.partition(",")
+    local = t.backend == "transformers" or (t.backend == "labels" and not t.base_url)
+    cfg = EngineConfig(style=t.prompt_style, speakers=Speakers(user=user, assistant=assistant or "wizard"),
+                       stage2=t.stage2 or ("score" if local else "generate"), stage3=t.stage3 or "generate",
+                       max_claims=recipe.distill.max_claims)
+    unknown = sorted(set(t.max_new_tokens) - set(cfg.max_new_tokens))
+    if unknown:
+        raise ValueError(f"teacher.max_new_tokens: unknown stage(s) {unknown}; valid: {sorted(cfg.max_new_tokens)}")
+    cfg.max_new_tokens.update(t.max_new_tokens)
+    return cfg
+
+
+def filter_settings(recipe: Recipe) -> silver.FilterSettings:
+    d = recipe.distill
+    if d.rule not in ("safe", "strict"):
+        raise ValueError(f"distill.rule must be safe or strict, got {d.rule!r}")
+    if not 0.0 <= d.test_fraction < 1.0:
+        raise ValueError(f"distill.test_fraction must be in [0, 1), got {d.test_fraction}")
+    return silver.FilterSettings(rule=d.rule, gold_agreement=d.filter_gold_agreement,
+                                 self_consistency_k=d.self_consistency_k,
+                                 min_agreement=d.self_consistency_min_agreement, dedup=d.dedup,
+                                 balance=d.balance_classes, balance_max_ratio=d.balance_max_ratio,
+                                 test_fraction=d.test_fraction, seed=recipe.data.seed)
+
+
+class Progress:
+    """A live bar over teacher requests: new calls, cache hits, failures, parse failures, req/s."""
+
+    def __init__(self, teacher: Teacher, enabled: bool) -> None:
+        from tqdm.auto import tqdm
+
+        self.stats = getattr(teacher.core, "stats", {})
+        self.parse_failures = 0
+        self.start = time.perf_counter()
+        self.bar = tqdm(desc="distill", unit="req", dynamic_ncols=True, disable=not enabled, mininterval=0.5)
+        if hasattr(teacher.core, "progress"):
+            teacher.core.progress = self.update
+
+    def update(self, n: int) -> None:
+        self.bar.update(n)
+        self._postfix()
+
+    def on_turn(self, res: TurnResult) -> None:
+        self.parse_failures += (not res.claims) + sum(c.error is not None for c in res.claims)
+        self._postfix()
+
+    def _postfix(self) -> None:
+        s = self.stats
+        rate = s.get("calls", 0) / max(time.perf_counter() - self.start, 1e-9)
+        self.bar.set_postfix_str(f"calls {s.get('calls', 0)} | cache hits {s.get('hits', 0)} | failures "
+                                 f"{s.get('failures', 0)} | parse failures {self.parse_failures} | {rate:.2f} req/s",
+                                 refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+@dataclass
+class DistillResult:
+    out_dir: Path
+    manifest: dict[str, Any]
+    run: dict[str, Any]
+
+
+def counters(teacher: Teacher, cache: CallCache, wall: float, parse_failures: int) -> dict[str, Any]:
+    s = dict(getattr(teacher.core, "stats", {}))
+    return {"requests": teacher.backend.requests, "cache_hits": s.get("hits", 0), "calls": s.get("calls", 0),
+            "failures": s.get("failures", 0), "retries": s.get("retries", 0), "parse_failures": parse_failures,
+            "cache_entries": len(cache), "cache_overwrites": cache.stats["overwrites"], "wall_s": round(wall, 3),
+            "calls_per_s": round(s.get("calls", 0) / wall, 3) if wall else None,
+            "prompt_tokens": s.get("prompt_tokens", 0), "completion_tokens": s.get("completion_tokens", 0)}
+
+
+def _append_run(out_dir: Path, record: dict[str, Any]) -> None:
+    with open(out_dir / "runs.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = True,
+                output_dir: str | os.PathLike | None = None) -> DistillResult:
+    """Run the teacher over the recipe's train material and export silver data (see the module doc).
+
+    Raises :class:`TeacherError` (server absent, key refused), :class:`TeacherUnavailable` (retries
+    ran out mid-run: rerun to resume) and ``LeakageError`` (test material in train).
+    """
+    out_dir = Path(output_dir or recipe.resolve(recipe.distill.output_dir))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    silver.clean_partial(out_dir)
+    material = load_material(recipe)
+    train = material.train[:limit] if limit else material.train
+    settings = filter_settings(recipe)
+    cfg = engine_config(recipe)
+    student_style = recipe.distill.student_prompt_style
+    for stage in silver.STAGES:
+        get_template(stage, student_style)   # fail early on a bad style
+    cache = CallCache(out_dir / "calls")
+    teacher = build_teacher(recipe, train, cache)
+    bar = Progress(teacher, progress)
+    start = time.perf_counter()
+    status = "stopped"
+    try:
+        results = run_programs((vista_program(c, cfg, bar.on_turn) for c in train), teacher.backend)
+        status = "completed"
+    finally:
+        bar.close()
+        run = {"recipe": recipe.name, "status": status, "started": round(time.time() - (time.perf_counter() - start)),
+               **counters(teacher, cache, time.perf_counter() - start, bar.parse_failures)}
+        if status != "completed":
+            _append_run(out_dir, run)
+
+    candidates = silver.collect_candidates(train, results, cfg.speakers, settings, cfg.style, teacher.backend)
+    silver.apply_split_and_filters(train, candidates, settings)
+    data = {stage: {split: silver.rows(candidates, stage, split, student_style, cfg.speakers, teacher.name)
+                    for split in ("train", "test")} for stage in silver.STAGES}
+    report = silver.filter_report(candidates)
+    counts = silver.stage_counts(data)
+    fps = {stage: silver.fingerprint(data[stage]) for stage in silver.STAGES}
+    manifest = {
+        "recipe": recipe.name, "recipe_path": recipe.path, "teacher": teacher.description,
+        "student_prompt_style": student_style, "prompt_version": PROMPTS_VERSION,
+        "templates": {stage: {"teacher": get_template(stage, cfg.style).fingerprint,
+                              "student": get_template(stage, student_style).fingerprint} for stage in silver.STAGES},
+        "engine": {"style": cfg.style, "stage2": cfg.stage2, "stage3": cfg.stage3, "max_claims": cfg.max_claims,
+                   "max_new_tokens": cfg.max_new_tokens, "speakers": asdict(cfg.speakers)},
+        "filters": {"settings": asdict(settings), "report": report},
+        "data": {"sources": material.reports, "train_conversations": len(train),
+                 "test_conversations": len(material.test), "limit": limit,
+                 "leak_check": f"passed: {len(material.test)} test conversation(s) share no dialogue with "
+                               f"{len(material.train)} train conversation(s)"},
+        "counts": counts,
+        "fingerprints": fps,
+        "fingerprint": silver.fingerprint(fps),
+    }
+    records = [_record(c, teacher, cfg.style, student_style) for c in candidates]
+    atomic_write_text(out_dir / "records.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    die_at = os.environ.get(DIE_AT_ENV, "")
+    for stage in silver.STAGES:
+        if die_at == f"export:{stage}":
+            os.kill(os.getpid(), signal.SIGKILL)
+        silver.save_stage(out_dir / stage, data[stage], silver.card(stage, counts[stage], report[stage], manifest))
+    atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    run["fingerprint"] = manifest["fingerprint"]
+    _append_run(out_dir, run)
+    return DistillResult(out_dir, manifest, run)
+
+
+def _record(c: silver.Candidate, teacher: Teacher, teacher_style: str, student_style: str) -> dict[str, Any]:
+    meta = c.response.meta if c.response is not None else {}
+    return {
+        "stage": c.stage, "conversation_id": c.conversation_id, "dialogue_id": c.dialogue_id, "source": c.source,
+        "turn_index": c.turn_index, "claim_index": c.claim_index, "claim": c.claim,
+        "teacher": teacher.name, "teacher_prompt_style": teacher_style, "student_prompt_style": student_style,
+        "prompt_version": PROMPTS_VERSION, "template": get_template(c.stage, teacher_style).fingerprint,
+        "cache_key": meta.get("cache_key"),
+        "raw": meta.get("raw", c.response.text if c.response is not None else None),
+        "think": meta.get("think", ""), "parsed": c.parsed, "parse_status": "failed" if c.error else "ok",
+        "error": c.error, "agreement": c.agreement, "votes": meta.get("votes"),
+        "latency_s": meta.get("latency_s"), "attempts": meta.get("attempts"),
+        "prompt_tokens": getattr(c.response, "prompt_tokens", None),
+        "completion_tokens": getattr(c.response, "completion_tokens", None),
+        "gold_label": c.gold_label, "teacher_verdict": c.teacher_verdict, "split": c.split,
+        "kept": c.drop is None, "drop_reason": c.drop, "drop_detail": c.drop_detail,
+    }
+
+
+__all__ = ["run_distill", "load_material", "DistillResult", "TeacherError", "TeacherUnavailable"]

@@ -1,0 +1,348 @@
+"""From teacher pipeline results to silver training data: candidates, filters, export.
+
+One *candidate* per teacher call: stage 1 per assistant turn, stage 2 per claim of a scored turn,
+stage 3 per UNVERIFIABLE claim. Each candidate's target message is rebuilt exactly as the engine
+built it (the background is replayed turn by turn and checked against the engine's count), so the
+student prompt is ``build_messages(get_template(stage, student_style), target_input)`` and the
+teacher's own request is found again for provenance.
+
+Filters, in order, each recorded as the candidate's drop reason: parse failure; the turn's verdict
+disagrees with the gold turn label (or is unknown) when ``filter_gold_agreement``; self-consistency
+agreement below the threshold; duplicate student prompt; class balance (stages 2 and 3, train
+split only). Splits are by dialogue (``data.splits.split_by_dialogue``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import shutil
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..data.io import atomic_write_text
+from ..data.schema import TURN_LABELS, UNKNOWN, UNVERIFIABLE, Conversation
+from ..data.splits import dialogue_key, split_by_dialogue
+from ..engine import JOINS_BACKGROUND, TurnResult
+from ..prompts import PROMPTS_VERSION, Speakers, build_messages, get_template, stage1_input, stage2_input, \
+    stage3_input
+
+STAGES = ("stage1", "stage2", "stage3")
+COLUMNS = ("prompt", "completion", "label", "stage", "conversation_id", "dialogue_id", "source", "teacher",
+           "prompt_style", "prompt_version")
+DROP_REASONS = ("parse failure", "verdict unknown", "gold disagreement", "self-consistency", "duplicate",
+                "class balance")
+
+
+@dataclass
+class Candidate:
+    stage: str
+    conversation_id: str
+    dialogue_id: str
+    source: str
+    turn_index: int
+    claim_index: int              # -1 for stage 1
+    claim: str
+    target_input: str             # the stage's target user message (teacher and student prompts share it)
+    completion: str
+    label: str
+    parsed: dict[str, Any]
+    response: Any = None          # the teacher's Response (provenance)
+    error: str | None = None
+    agreement: float | None = None
+    gold_label: str | None = None
+    teacher_verdict: str | None = None
+    drop: str | None = None
+    drop_detail: str | None = None
+    split: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def reject(self, reason: str, detail: str | None = None) -> None:
+        if self.drop is None:
+            self.drop, self.drop_detail = reason, detail
+
+
+@dataclass
+class FilterSettings:
+    rule: str = "safe"
+    gold_agreement: bool = True
+    self_consistency_k: int = 1
+    min_agreement: float = 0.5
+    dedup: bool = True
+    balance: bool = False
+    balance_max_ratio: float = 1.0
+    test_fraction: float = 0.1
+    seed: int = 0
+
+
+def numbered(claims: Sequence[str]) -> str:
+    return "\n".join(f"{i}. {c}" for i, c in enumerate(claims, 1))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def collect_candidates(conversations: Sequence[Conversation], results: Sequence[Sequence[TurnResult]],
+                       speakers: Speakers, settings: FilterSettings, teacher_style: str,
+                       recorder: Any = None) -> list[Candidate]:
+    """Candidates of every teacher call, with parse, gold and self-consistency filters applied."""
+    out: list[Candidate] = []
+    templates = {s: get_template(s, teacher_style) for s in STAGES}
+    for conv, turns in zip(conversations, results):
+        history = [(t.role, t.text) for t in conv.turns]
+        background = list(conv.background)
+        base = {"conversation_id": conv.id, "dialogue_id": dialogue_key(conv), "source": conv.source}
+        for res in turns:
+            i = res.turn_index
+            if len(background) != res.background_size:
+                raise RuntimeError(f"conversation {conv.id} turn {i}: replayed background has {len(background)} "
+                                   f"facts but the engine used {res.background_size}")
+            turn_drop: tuple[str, str] | None = None
+            verdict = res.verdicts.get(settings.rule) if res.scored else None
+            if settings.gold_agreement and res.scored and res.gold_label in TURN_LABELS:
+                if verdict == UNKNOWN:
+                    turn_drop = ("verdict unknown", f"turn verdict unknown: {res.unknown_reason}")
+                elif verdict != res.gold_label:
+                    turn_drop = ("gold disagreement", f"teacher says {verdict}, gold says {res.gold_label}")
+            turn_info = {"gold_label": res.gold_label, "teacher_verdict": verdict, "turn_index": i}
+
+            claims = [c.text for c in res.claims]
+            t_in = stage1_input(history[:i], conv.turns[i].text, speakers)
+            c1 = Candidate("stage1", **base, claim_index=-1, claim="", target_input=t_in, completion=numbered(claims),
+                           label="", parsed={"claims": claims, "n_claims_raw": res.n_claims_raw}, **turn_info)
+            c1.response = _lookup(recorder, templates["stage1"], t_in, speakers, conv.id, i)
+            if not claims:
+                err = (c1.response.meta.get("error") if c1.response is not None else None) or "no claims in output"
+                c1.error = f"stage 1: {err}"
+                c1.reject("parse failure", c1.error)
+            elif turn_drop:
+                c1.reject(*turn_drop)
+            out.append(c1)
+
+            if res.scored:
+                for j, c in enumerate(res.claims):
+                    t_in = stage2_input(background, res.reference or "", c.text)
+                    s2 = c.stage2 or {}
+                    label2 = s2.get("label")
+                    c2 = Candidate("stage2", **base, claim_index=j, claim=c.text, target_input=t_in,
+                                   completion=label2 or "", label=label2 or "", parsed={"label": label2}, **turn_info)
+                    c2.response = _lookup(recorder, templates["stage2"], t_in, speakers, conv.id, i)
+                    _judge(c2, label2, s2, c.error, turn_drop, settings)
+                    out.append(c2)
+                    if label2 != UNVERIFIABLE:
+                        continue
+                    t_in3 = stage3_input(background, res.reference or "", c.text)
+                    s3 = c.stage3 or {}
+                    label3 = s3.get("label")
+                    expl = _one_line(s3.get("explanation") or "")
+                    c3 = Candidate("stage3", **base, claim_index=j, claim=c.text, target_input=t_in3,
+                                   completion=(f"{label3}. {expl}" if expl else label3 or ""), label=label3 or "",
+                                   parsed={"label": label3, "explanation": expl}, **turn_info)
+                    c3.response = _lookup(recorder, templates["stage3"], t_in3, speakers, conv.id, i)
+                    _judge(c3, label3, s3, c.error, turn_drop, settings)
+                    out.append(c3)
+                background += [c.text for c in res.claims if c.category in JOINS_BACKGROUND]
+            else:
+                background += claims
+    return out
+
+
+def _lookup(recorder: Any, template: Any, target_input: str, speakers: Speakers, conv_id: str, turn: int) -> Any:
+    if recorder is None:
+        return None
+    messages = build_messages(template, target_input, speakers)
+    resp = recorder.lookup(template.name, messages)
+    if resp is None:
+        raise RuntimeError(f"conversation {conv_id} turn {turn}: the rebuilt {template.name} request was never "
+                           "sent to the teacher (candidate reconstruction out of step with the engine)")
+    return resp
+
+
+def _judge(cand: Candidate, label: str | None, info: dict[str, Any], error: str | None,
+           turn_drop: tuple[str, str] | None, settings: FilterSettings) -> None:
+    if label is None:
+        cand.error = f"{cand.stage}: {error or 'no label in output'}"
+        cand.reject("parse failure", cand.error)
+        return
+    if turn_drop:
+        cand.reject(*turn_drop)
+    if settings.self_consistency_k > 1:
+        cand.agreement = float((info.get("probs") or {}).get(label, 0.0))
+        if cand.agreement < settings.min_agreement:
+            cand.reject("self-consistency", f"{cand.agreement:.2f} of {settings.self_consistency_k} samples "
+                                            f"agree with {label} (< {settings.min_agreement})")
+
+
+def apply_split_and_filters(conversations: Sequence[Conversation], candidates: list[Candidate],
+                            settings: FilterSettings) -> None:
+    """Assign splits by dialogue, then dedup and (optionally) balance the kept candidates in place."""
+    f = settings.test_fraction
+    parts = split_by_dialogue(conversations, {"train": 1.0 - f, "test": f}, seed=settings.seed) if f > 0 \
+        else {"train": list(conversations), "test": []}
+    where = {dialogue_key(c): name for name, convs in parts.items() for c in convs}
+    for cand in candidates:
+        cand.split = where[cand.dialogue_id]
+    if settings.dedup:
+        seen: dict[tuple[str, str], Candidate] = {}
+        for cand in candidates:
+            if cand.drop is not None:
+                continue
+            first = seen.setdefault((cand.stage, cand.target_input), cand)
+            if first is not cand:
+                cand.reject("duplicate", f"same {cand.stage} prompt as {first.conversation_id} turn {first.turn_index}")
+    if settings.balance:
+        for stage in ("stage2", "stage3"):
+            kept = [c for c in candidates if c.stage == stage and c.drop is None and c.split == "train"]
+            counts = Counter(c.label for c in kept)
+            if len(counts) < 2:
+                continue
+            cap = max(1, math.ceil(min(counts.values()) * settings.balance_max_ratio))
+            for label, n in counts.items():
+                if n <= cap:
+                    continue
+                group = sorted((c for c in kept if c.label == label),
+                               key=lambda c: hashlib.sha256((c.target_input + c.completion).encode()).hexdigest())
+                for c in group[cap:]:
+                    c.reject("class balance", f"{label}: {n} train examples capped at {cap}")
+
+
+# ---------------------------------------------------------------------------------------------- export
+
+
+def rows(candidates: Sequence[Candidate], stage: str, split: str, student_style: str, speakers: Speakers,
+         teacher: str) -> list[dict[str, Any]]:
+    template = get_template(stage, student_style)
+    return [{
+        "prompt": build_messages(template, c.target_input, speakers),
+        "completion": [{"role": "assistant", "content": c.completion}],
+        "label": c.label, "stage": stage, "conversation_id": c.conversation_id, "dialogue_id": c.dialogue_id,
+        "source": c.source, "teacher": teacher, "prompt_style": student_style, "prompt_version": PROMPTS_VERSION,
+    } for c in candidates if c.stage == stage and c.split == split and c.drop is None]
+
+
+def fingerprint(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, ensure_ascii=False, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def features() -> Any:
+    from datasets import Features, Value
+
+    message = {"role": Value("string"), "content": Value("string")}
+    return Features({"prompt": [message], "completion": [message],
+                     **{c: Value("string") for c in COLUMNS if c not in ("prompt", "completion")}})
+
+
+def save_stage(folder: Path, splits: dict[str, list[dict[str, Any]]], card: str) -> None:
+    """Write one stage's DatasetDict and card next to ``folder`` and swap it in (a killed export
+    leaves the previous folder, or a ``.partial`` one the next run removes)."""
+    from datasets import Dataset, DatasetDict
+
+    partial = folder.with_name(f".{folder.name}.partial")
+    old = folder.with_name(f".{folder.name}.old")
+    for p in (partial, old):
+        if p.exists():
+            shutil.rmtree(p)
+    feats = features()
+    dd = DatasetDict({name: Dataset.from_dict({c: [r[c] for r in rs] for c in feats}, features=feats)
+                      for name, rs in splits.items()})
+    with _quiet_datasets():
+        dd.save_to_disk(str(partial))
+    atomic_write_text(partial / "README.md", card)
+    if folder.exists():
+        folder.rename(old)
+    partial.rename(folder)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """No per-split "Saving the dataset" bars under the distill progress bar."""
+    import datasets
+
+    was_disabled = datasets.is_progress_bar_enabled() is False
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            datasets.enable_progress_bars()
+
+
+def clean_partial(out_dir: Path) -> None:
+    """Remove what a killed export left behind; restore a stage folder caught mid-swap."""
+    for stage in STAGES:
+        final, old = out_dir / stage, out_dir / f".{stage}.old"
+        if old.exists() and not final.exists():
+            old.rename(final)
+        for p in (out_dir / f".{stage}.partial", old):
+            if p.exists():
+                shutil.rmtree(p)
+
+
+def filter_report(candidates: Sequence[Candidate]) -> dict[str, Any]:
+    report: dict[str, Any] = {}
+    for stage in STAGES:
+        cs = [c for c in candidates if c.stage == stage]
+        dropped = Counter(c.drop for c in cs if c.drop is not None)
+        report[stage] = {"candidates": len(cs), "kept": sum(c.drop is None for c in cs),
+                         "dropped": {r: dropped[r] for r in DROP_REASONS if dropped[r]}}
+    return report
+
+
+def stage_counts(data: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for stage, splits in data.items():
+        out[stage] = {split: {"examples": len(rs), "dialogues": len({r["dialogue_id"] for r in rs}),
+                              "labels": dict(sorted(Counter(r["label"] for r in rs if r["label"]).items()))}
+                      for split, rs in splits.items()}
+    return out
+
+
+STAGE_TITLES = {"stage1": "claim decomposition", "stage2": "claim verification (VERIFIED / UNVERIFIABLE)",
+                "stage3": "unverifiable claim categorisation"}
+
+
+def card(stage: str, counts: dict[str, Any], report: dict[str, Any], manifest: dict[str, Any]) -> str:
+    """The dataset card (README.md) of one stage folder."""
+    t = manifest["teacher"]
+    lines = [
+        "---", "pretty_name: VISTA silver data, " + stage, "task_categories:", "- text-generation",
+        "tags:", "- vista", "- factuality", "- distillation", "---", "",
+        f"# VISTA silver data — {stage}: {STAGE_TITLES[stage]}", "",
+        f"Written by `vista-distill distill` (recipe `{manifest['recipe']}`). Teacher: **{t['name']}** "
+        f"(backend {t['backend']}, its prompts: {t['prompt_style']}, temperature {t['temperature']}"
+        + (f", self-consistency k={t['self_consistency']['k']}" if t.get("self_consistency") else "") + ").",
+        f"Student prompt in `prompt`: **{manifest['student_prompt_style']}**, prompts version "
+        f"{manifest['prompt_version']}. Split by dialogue (`dialogue_id`); the train material was checked "
+        "for leaks against the recipe's test material.", "",
+        "| split | examples | dialogues |", "|---|---:|---:|",
+        *[f"| {s} | {c['examples']} | {c['dialogues']} |" for s, c in counts.items()], "",
+    ]
+    labels = sorted({lab for c in counts.values() for lab in c["labels"]})
+    if labels:
+        lines += ["Label balance:", "", "| label | " + " | ".join(counts) + " |",
+                  "|---|" + "---:|" * len(counts)]
+        for lab in labels:
+            cells = []
+            for c in counts.values():
+                n, total = c["labels"].get(lab, 0), c["examples"]
+                cells.append(f"{n} ({n / total:.0%})" if total else "0")
+            lines.append(f"| {lab} | " + " | ".join(cells) + " |")
+        lines.append("")
+    dropped = ", ".join(f"{r}: {n}" for r, n in report["dropped"].items()) or "none"
+    lines += [
+        f"Filters: {report['candidates']} teacher answers, {report['kept']} kept; dropped — {dropped}.", "",
+        "Columns: `prompt` (system + user messages), `completion` (the teacher's answer as one assistant "
+        "message), `label`, `stage`, `conversation_id`, `dialogue_id`, `source`, `teacher`, `prompt_style`, "
+        "`prompt_version`.", "",
+        f"Data fingerprint (sha256 over the rows): `{manifest['fingerprints'][stage]}`.", "",
+        "```python", "from datasets import load_from_disk", f"ds = load_from_disk('{stage}')", "```", "",
+    ]
+    return "\n".join(lines)
