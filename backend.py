@@ -18,6 +18,7 @@ class Request:
     messages: tuple[dict[str, str], ...]
     labels: tuple[str, ...] = ()
     max_new_tokens: int = 256
+    stop_on_repeat: bool = False  # list outputs: stop once a line repeats an earlier one (degenerate loop)
 
 
 @dataclass

@@ -155,7 +155,7 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
     assistant = [i for i, t in enumerate(conv.turns) if t.role == ASSISTANT]
     stage1_reqs = [
         Request("stage1", msgs(t1, stage1_input(history[:i], conv.turns[i].text, sp)),
-                max_new_tokens=cfg.max_new_tokens["stage1"])
+                max_new_tokens=cfg.max_new_tokens["stage1"], stop_on_repeat=True)
         for i in assistant
     ]
     if cfg.stage4:
@@ -217,11 +217,17 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
     return results
 
 
-def run_programs(programs: Iterable[Program], backend: Backend, batched: bool = True) -> list[Any]:
+def run_programs(
+    programs: Iterable[Program],
+    backend: Backend,
+    batched: bool = True,
+    on_issue: Callable[[str, int], None] | None = None,
+) -> list[Any]:
     """Drive programs to completion and return their results in order.
 
     Batched: each round, every program's ready requests are gathered and each stage's requests go to
     the backend as one call. Unbatched: programs run one after another, one request per call.
+    ``on_issue(stage, n)`` is told before ``n`` requests of ``stage`` go to the backend.
     """
     programs = list(programs)
     results: list[Any] = [None] * len(programs)
@@ -230,7 +236,12 @@ def run_programs(programs: Iterable[Program], backend: Backend, batched: bool = 
             try:
                 reqs = next(prog)
                 while True:
-                    reqs = prog.send([backend.run([r])[0] for r in reqs])
+                    answers = []
+                    for r in reqs:
+                        if on_issue is not None:
+                            on_issue(r.stage, 1)
+                        answers.append(backend.run([r])[0])
+                    reqs = prog.send(answers)
             except StopIteration as stop:
                 results[p] = stop.value
         return results
@@ -248,6 +259,8 @@ def run_programs(programs: Iterable[Program], backend: Backend, batched: bool = 
                 by_stage.setdefault(r.stage, []).append((p, j))
         answers: dict[int, list[Response | None]] = {p: [None] * len(r) for p, r in pending.items()}
         for stage, slots in by_stage.items():
+            if on_issue is not None:
+                on_issue(stage, len(slots))
             responses = backend.run([pending[p][j] for p, j in slots])
             for (p, j), resp in zip(slots, responses):
                 answers[p][j] = resp

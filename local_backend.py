@@ -8,11 +8,11 @@ computed once (per adapter) and shared; each request only pays for its own targe
 from __future__ import annotations
 
 import copy
+import re
 import logging
-import math
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .backend import Request, Response
@@ -95,6 +95,7 @@ class TransformersBackend:
         self.model = model_obj.eval()
         self.eos_ids = self._eos_ids()
         self._prefixes: OrderedDict[tuple, object] = OrderedDict()
+        self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "prefix_tokens_reused": 0, "forward_s": 0.0}
 
     # -- adapters -----------------------------------------------------------------------------
@@ -186,9 +187,9 @@ class TransformersBackend:
         encoded = [self._encode(r) for r in requests]
         groups: dict[tuple, list[int]] = {}
         for i, (r, (prefix, _)) in enumerate(zip(requests, encoded)):
-            groups.setdefault((r.stage, tuple(prefix), r.labels, r.max_new_tokens), []).append(i)
+            groups.setdefault((r.stage, tuple(prefix), r.labels, r.max_new_tokens, r.stop_on_repeat), []).append(i)
         out: list[Response | None] = [None] * len(requests)
-        for (stage, prefix, labels, max_new), idx in groups.items():
+        for (stage, prefix, labels, max_new, stop_repeat), idx in groups.items():
             idx.sort(key=lambda i: len(encoded[i][1]))
             with self._adapter_context(stage):
                 for start in range(0, len(idx), self.batch_size):
@@ -198,8 +199,10 @@ class TransformersBackend:
                     if labels:
                         res = self._choose(stage, prefix, suffixes, labels)
                     else:
-                        res = self._generate(stage, prefix, suffixes, max_new)
+                        res = self._generate(stage, prefix, suffixes, max_new, stop_repeat)
                     self.stats["forward_s"] += time.perf_counter() - t0
+                    if self.progress is not None:
+                        self.progress(len(chunk))
                     for i, r in zip(chunk, res):
                         r.prompt_tokens = len(prefix) + len(encoded[i][1])
                         self.stats["prompt_tokens"] += r.prompt_tokens
@@ -207,14 +210,17 @@ class TransformersBackend:
                         out[i] = r
         return out  # type: ignore[return-value]
 
-    def _generate(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]], max_new: int) -> list[Response]:
+    def _generate(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]], max_new: int,
+                  stop_on_repeat: bool = False) -> list[Response]:
         import torch
+        from transformers import StoppingCriteriaList
 
         ids, mask, cache = self._batch_inputs(stage, prefix, suffixes)
+        stopping = StoppingCriteriaList([_RepeatedLineStop(self, ids.shape[1])]) if stop_on_repeat else None
         with torch.inference_mode():
             seqs = self.model.generate(
                 input_ids=ids, attention_mask=mask, past_key_values=cache, max_new_tokens=max_new,
-                do_sample=False, temperature=None, top_p=None, top_k=None,
+                do_sample=False, temperature=None, top_p=None, top_k=None, stopping_criteria=stopping,
                 pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_ids,
             )
         results = []
@@ -267,3 +273,34 @@ class TransformersBackend:
                 meta={"logprobs": {lab: float(scores[i, j]) for j, lab in enumerate(labels)}},
             ))
         return results
+
+
+_LIST_NUMBER = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s*")
+
+
+class _RepeatedLineStop:
+    """Stops a row once it completes a line that repeats an earlier one (small models loop on lists).
+
+    Checked only when the row's newest token contains a newline, so it costs nothing on most steps.
+    """
+
+    def __init__(self, backend: TransformersBackend, prompt_len: int) -> None:
+        self.tokenizer, self.prompt_len = backend.tokenizer, prompt_len
+        if not hasattr(backend, "_newline_ids"):
+            vocab = backend.tokenizer.convert_ids_to_tokens(list(range(len(backend.tokenizer))))
+            backend._newline_ids = {i for i, t in enumerate(vocab)
+                                    if t and ("\n" in backend.tokenizer.convert_tokens_to_string([t]))}
+        self.newline_ids = backend._newline_ids
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for row in range(input_ids.shape[0]):
+            if int(input_ids[row, -1]) not in self.newline_ids:
+                continue
+            text = self.tokenizer.decode(input_ids[row, self.prompt_len:], skip_special_tokens=True)
+            lines = [_LIST_NUMBER.sub("", ln).strip().lower() for ln in text.split("\n")[:-1]]
+            lines = [ln for ln in lines if ln]
+            done[row] = len(lines) != len(set(lines))
+        return done

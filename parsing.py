@@ -104,6 +104,6 @@ def parse_label(text: str, labels: Sequence[str]) -> ParsedLabel:
 
 
 def _explanation_after(s: str, start: int, label: str) -> str:
-    m = re.compile(_label_pattern(label) + r"[\s.:\-–)]*", re.IGNORECASE).match(s, start)
+    m = re.compile(_label_pattern(label) + r"[\s.,;:\-–)]*", re.IGNORECASE).match(s, start)
     tail = s[m.end():] if m else s[start + len(label):]
-    return tail.strip().lstrip(".:-–) ").strip()
+    return tail.strip().lstrip(".,;:-–) ").strip()

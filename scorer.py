@@ -78,22 +78,20 @@ class VistaScorer:
         progress: bool | Callable[[TurnResult], None] = False,
     ) -> ScoreResult:
         """Run the pipeline; one record per assistant turn (context turns have ``scored: false``)."""
-        bar = None
+        bar = on_issue = None
         on_turn = progress if callable(progress) else None
         if progress is True:
-            from tqdm.auto import tqdm
-
-            total = sum(t.role == ASSISTANT for c in conversations for t in c.turns)
-            bar = tqdm(total=total, desc="score", unit="turn", dynamic_ncols=True)
-            on_turn = lambda _res: bar.update(1)  # noqa: E731
+            bar, on_turn, on_issue = self._progress_bar(conversations)
         start = time.perf_counter()
         stats_before = dict(getattr(self.backend, "stats", {}))
         try:
             per_conv = run_programs((vista_program(c, self.config, on_turn) for c in conversations),
-                                    self.backend, batched=batched)
+                                    self.backend, batched=batched, on_issue=on_issue)
         finally:
             if bar is not None:
                 bar.close()
+            if hasattr(self.backend, "progress"):
+                self.backend.progress = None
         wall = time.perf_counter() - start
         records = [t.to_dict() for turns in per_conv for t in turns]
         summary = summarize(records, self.rule)
@@ -106,3 +104,30 @@ class VistaScorer:
             **{k: v - stats_before.get(k, 0) for k, v in stats.items() if isinstance(v, (int, float))},
         }
         return ScoreResult(records, summary)
+
+    def _progress_bar(self, conversations: Sequence[Conversation]):
+        """A bar over model requests (its total grows as claims appear), with turns done as postfix."""
+        from tqdm.auto import tqdm
+
+        turns_total = sum(t.role == ASSISTANT for c in conversations for t in c.turns)
+        bar = tqdm(total=0, desc="score", unit="req", dynamic_ncols=True)
+        state = {"turns": 0, "stage": ""}
+
+        def postfix() -> None:
+            bar.set_postfix_str(f"{state['stage']} | turns {state['turns']}/{turns_total}", refresh=False)
+
+        def on_turn(_res: TurnResult) -> None:
+            state["turns"] += 1
+            postfix()
+
+        def on_issue(stage: str, n: int) -> None:
+            state["stage"] = stage
+            bar.total += n
+            postfix()
+            bar.refresh()
+            if not hasattr(self.backend, "progress"):
+                bar.update(n)  # backends without chunk progress: count on issue
+
+        if hasattr(self.backend, "progress"):
+            self.backend.progress = bar.update
+        return bar, on_turn, on_issue
