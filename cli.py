@@ -92,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_distill_subcommand(sub)
+    try:
+        from .train.cli import add_train_subcommand
+    except ImportError:
+        pass
+    else:
+        add_train_subcommand(sub)
     return parser
 
 

@@ -131,7 +131,8 @@ def load_silver(root: str | Path, stage: str):
     if "train" not in dd:
         raise TrainError(f"{path}: no 'train' split (found {sorted(dd)})")
     for split, ds in dd.items():
-        validate_rows(ds, stage, f"{path}[{split}]")
+        if len(ds):
+            validate_rows(ds, stage, f"{path}[{split}]")
     return dd
 
 
@@ -570,14 +571,15 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
         "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
     }
     teachers = sorted(set(dd["train"]["teacher"])) if "teacher" in dd["train"].column_names else []
-    fingerprint = manifest.get("fingerprint") or "+".join(
+    fingerprint = (manifest.get("fingerprints") or {}).get(stage) or manifest.get("fingerprint") or "+".join(
         f"{split}:{ds._fingerprint}" for split, ds in sorted(dd.items()))
     summary: dict[str, Any] = {
         "recipe": recipe.name, "recipe_path": recipe.path, "stage": stage, "output_dir": str(out),
         "base_model": recipe.student.model or "embedded:SmolLM2-135M-Instruct", "base_model_arg": recipe.student.model,
         "teacher": manifest.get("teacher") or ", ".join(teachers) or "unknown",
         "silver": {
-            "path": str(root / stage), "fingerprint": fingerprint, "manifest": bool(manifest),
+            "path": str(root / stage), "fingerprint": fingerprint,
+            "manifest_fingerprint": manifest.get("fingerprint"),
             "train_examples": len(train_ds), "test_examples": len(eval_ds) if eval_ds is not None else 0,
             "dropped_train": dropped_train, "dropped_test": dropped_test,
             "prompt_style": sorted(set(dd["train"]["prompt_style"])) if "prompt_style" in dd["train"].column_names
