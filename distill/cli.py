@@ -42,7 +42,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     m, r = result.manifest, result.run
-    print(f"teacher {m['teacher']['name']}: {r['requests']} requests, {r['cache_hits']} cache hits, "
+    print(f"teacher {m['teacher']}: {r['requests']} requests, {r['cache_hits']} cache hits, "
           f"{r['calls']} new calls, {r['failures']} failures, {r['retries']} retries, "
           f"{r['parse_failures']} parse failures in {r['wall_s']:.1f}s")
     for stage, rep in m["filters"]["report"].items():

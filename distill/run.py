@@ -220,7 +220,8 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
     counts = silver.stage_counts(data)
     fps = {stage: silver.fingerprint(data[stage]) for stage in silver.STAGES}
     manifest = {
-        "recipe": recipe.name, "recipe_path": recipe.path, "teacher": teacher.description,
+        "recipe": recipe.name, "recipe_path": recipe.path, "teacher": teacher.name,
+        "teacher_config": teacher.description,
         "student_prompt_style": student_style, "prompt_version": PROMPTS_VERSION,
         "templates": {stage: {"teacher": get_template(stage, cfg.style).fingerprint,
                               "student": get_template(stage, student_style).fingerprint} for stage in silver.STAGES},

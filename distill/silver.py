@@ -252,7 +252,8 @@ def save_stage(folder: Path, splits: dict[str, list[dict[str, Any]]], card: str)
     dd = DatasetDict({name: Dataset.from_dict({c: [r[c] for r in rs] for c in feats}, features=feats)
                       for name, rs in splits.items()})
     with _quiet_datasets():
-        dd.save_to_disk(str(partial))
+        # An empty split needs an explicit shard, or load_from_disk cannot read it back.
+        dd.save_to_disk(str(partial), num_shards={name: 1 for name, ds in dd.items() if len(ds) == 0})
     atomic_write_text(partial / "README.md", card)
     if folder.exists():
         folder.rename(old)
@@ -311,7 +312,7 @@ STAGE_TITLES = {"stage1": "claim decomposition", "stage2": "claim verification (
 
 def card(stage: str, counts: dict[str, Any], report: dict[str, Any], manifest: dict[str, Any]) -> str:
     """The dataset card (README.md) of one stage folder."""
-    t = manifest["teacher"]
+    t = manifest["teacher_config"]
     lines = [
         "---", "pretty_name: VISTA silver data, " + stage, "task_categories:", "- text-generation",
         "tags:", "- vista", "- factuality", "- distillation", "---", "",

