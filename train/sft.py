@@ -360,6 +360,13 @@ def bf16_supported(use_cpu: bool) -> bool:
     return torch.cuda.is_bf16_supported()
 
 
+def _accelerator_available() -> bool:
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    return torch.cuda.is_available() or bool(mps is not None and mps.is_available())
+
+
 def model_dtype(recipe: Recipe, bf16: bool) -> str:
     dtype = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}.get(recipe.student.dtype, recipe.student.dtype)
     if dtype not in ("bfloat16", "float32", "float16"):
@@ -393,6 +400,9 @@ def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has
     from trl import SFTConfig
 
     t = recipe.train
+    if not t.use_cpu and not _accelerator_available():
+        raise RecipeError(f"{recipe.path}: train.use_cpu is false but no GPU is visible; run on a GPU machine or "
+                          "override train.use_cpu=true")
     bf16 = t.bf16 and bf16_supported(t.use_cpu)
     if t.bf16 and not bf16:
         log.warning("%s: bf16 is not supported on this GPU; training in fp32", recipe.path)
@@ -411,6 +421,8 @@ def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has
         seed=t.seed, completion_only_loss=True, eos_token=eos_token, model_init_kwargs=init_kwargs,
         report_to="none", dataloader_num_workers=0, logging_first_step=True,
     )
+    if "activation_checkpointing" in SFTConfig.__dataclass_fields__:  # transformers >= 5.x renamed it
+        kwargs["activation_checkpointing"] = kwargs.pop("gradient_checkpointing")
     unknown = set(t.options) - {f for f in SFTConfig.__dataclass_fields__}
     if unknown:
         raise RecipeError(f"{recipe.path}: train.options {sorted(unknown)} are not SFTConfig fields")
