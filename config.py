@@ -130,6 +130,14 @@ class EvalSettings:
     seed: int = 0
     price_per_1k_turns: dict[str, float] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    mcnemar: str = "exact"                   # exact (binomial; reproduces the paper's p-values) | chi2 | chi2-cc
+    match_threshold: float = 0.9             # claim matching: embedding cosine above this is a match
+    match_embeddings: bool = True            # False: exact normalised-text matching only
+    calibration_bins: int = 10               # stage 2 ECE and calibration curve
+    max_new_tokens: dict[str, int] = field(default_factory=dict)   # per stage / baseline prompt, over defaults
+    price_per_1m_tokens: dict[str, dict[str, float]] = field(default_factory=dict)  # {system: {prompt, completion}}
+    price_per_hour: dict[str, float] = field(default_factory=dict)  # {system: hardware price per hour}
+    heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
 
 
 @dataclass
