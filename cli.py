@@ -98,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_train_subcommand(sub)
+    try:
+        from .eval.cli import add_eval_subcommand
+    except ImportError:
+        pass
+    else:
+        add_eval_subcommand(sub)
     return parser
 
 

@@ -1,0 +1,79 @@
+"""``vista-distill eval --config recipes/X.yaml [--input FILE] [--limit N] [section.key=value ...]``.
+
+Exit codes: 0 done (skipped systems are listed, with their reasons); 2 configuration or material error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class _OverridesParser(argparse.ArgumentParser):
+    """Collects unknown ``--section.key value`` arguments into ``overrides`` (``section.key=value`` too)."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        ns, extra = super().parse_known_args(args, namespace)
+        ns.overrides = list(getattr(ns, "overrides", None) or []) + list(extra)
+        return ns, []
+
+
+def add_eval_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``eval`` to a top-level ``add_subparsers()`` object."""
+    p = subparsers.add_parser(
+        "eval", help="evaluate student, base, teacher and baselines with significance, speed and a report",
+        description="Score the test material with the recipe's eval.systems (student = base model + stage "
+                    "adapters, base = untuned few-shot, teacher = cached or live, llm_judge, factscore); write "
+                    "results.json, report.md and plots into eval.output_dir.",
+        epilog="Overrides: section.key=value or --section.key value, e.g. eval.systems=[base,llm_judge] "
+               "--eval.seed 1 eval.mcnemar=chi2")
+    p.__class__ = _OverridesParser
+    p.add_argument("--config", required=True, help="recipe YAML (recipes/*.yaml)")
+    p.add_argument("--input", default=None,
+                   help="test conversations (authors' .json or our .jsonl); default: the recipe's data.test")
+    p.add_argument("--limit", type=int, default=None, help="only the first N test conversations")
+    p.add_argument("--systems", default=None, help="comma-separated subset of eval.systems")
+    p.add_argument("--output-dir", default=None, help="override eval.output_dir")
+    p.add_argument("--compare", default=None, metavar="RESULTS_JSON",
+                   help="an earlier results.json: report whether metrics, tests and intervals are identical")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_eval)
+    return p
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from ..config import RecipeError, load_recipe
+    from ..data.splits import LeakageError
+    from .metrics import OVERALL
+    from .run import EvalError, run_eval
+
+    try:
+        recipe = load_recipe(args.config, args.overrides)
+        result = run_eval(recipe, input_path=args.input, limit=args.limit,
+                          systems=args.systems.split(",") if args.systems else None, output_dir=args.output_dir,
+                          progress=not args.no_progress, compare=args.compare)
+    except (EvalError, RecipeError, LeakageError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    r = result.results
+    m = r["material"]
+    print(f"evaluated {m['conversations']} conversations ({m['gold_turns']} gold turns, {m['human_claims']} human "
+          f"claims) in {r['wall_s']:.0f}s")
+    rule = r["settings"]["rules"][0]
+    for name, s in r["systems"].items():
+        if s["status"] != "ok":
+            print(f"  {name:10s} {s['status']}: {s['reason']}")
+            continue
+        t = r["metrics"][name][OVERALL]["turn"][rule]
+        c = r["metrics"][name][OVERALL].get("claim") or {}
+        acc = t.get("accuracy")
+        claim = f", claim acc {c['accuracy']:.3f}" if c.get("accuracy") is not None else ""
+        print(f"  {name:10s} turn acc ({rule}) {acc if acc is None else round(acc, 3)}, coverage "
+              f"{t.get('coverage') if t.get('coverage') is None else round(t['coverage'], 3)}{claim}, "
+              f"{s['efficiency']['wall_s']:.0f}s")
+    if "compare" in r:
+        print(f"compare with {r['compare']['previous']}: "
+              + ("identical" if r["compare"]["identical"] else f"DIFFERENT ({len(r['compare']['differences'])} "
+                 "differences, see report.md)"))
+    print(f"report: {result.out_dir / 'report.md'}\nresults: {result.out_dir / 'results.json'}")
+    return 0

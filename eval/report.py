@@ -1,0 +1,359 @@
+"""The run folder: ``results.json`` (everything), ``report.md`` and PNG plots (matplotlib, Agg).
+
+Plots: ``accuracy.png`` (turn accuracy with bootstrap 95% intervals per system and benchmark, one
+panel per rule), ``confusion_stage3.png`` (predicted vs human claim categories on matched claims,
+per system) and ``calibration.png`` (stage 2 reliability curve: P(VERIFIED) vs share verified).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..data.io import atomic_write_text
+from .metrics import OVERALL
+from .significance import significance_mark
+
+PLOTS = ("accuracy.png", "confusion_stage3.png", "calibration.png")
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def _pct(x: Any) -> str:
+    return "–" if x is None else f"{100 * x:.1f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _ok(results: dict[str, Any]) -> list[str]:
+    return [n for n, s in results["systems"].items() if s["status"] == "ok"]
+
+
+def _groups(results: dict[str, Any]) -> list[str]:
+    groups: list[str] = []
+    for m in results["metrics"].values():
+        groups += [g for g in m if g not in groups]
+    return [g for g in groups if g != OVERALL] + [OVERALL]
+
+
+def _pair(results: dict[str, Any], rule: str, group: str, a: str, b: str) -> dict[str, Any] | None:
+    """The McNemar entry for (a, b) with b/c and Δ oriented as a - b."""
+    for p in results["significance"]["by_rule"].get(rule, {}).get(group, []):
+        if (p["system_1"], p["system_2"]) == (a, b):
+            return p
+        if (p["system_1"], p["system_2"]) == (b, a):
+            flipped = dict(p, system_1=a, system_2=b, b=p["c"], c=p["b"])
+            if p.get("delta") is not None:
+                flipped.update(delta=-p["delta"], accuracy_1=p["accuracy_2"], accuracy_2=p["accuracy_1"])
+            return flipped
+    return None
+
+
+# -- markdown ------------------------------------------------------------------------------------------
+
+def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
+    rules = results["settings"]["rules"]
+    ok = _ok(results)
+    mat = results["material"]
+    out = [f"# Evaluation: {results['recipe']}", ""]
+    src = mat["input"] or ", ".join(s.get("source", "?") for s in mat["sources"])
+    out.append(f"Material: `{src}` — {mat['conversations']} conversations, {mat['scored_turns']} scored turns "
+               f"({mat['gold_turns']} with a gold label), {mat['human_claims']} human claims"
+               + (f"; first {mat['limit']} conversations only (--limit)" if mat["limit"] else "") + ".")
+    ov = mat["student_training_overlap"]
+    if ov["evaluated_conversations_in_student_training"]:
+        out.append(f"\n**Caution:** {ov['evaluated_conversations_in_student_training']} of the evaluated "
+                   f"conversations are in the student's silver training split ({ov['checked_against']}): the "
+                   "student's numbers on them are not held-out (set `eval.heldout_only=true` to drop them).")
+    out += ["", f"Rules: {', '.join(rules)} (`safe`: VERIFIED, OUT-OF-SCOPE, ABSTENTION are safe — the authors' "
+            "released evaluation; `strict`: only VERIFIED — the paper's Table 1 text). Turn accuracy is over turns "
+            "with a verdict (coverage beside it); `acc_all` counts an `unknown` verdict as wrong and is what the "
+            "paired tests compare. Significance: " + results["significance"]["test"]
+            + "; marks * p<.05, ** p<.01, *** p<.001, ns otherwise. Intervals: "
+            f"{results['settings']['bootstrap']} seeded bootstrap resamples (seed {results['settings']['seed']}).", ""]
+
+    out += ["## Systems", ""]
+    rows = []
+    for name, s in results["systems"].items():
+        d = s["description"]
+        what = ", ".join(f"{k} {d[k]}" for k in ("backend", "prompts", "baseline") if d.get(k))
+        if d.get("adapters"):
+            what += ", adapters " + ", ".join(sorted(d["adapters"]))
+        rows.append([name, s["status"], s["reason"] or what or "–"])
+    out += [_table(["system", "status", "details / reason"], rows), ""]
+    notes = [f"- {n}: {s['description']['note']}" for n, s in results["systems"].items()
+             if s["description"].get("note")]
+    out += notes + ([""] if notes else [])
+
+    # headline turn metrics, rules side by side
+    out += ["## Turn level, all benchmarks", ""]
+    header = ["system"]
+    for rule in rules:
+        header += [f"{rule} acc [95% CI]", f"{rule} acc_all", f"{rule} bal. acc", f"{rule} P / R / F1 (halluc.)",
+                   f"{rule} macro-F1", f"{rule} coverage"]
+    rows = []
+    for name in ok:
+        row = [name]
+        for rule in rules:
+            t = results["metrics"][name][OVERALL]["turn"][rule]
+            ci = results["bootstrap"][name][rule][OVERALL]["accuracy"]
+            row += [f"{_pct(t.get('accuracy'))} [{_pct(ci.get('low'))}, {_pct(ci.get('high'))}]",
+                    _pct(t.get("accuracy_all")), _pct(t.get("balanced_accuracy")),
+                    f"{_pct(t.get('precision'))} / {_pct(t.get('recall'))} / {_pct(t.get('f1'))}",
+                    _pct(t.get("macro_f1")), _pct(t.get("coverage"))]
+        rows.append(row)
+    maj = results["majority"].get(OVERALL, {}).get("turn") or {}
+    if maj.get("accuracy") is not None:
+        rows.append([f"majority ({maj['label']})"] + sum(([_pct(maj["accuracy"]), _pct(maj["accuracy"]),
+                                                           "50.0", "–", "–", "100.0"] for _ in rules), []))
+    out += [_table(header, rows), ""]
+
+    # teacher vs student per benchmark
+    out += ["## Teacher vs student, per benchmark", ""]
+    if "teacher" in ok and "student" in ok:
+        for rule in rules:
+            rows = []
+            for g in _groups(results):
+                st = results["metrics"]["student"].get(g, {}).get("turn", {}).get(rule, {})
+                te = results["metrics"]["teacher"].get(g, {}).get("turn", {}).get(rule, {})
+                p = _pair(results, rule, g, "student", "teacher") or {}
+                rows.append([g, st.get("n_gold"), _pct(st.get("accuracy")), _pct(st.get("accuracy_all")),
+                             _pct(te.get("accuracy")), _pct(te.get("accuracy_all")),
+                             _pct(p.get("delta")), _f(p.get("pvalue"), 4), p.get("mark", ""),
+                             f"b={p.get('b')}, c={p.get('c')}" if p else "–"])
+            out += [f"Rule `{rule}`:", "",
+                    _table(["benchmark", "gold turns", "student acc", "student acc_all", "teacher acc",
+                            "teacher acc_all", "Δ acc_all (student − teacher)", "p", "sig.", "discordant"], rows), ""]
+    else:
+        missing = [n for n in ("student", "teacher") if n not in ok]
+        why = [f"{n} {results['systems'][n]['status']} (see Systems)" if n in results["systems"]
+               else f"{n} not in eval.systems" for n in missing]
+        out += [f"Not available: {'; '.join(why)}.", ""]
+
+    # every system per benchmark, marks vs the reference system
+    ref = "student" if "student" in ok else (ok[0] if ok else None)
+    out += [f"## Accuracy per benchmark (all systems; marks: McNemar vs {ref})", ""]
+    for rule in rules:
+        rows = []
+        for g in _groups(results):
+            row = [g]
+            for name in ok:
+                t = results["metrics"][name].get(g, {}).get("turn", {}).get(rule, {})
+                mark = ""
+                if ref and name != ref:
+                    p = _pair(results, rule, g, ref, name)
+                    mark = f" {p['mark']}" if p else ""
+                row.append(f"{_pct(t.get('accuracy'))} ({_pct(t.get('coverage'))}){mark}")
+            rows.append(row)
+        out += [f"Rule `{rule}` — accuracy (coverage):", "", _table(["benchmark", *ok], rows), ""]
+
+    # claim level, as Table 5
+    rule0 = rules[0]
+    out += ["## Claim level (human claims; cf. the paper's Table 5)", "",
+            f"Matching: {results['claim_matching']['method']}. Claim accuracy and macro-F1 are over the five "
+            "labels on matched claims; `binary` is VERIFIED vs not; set F1 / Jaccard compare the predicted and "
+            "human claim sets; AUC / ECE / Brier are from stage 2 P(VERIFIED) on matched claims.", ""]
+    rows = []
+    for name in ok:
+        c = results["metrics"][name][OVERALL].get("claim")
+        t = results["metrics"][name][OVERALL]["turn"][rule0]
+        if not c:
+            rows.append([name, _pct(t.get("accuracy"))] + ["–"] * 9)
+            continue
+        cal = c.get("stage2_calibration") or {}
+        rows.append([name, _pct(t.get("accuracy")), _pct(c.get("accuracy")), _pct(c.get("macro_f1")),
+                     _pct(c.get("binary_accuracy")), f"{c['matched']}/{c['human_claims']} ({c['matched_exact']} exact)",
+                     _pct(c.get("set_f1")), _pct(c.get("set_jaccard")), _f(cal.get("roc_auc")), _f(cal.get("ece")),
+                     _f(cal.get("brier"))])
+    mc = results["majority"].get(OVERALL, {}).get("claim")
+    if mc:
+        rows.append([f"majority ({mc['label']})", "–", _pct(mc["accuracy"]), _pct(mc["macro_f1"])] + ["–"] * 7)
+    out += [_table(["system", f"turn acc ({rule0})", "claim acc", "macro-F1", "binary acc", "matched",
+                    "set F1", "Jaccard", "AUC", "ECE", "Brier"], rows), ""]
+    # per benchmark claim accuracy
+    rows = []
+    for g in _groups(results):
+        row = [g]
+        for name in ok:
+            c = results["metrics"][name].get(g, {}).get("claim") or {}
+            row.append(f"{_pct(c.get('accuracy'))} / {_pct(c.get('macro_f1'))}" if c.get("accuracy") is not None
+                       else _pct(c.get("binary_accuracy")) + (" (binary)" if c.get("binary_accuracy") is not None else ""))
+        rows.append(row)
+    out += ["Claim accuracy / macro-F1 per benchmark:", "", _table(["benchmark", *ok], rows), ""]
+
+    # significance, all pairs overall
+    out += ["## McNemar, all pairs (all benchmarks)", ""]
+    for rule in rules:
+        rows = []
+        for p in results["significance"]["by_rule"].get(rule, {}).get(OVERALL, []):
+            rows.append([f"{p['system_1']} − {p['system_2']}", p["n"], _pct(p.get("delta")), _f(p["pvalue"], 6),
+                         p["mark"], f"b={p['b']}, c={p['c']}"])
+        out += [f"Rule `{rule}`:", "", _table(["pair", "turns", "Δ acc_all", "p", "sig.", "discordant (b, c)"], rows)
+                if rows else "(fewer than two systems ran)", ""]
+
+    # efficiency
+    out += ["## Speed and cost", ""]
+    rows = []
+    for name, s in results["systems"].items():
+        if s["status"] != "ok":
+            rows.append([name, s["status"]] + ["–"] * 7)
+            continue
+        e = s["efficiency"]
+        cost = e.get("cost_per_1k_turns")
+        rows.append([name, _f(e["wall_s"], 1), _f(e["turns_per_s"], 3), _f(e.get("prompt_tokens")),
+                     _f(e.get("completion_tokens")), _f(e["peak_rss_mb"], 0),
+                     _f(e.get("cuda_max_memory_allocated_mb"), 0), _f(s["description"].get("load_s"), 1),
+                     f"${cost['usd']:.4f}" if cost else "no price configured"])
+    out += [_table(["system", "wall s", "turns/s", "prompt tokens", "generated tokens", "peak RSS MB",
+                    "CUDA peak MB", "model load s", "cost / 1k turns"], rows), "",
+            "Peak RSS is the whole process's (models loaded earlier stay counted); the base model is loaded once "
+            "for base, llm_judge and factscore.", ""]
+
+    out += ["## Reproducibility", "", f"Fingerprint of metrics, tests and intervals: `{results['fingerprint']}` "
+            f"(seed {results['settings']['seed']}); total wall time {results['wall_s']:.0f} s."]
+    cmp = results.get("compare")
+    if cmp:
+        out.append(f"Compared with `{cmp['previous']}`: " + ("identical." if cmp["identical"] else
+                   "DIFFERENT: " + "; ".join(cmp["differences"][:10])))
+    out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+    return "\n".join(out)
+
+
+# -- plots ---------------------------------------------------------------------------------------------
+
+def _no_data(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def plot_accuracy(results: dict[str, Any], path: Path) -> None:
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rules = results["settings"]["rules"]
+    ok, groups = _ok(results), _groups(results)
+    colours = {n: f"C{i}" for i, n in enumerate(results["systems"])}
+    fig, axes = plt.subplots(1, len(rules), figsize=(max(7.0, 0.5 * len(groups) * max(1, len(ok))) * len(rules)
+                                                     / 1.6, 4.6), squeeze=False, sharey=True)
+    for ax, rule in zip(axes[0], rules):
+        if not ok:
+            _no_data(ax, "no system ran")
+            continue
+        width = 0.8 / len(ok)
+        x = np.arange(len(groups))
+        for k, name in enumerate(ok):
+            vals, lo, hi = [], [], []
+            for g in groups:
+                ci = results["bootstrap"][name][rule].get(g, {}).get("accuracy", {})
+                a = ci.get("accuracy")
+                vals.append(np.nan if a is None else a)
+                lo.append(0 if a is None else a - ci["low"])
+                hi.append(0 if a is None else ci["high"] - a)
+            pos = x + (k - (len(ok) - 1) / 2) * width
+            ax.bar(pos, vals, width, yerr=[lo, hi], capsize=2, color=colours[name], label=name)
+            for xp, v in zip(pos, vals):
+                if np.isnan(v):   # no verdict at all (coverage 0): say so instead of an empty slot
+                    ax.text(xp, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(x, groups, rotation=20)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"rule {rule}", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("turn accuracy (turns with a verdict)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=max(1, len(ok)), fontsize=8, frameon=False)
+    fig.suptitle("turn accuracy per benchmark with 95% bootstrap intervals", fontsize=10, y=0.95)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_confusion(results: dict[str, Any], path: Path) -> None:
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    items = [(n, results["metrics"][n][OVERALL]["claim"]["confusion"]) for n in _ok(results)
+             if (results["metrics"][n][OVERALL].get("claim") or {}).get("confusion")]
+    fig, axes = plt.subplots(1, max(1, len(items)), figsize=(4.6 * max(1, len(items)), 4.4), squeeze=False)
+    if not items:
+        _no_data(axes[0][0], "no system produced stage 3 categories on matched human claims")
+    for ax, (name, conf) in zip(axes[0], items):
+        labels = conf["labels"]
+        m = np.asarray(conf["matrix"])[: len(labels) - 1]     # the "(none)" row is always empty
+        ax.imshow(m, cmap="Blues")
+        for i in range(m.shape[0]):
+            for j in range(m.shape[1]):
+                ax.text(j, i, str(m[i, j]), ha="center", va="center", fontsize=8,
+                        color="white" if m[i, j] > m.max() / 2 else "black")
+        short = [lab.replace("LACKING EVIDENCE", "LACKING\nEVIDENCE").replace("OUT-OF-SCOPE", "OUT-OF-\nSCOPE")
+                 for lab in labels]
+        ax.set_xticks(range(len(labels)), short, fontsize=7, rotation=45, ha="right")
+        ax.set_yticks(range(len(labels) - 1), short[:-1], fontsize=7)
+        ax.set_xlabel("predicted")
+        ax.set_ylabel("human")
+        ax.set_title(f"{name}: claim categories (matched)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_calibration(results: dict[str, Any], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    colours = {n: f"C{i}" for i, n in enumerate(results["systems"])}
+    fig, ax = plt.subplots(figsize=(5, 4.6))
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect")
+    drawn = 0
+    for name in _ok(results):
+        cal = (results["metrics"][name][OVERALL].get("claim") or {}).get("stage2_calibration") or {}
+        curve = cal.get("curve")
+        if curve:
+            ax.plot(curve["mean_predicted"], curve["fraction_verified"], "o-", ms=4, color=colours[name],
+                    label=f"{name} (ECE {cal['ece']:.3f}, n {cal['n']})")
+            drawn += 1
+    if not drawn:
+        ax.text(0.5, 0.5, "no stage 2 probabilities on matched claims", ha="center", fontsize=8)
+    ax.set_xlabel("stage 2 P(VERIFIED)")
+    ax.set_ylabel("share of matched claims VERIFIED by humans")
+    ax.set_title("stage 2 calibration (all benchmarks)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(out_dir: str | Path, results: dict[str, Any]) -> dict[str, Path]:
+    """Write ``results.json``, the three plots and ``report.md`` into ``out_dir``; return their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {p: out / p for p in PLOTS}
+    plot_accuracy(results, paths["accuracy.png"])
+    plot_confusion(results, paths["confusion_stage3.png"])
+    plot_calibration(results, paths["calibration.png"])
+    results["plots"] = list(PLOTS)
+    paths["results.json"] = out / "results.json"
+    atomic_write_text(paths["results.json"], json.dumps(results, indent=2, ensure_ascii=False, default=str) + "\n")
+    paths["report.md"] = out / "report.md"
+    atomic_write_text(paths["report.md"], render_markdown(results, PLOTS))
+    return paths
+
+
+__all__ = ["write_report", "render_markdown", "plot_accuracy", "plot_confusion", "plot_calibration", "PLOTS",
+           "significance_mark"]
