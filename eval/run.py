@@ -129,8 +129,13 @@ class Meter:
             self._stop.wait(0.05)
 
     def _take(self) -> None:
-        import psutil
+        try:
+            import psutil
+        except ImportError:   # the process's lifetime peak instead (Linux reports KiB)
+            import resource
 
+            self.peak_rss = max(self.peak_rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+            return
         self.peak_rss = max(self.peak_rss, psutil.Process().memory_info().rss)
 
     def __enter__(self) -> Meter:
