@@ -220,7 +220,7 @@ def expected_calibration_error(y_true: Sequence[int], prob: Sequence[float], n_b
     import numpy as np
 
     y, p = np.asarray(y_true, dtype=float), np.asarray(prob, dtype=float)
-    bins = np.clip(np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], p, side="right"), 0, n_bins - 1)
+    bins = np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], p)   # calibration_curve's binning
     ece = 0.0
     for b in np.unique(bins):
         sel = bins == b

