@@ -46,11 +46,15 @@ class LlamaServer:
 
     def __init__(self, model: str | os.PathLike | None = None, port: int | None = None, n_ctx: int = 4096,
                  n_threads: int | None = None, api_key: str | None = None, log_path: str | os.PathLike | None = None,
+                 prompt_cache_bytes: int = 1 << 30, reproducible: bool = True,
                  startup_timeout_s: float = 120.0) -> None:
         self.model = Path(model) if model else embedded_gguf()
         self.port = port or free_port()
         self.n_ctx, self.api_key = n_ctx, api_key
-        self.n_threads = n_threads or min(2, os.cpu_count() or 1)
+        # Half the cores: llama.cpp threads spin on barriers and collapse when the CPU is oversubscribed.
+        self.n_threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        self.prompt_cache_bytes = prompt_cache_bytes
+        self.reproducible = reproducible
         self.log_path = Path(log_path) if log_path else None
         self.startup_timeout_s = startup_timeout_s
         self.proc: subprocess.Popen | None = None
@@ -66,10 +70,22 @@ class LlamaServer:
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--model_alias", MODEL_ALIAS,
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
                "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads), "--verbose", "False"]
+        if self.prompt_cache_bytes:
+            # Keeps the KV state of recent prompts: the few-shot prefix of each stage is computed once, not
+            # again every time the engine switches between stage 2 and stage 3 requests.
+            cmd += ["--cache", "True", "--cache_type", "ram", "--cache_size", str(self.prompt_cache_bytes)]
+        if self.reproducible:
+            # One token per forward pass. Batched prompt evaluation takes different kernels (different float
+            # rounding) depending on how much of a prompt the server already holds, so greedy answers would
+            # depend on the order of earlier requests; token by token, every position is computed the same
+            # way whatever came before, and on a busy 2-core CPU it costs about the same.
+            cmd += ["--n_batch", "1", "--n_ubatch", "1"]
         if self.api_key:
             cmd += ["--api_key", self.api_key]
         self._log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}   # access-log lines reach the log as they happen
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     env=env)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
@@ -84,6 +100,13 @@ class LlamaServer:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"llama_cpp.server did not answer on {self.base_url} within {self.startup_timeout_s:.0f}s")
+
+    def served(self) -> int:
+        """Chat completions the server has answered so far (from its access log; needs ``log_path``)."""
+        if self.log_path is None or not self.log_path.exists():
+            return 0
+        text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        return text.count('"POST /v1/chat/completions HTTP/1.1" 200')
 
     def kill(self) -> None:
         """SIGKILL the server (a crash, as far as clients can tell)."""

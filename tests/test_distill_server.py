@@ -1,0 +1,269 @@
+"""distill/ against a real OpenAI-compatible server: llama.cpp (``llama-cpp-python[server]``)
+serving the embedded SmolLM2-135M GGUF on 127.0.0.1, started here. No fake responses.
+
+The teacher runs the few-shot prompts (the 135M model answers them in format; the compact ones
+it does not) with short answers over the first sample dialogue. The server keeps the KV state
+of recent prompts, so each stage's few-shot prefix is computed once per server: the module takes
+about two minutes on two busy CPU cores, most of it the first run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import SAMPLE
+from test_distill import check_export
+from vista_distill.distill.llama_server import MODEL_ALIAS, LlamaServer, free_port, llama_server_available
+
+pytestmark = pytest.mark.skipif(
+    not llama_server_available(),
+    reason="llama_cpp is not importable: install the server extra (CMAKE_ARGS=... pip install -e '.[server]') "
+           "to run the distill tests against a real OpenAI-compatible server")
+
+KEY_ENV = "VISTA_DISTILL_TEST_KEY"
+API_KEY = "sk-test-" + secrets.token_hex(12)
+CONCURRENCY = 4
+
+
+def recipe(tmp: Path, out: Path, base_url: str, **sections) -> Path:
+    r = {
+        "name": "test-openai",
+        "teacher": {"backend": "openai", "model": MODEL_ALIAS, "base_url": base_url, "api_key_env": KEY_ENV,
+                    "prompt_style": "fewshot", "concurrency": CONCURRENCY, "timeout_s": 60, "max_retries": 2,
+                    "retry_backoff_s": 0.2, "retry_backoff_max_s": 1.0,
+                    "max_new_tokens": {"stage1": 48, "stage2": 6, "stage3": 20}},
+        "data": {"train": [{"benchmark": "vista-human", "source": str(SAMPLE)}]},
+        "distill": {"output_dir": str(out), "test_fraction": 0.34},
+    }
+    for section, values in sections.items():
+        r[section].update(values)
+    path = tmp / f"recipe-{secrets.token_hex(3)}.yaml"
+    path.write_text(yaml.safe_dump(r))
+    return path
+
+
+LIMIT = ("--limit", "1")
+
+
+def command(config: Path, *extra: str, progress: bool = False) -> list[str]:
+    extra = extra or LIMIT
+    return [sys.executable, "-m", "vista_distill", "distill", "--config", str(config),
+            *([] if progress else ["--no-progress"]), *extra]
+
+
+def run(config: Path, *extra: str, env: dict | None = None, progress: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run(command(config, *extra, progress=progress), capture_output=True, text=True, timeout=600,
+                          env={**os.environ, KEY_ENV: API_KEY, **(env or {})})
+
+
+def entries(out: Path) -> int:
+    return sum(1 for _ in (out / "calls").glob("??/*.json"))
+
+
+def runs(out: Path) -> list[dict]:
+    path = out / "runs.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def seed_cache(reference: dict, out: Path) -> None:
+    """Start ``out`` with the reference run's call cache (same server, model and prompts: valid hits)."""
+    shutil.copytree(reference["out"] / "calls", out / "calls")
+
+
+def wait_settled(server: LlamaServer, quiet_s: float = 1.5, limit_s: float = 60) -> int:
+    """The server's answered count once it stops changing (requests of a killed client still finish)."""
+    last, since, deadline = server.served(), time.monotonic(), time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = server.served()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            break
+    return last
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with LlamaServer(api_key=API_KEY, log_path=log) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def reference(server, tmp_path_factory):
+    """One uninterrupted run (with the live progress bar): the export every other run must reproduce."""
+    tmp = tmp_path_factory.mktemp("reference")
+    out = tmp / "silver"
+    before = server.served()
+    r = run(recipe(tmp, out, server.base_url), progress=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    manifest = check_export(out)
+    return {"out": out, "manifest": manifest, "calls": entries(out), "served": wait_settled(server) - before,
+            "stdout": r.stdout, "stderr": r.stderr}
+
+
+def test_uninterrupted_run_exports_the_contract(reference):
+    out, manifest = reference["out"], reference["manifest"]
+    assert manifest["teacher"] == f"openai:{MODEL_ALIAS}"
+    last = runs(out)[-1]
+    assert last["status"] == "completed" and last["cache_hits"] == 0
+    assert last["calls"] == reference["calls"] == reference["served"] > 0
+    assert last["cache_overwrites"] == 0
+    # the live bar: calls, cache hits, parse failures, requests per second
+    assert "cache hits" in reference["stderr"] and "parse failures" in reference["stderr"]
+    assert "req/s" in reference["stderr"]
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    rep = manifest["filters"]["report"]
+    assert len(records) == sum(rep[s]["candidates"] for s in rep)
+    assert all(r["cache_key"] and r["latency_s"] is not None for r in records)
+    assert {r["teacher"] for r in records} == {manifest["teacher"]}
+    for r in records:
+        assert (r["parse_status"] == "failed") == (r["drop_reason"] == "parse failure")
+    kept = {(r["stage"], r["conversation_id"], r["turn_index"], r["claim_index"]) for r in records if r["kept"]}
+    assert len(kept) == sum(rep[s]["kept"] for s in rep)
+
+
+def test_api_key_is_sent_but_never_written_or_printed(reference, server, tmp_path):
+    text = reference["stdout"] + reference["stderr"]
+    for path in reference["out"].rglob("*"):
+        if path.is_file():
+            text += path.read_bytes().decode("utf-8", errors="replace")
+    assert API_KEY not in text
+    # The server demands the key: a wrong one is refused with an error naming the variable, not the value.
+    r = run(recipe(tmp_path, tmp_path / "silver", server.base_url), env={KEY_ENV: "wrong-key"})
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "API key was refused" in r.stderr and KEY_ENV in r.stderr
+    assert "wrong-key" not in r.stderr + r.stdout and API_KEY not in r.stderr + r.stdout
+
+
+def test_sigkill_at_several_points_then_resume(reference, server, tmp_path):
+    out = tmp_path / "silver"
+    config = recipe(tmp_path, out, server.base_url)
+    n = reference["calls"]
+    env = {**os.environ, KEY_ENV: API_KEY}
+    served0 = server.served()
+    kills = []
+    for target in (max(1, n // 6), n // 2, (3 * n) // 4):
+        before = entries(out) if out.exists() else 0
+        proc = subprocess.Popen(command(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+        deadline = time.monotonic() + 300
+        while (entries(out) if out.exists() else 0) < target and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run finished before it could be killed"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills.append({"at_entries": entries(out), "new_entries": entries(out) - before})
+    # One more kill in the export phase, after every call is done.
+    r = run(config, env={"VISTA_DISTILL_DIE_AT": "export:stage2"})
+    assert r.returncode == -signal.SIGKILL
+    assert entries(out) == n
+    export_kill_calls = n - kills[-1]["at_entries"]
+    r = run(config)
+    assert r.returncode == 0, r.stderr[-3000:]
+    served = wait_settled(server) - served0
+    final = runs(out)[-1]
+    manifest = json.loads((out / "manifest.json").read_text())
+    print(f"\nSIGKILL demo: uninterrupted run = {n} calls; kills at cache entries "
+          f"{[k['at_entries'] for k in kills]} + one during export; final run: {final['requests']} requests, "
+          f"{final['cache_hits']} cache hits, {final['calls']} new calls; cache entries {entries(out)}; "
+          f"server answered {served} (= {n} + {served - n} in flight when killed)")
+    assert manifest["fingerprint"] == reference["manifest"]["fingerprint"]
+    assert final["calls"] == 0 and final["cache_hits"] == final["requests"]
+    assert entries(out) == n
+    # No completed call was sent again: the only extra server work is what was in flight at each kill.
+    assert n <= served <= n + CONCURRENCY * len(kills), (served, n)
+    assert export_kill_calls >= 0
+
+
+def test_server_killed_mid_run_stops_resumably(tmp_path):
+    # Its own server, killed mid-run; compact prompts (no few-shot prefix to recompute on a cold server).
+    port = free_port()
+    out = tmp_path / "silver"
+    log = tmp_path / "server.log"
+    config = recipe(tmp_path, out, f"http://127.0.0.1:{port}/v1", teacher={"prompt_style": "compact"})
+    env = {**os.environ, KEY_ENV: API_KEY}
+    with LlamaServer(port=port, api_key=API_KEY, log_path=log) as srv:
+        proc = subprocess.Popen(command(config, "--limit", "1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+        deadline = time.monotonic() + 300
+        while (entries(out) if out.exists() else 0) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run finished before the server could be killed"
+        srv.kill()
+        killed_at = time.monotonic()
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 3, stderr[-3000:]
+    assert time.monotonic() - killed_at < 60
+    assert "stopped:" in stderr and "rerun the same command to resume" in stderr and "Traceback" not in stderr
+    assert "retry 1/2" in stderr and "retry 2/2" in stderr   # backoff retries, logged as warnings
+    stopped = runs(out)[-1]
+    assert stopped["status"] == "stopped" and stopped["retries"] >= 2
+    cached = entries(out)
+    # Server still down: the resumed run says so clearly.
+    r = run(config, "--limit", "1")
+    assert r.returncode == 2 and "cannot reach the teacher server" in r.stderr and "Traceback" not in r.stderr
+    with LlamaServer(port=port, api_key=API_KEY, log_path=log):
+        r = run(config, "--limit", "1")
+        assert r.returncode == 0, r.stderr[-3000:]
+        resumed = runs(out)[-1]
+        # The same recipe, uninterrupted, against the same server: the export must be the same.
+        ref = run(recipe(tmp_path, tmp_path / "uninterrupted", f"http://127.0.0.1:{port}/v1",
+                         teacher={"prompt_style": "compact"}), "--limit", "1")
+        assert ref.returncode == 0, ref.stderr[-3000:]
+    n = entries(tmp_path / "uninterrupted")
+    assert resumed["cache_hits"] == cached and resumed["calls"] == n - cached and entries(out) == n
+    fingerprint = json.loads((out / "manifest.json").read_text())["fingerprint"]
+    assert fingerprint == json.loads((tmp_path / "uninterrupted" / "manifest.json").read_text())["fingerprint"]
+
+
+def test_malformed_output_is_a_parse_failure_left_out(reference, server, tmp_path):
+    # One token is not enough for a stage 2 label: every answer is cut off, as a real server returns it.
+    out = tmp_path / "silver"
+    seed_cache(reference, out)   # stage 1 answers are the reference's: only the stage 2 calls are new
+    config = recipe(tmp_path, out, server.base_url,
+                    teacher={"max_new_tokens": {"stage1": 48, "stage2": 1, "stage3": 20}})
+    r = run(config)
+    assert r.returncode == 0, r.stderr[-3000:]
+    manifest = check_export(out)
+    rep = manifest["filters"]["report"]["stage2"]
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    failed = [x for x in records if x["stage"] == "stage2" and x["parse_status"] == "failed"]
+    assert failed and rep["dropped"]["parse failure"] == len(failed)
+    assert all("no valid label" in x["error"] or "empty output" in x["error"] for x in failed)
+    assert all(not x["kept"] for x in failed)
+    exported = sum(manifest["counts"]["stage2"][s]["examples"] for s in ("train", "test"))
+    assert exported == rep["kept"] == rep["candidates"] - sum(rep["dropped"].values())
+
+
+def test_self_consistency_votes_over_k_samples(reference, server, tmp_path):
+    out = tmp_path / "silver"
+    seed_cache(reference, out)   # sample 0 is the greedy call: the reference's; samples 1 and 2 are new
+    config = recipe(tmp_path, out, server.base_url,
+                    distill={"self_consistency_k": 3, "self_consistency_min_agreement": 0.67, "test_fraction": 0.0,
+                             "filter_gold_agreement": False})
+    r = run(config, "--limit", "1")
+    assert r.returncode == 0, r.stderr[-3000:]
+    manifest = check_export(out)
+    assert manifest["teacher_config"]["self_consistency"]["k"] == 3
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    voted = [x for x in records if x["stage"] in ("stage2", "stage3") and x["parse_status"] == "ok"]
+    assert voted and all(len(x["votes"]) == 3 and x["agreement"] is not None for x in voted)
+    for x in voted:
+        assert x["agreement"] == pytest.approx(x["votes"].count(x["parsed"]["label"]) / 3)
+        assert (x["drop_reason"] == "self-consistency") == (x["agreement"] < 0.67)
+    last = runs(out)[-1]
+    n_voted = sum(1 for x in records if x["stage"] in ("stage2", "stage3"))
+    assert last["calls"] <= 2 * n_voted and last["cache_hits"] >= n_voted
