@@ -1,7 +1,8 @@
 """``vista-distill distill --config recipes/X.yaml [section.key=value ...]``.
 
 Exit codes: 0 done; 2 configuration, data or leak error, or the teacher server is absent; 3 the
-teacher stopped answering mid-run (completed calls are cached: rerun the same command to resume).
+teacher stopped answering mid-run, 130 Ctrl-C (completed calls are cached: rerun the same command
+to resume).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def cmd_distill(args: argparse.Namespace) -> int:
     except TeacherUnavailable as e:
         print(f"stopped: {e}", file=sys.stderr)
         return 3
+    except KeyboardInterrupt:
+        print("interrupted: completed teacher calls are cached; rerun the same command to resume", file=sys.stderr)
+        return 130
     except (TeacherError, LeakageError, RecipeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

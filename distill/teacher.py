@@ -26,15 +26,24 @@ VOTED_STAGES = {"stage2": STAGE2_LABELS, "stage3": STAGE3_LABELS}
 
 
 class CachedBackend:
-    """Any deterministic backend with its answers cached on disk, per request."""
+    """Any deterministic backend with its answers cached on disk, per request. ``inner`` may be a
+    factory: the model is then loaded only when the first request misses the cache."""
 
-    def __init__(self, inner: Backend, cache: CallCache, identity: Mapping[str, Any]) -> None:
-        self.inner = inner
+    def __init__(self, inner: Backend | Callable[[], Backend], cache: CallCache, identity: Mapping[str, Any],
+                 name: str | None = None) -> None:
+        self._inner = inner if hasattr(inner, "run") else None
+        self._factory = None if self._inner is not None else inner
         self.cache = cache
         self.identity = dict(identity)
-        self.name = getattr(inner, "name", type(inner).__name__)
+        self.name = name or getattr(inner, "name", type(inner).__name__)
         self.progress: Callable[[int], None] | None = None
         self.stats = {"requests": 0, "hits": 0, "calls": 0, "failures": 0, "retries": 0, "call_s": 0.0}
+
+    @property
+    def inner(self) -> Backend:
+        if self._inner is None:
+            self._inner = self._factory()  # type: ignore[misc]
+        return self._inner
 
     def key(self, req: Request) -> str:
         return call_key({**self.identity, "messages": list(req.messages), "labels": list(req.labels),
@@ -155,9 +164,9 @@ def _openai(cfg: TeacherConfig, model: str | None, cache: CallCache) -> OpenAIBa
 def _local(cfg: TeacherConfig, model: str | None, cache: CallCache) -> CachedBackend:
     from ..local_backend import TransformersBackend
 
-    inner = TransformersBackend(model, dtype=cfg.dtype, batch_size=cfg.batch_size)
-    return CachedBackend(inner, cache, {"backend": "transformers", "model": model or "embedded:SmolLM2-135M",
-                                        "dtype": cfg.dtype, "decoding": "greedy"})
+    return CachedBackend(lambda: TransformersBackend(model, dtype=cfg.dtype, batch_size=cfg.batch_size), cache,
+                         {"backend": "transformers", "model": model or "embedded:SmolLM2-135M", "dtype": cfg.dtype,
+                          "decoding": "greedy"}, name="transformers")
 
 
 def build_teacher(recipe: Recipe, conversations: Iterable[Conversation], cache: CallCache) -> Teacher:
