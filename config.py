@@ -138,6 +138,7 @@ class EvalSettings:
     price_per_1m_tokens: dict[str, dict[str, float]] = field(default_factory=dict)  # {system: {prompt, completion}}
     price_per_hour: dict[str, float] = field(default_factory=dict)  # {system: hardware price per hour}
     heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
+    threads: int | None = None               # torch CPU threads while evaluating (1 is far faster on a busy machine)
 
 
 @dataclass
