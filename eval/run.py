@@ -494,7 +494,6 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     if unknown:
         raise EvalError(f"unknown system(s) {unknown}; valid: {', '.join(SYSTEMS)}")
     out_dir = Path(output_dir or recipe.resolve(e.output_dir))
-    out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
 
     conversations, reports = load_test_material(recipe, input_path)
@@ -506,6 +505,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         conversations = conversations[:limit]
     if not conversations:
         raise EvalError("no conversations left to evaluate (check --input, --limit and eval.heldout_only)")
+    out_dir.mkdir(parents=True, exist_ok=True)
     material = {
         "sources": reports, "input": input_path, "limit": limit, "heldout_only": e.heldout_only,
         "conversations": len(conversations),
@@ -524,12 +524,20 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     runs: dict[str, SystemRun] = {}
     # base-model systems first (one model load), then the student, then the teacher
     order = sorted(names, key=lambda n: ("base", "llm_judge", "factscore", "student", "teacher").index(n))
-    for name in order:
-        if name in ("student", "teacher"):
-            backends.release_base()
-        log.info("eval: running %s on %d conversations", name, len(conversations))
-        runs[name] = run_system(name, recipe, conversations, backends, out_dir, progress)
-    backends.release_base()
+    import torch
+
+    threads_before = torch.get_num_threads()
+    if e.threads:
+        torch.set_num_threads(e.threads)
+    try:
+        for name in order:
+            if name in ("student", "teacher"):
+                backends.release_base()
+            log.info("eval: running %s on %d conversations", name, len(conversations))
+            runs[name] = run_system(name, recipe, conversations, backends, out_dir, progress)
+    finally:
+        backends.release_base()
+        torch.set_num_threads(threads_before)
     runs = {n: runs[n] for n in names}
     records_dir = out_dir / "records"
     records_dir.mkdir(exist_ok=True)
@@ -554,7 +562,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         "settings": {"rules": list(e.rules), "systems": names, "seed": e.seed, "bootstrap": e.bootstrap,
                      "mcnemar": e.mcnemar, "match_threshold": e.match_threshold,
                      "match_embeddings": e.match_embeddings, "calibration_bins": e.calibration_bins,
-                     "batch_size": e.batch_size},
+                     "batch_size": e.batch_size, "threads": e.threads or threads_before},
         "material": material,
         "systems": {n: r.summary() for n, r in runs.items()},
         "metrics": metrics,

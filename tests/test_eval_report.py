@@ -1,7 +1,7 @@
 """End to end: ``run_eval`` / ``vista-distill eval`` on the bundled sample writes a readable run folder.
 
-The teacher is the labels teacher; the baselines run on the embedded SmolLM2-135M (one conversation);
-the student has no adapters in the temporary checkpoint folder, so it must be reported as skipped.
+The teacher is the labels teacher; the student (untrained identity adapters) and the baselines run on
+the embedded SmolLM2-135M (one conversation); without adapters the student must be reported skipped.
 """
 
 from __future__ import annotations
@@ -23,14 +23,30 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _overrides(tmp: Path) -> list[str]:
-    # short generation budgets keep the embedded-model baselines to seconds
+    # short generation budgets and one thread (far faster on a busy 2-core machine) keep the model runs short
     return [f"train.output_dir={tmp / 'checkpoints'}", f"distill.output_dir={tmp / 'silver'}",
-            "eval.bootstrap=200", "eval.max_new_tokens={llm_judge: 48, factscore_decompose: 64}"]
+            "eval.bootstrap=200", "eval.threads=1", "eval.max_new_tokens={llm_judge: 48, factscore_decompose: 64, stage1: 64}"]
+
+
+def _identity_adapters(root: Path) -> None:
+    """Untrained LoRA adapters (B = 0, so the student equals the base model with the compact prompts):
+    enough to exercise adapter loading and the student's prompts without a training run."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from vista_distill.models import resolve_model
+
+    path = resolve_model(None)
+    for stage in ("stage1", "stage2", "stage3"):
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(path),
+                               LoraConfig(r=2, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+        model.save_pretrained(root / stage)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, sample_path):
     tmp = tmp_path_factory.mktemp("eval")
+    _identity_adapters(tmp / "checkpoints")
     recipe = load_recipe(RECIPE, _overrides(tmp))
     return run_eval(recipe, input_path=str(sample_path), limit=1, output_dir=tmp / "out",
                     systems=["student", "teacher", "llm_judge", "factscore"])
@@ -47,13 +63,30 @@ def test_parse_judge():
     assert parse_judge("")[2] == "empty output"
 
 
-def test_skipped_student_is_reported_with_its_reason(run):
-    s = run.results["systems"]["student"]
+def test_skipped_student_is_reported_with_its_reason(tmp_path, sample_path):
+    recipe = load_recipe(RECIPE, _overrides(tmp_path))     # no adapters under tmp_path/checkpoints
+    res = run_eval(recipe, input_path=str(sample_path), limit=1, output_dir=tmp_path / "out", systems=["student"])
+    s = res.results["systems"]["student"]
     assert s["status"] == "skipped"
     assert "adapter_config.json" in s["reason"] and "vista-distill train" in s["reason"]
-    assert "student" not in run.results["metrics"]
+    assert res.results["metrics"] == {}
+    report = (res.out_dir / "report.md").read_text()
+    assert "| student | skipped |" in report and "Not available: student skipped" in report
+    for plot in PLOTS:
+        assert (res.out_dir / plot).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_student_runs_with_adapters_and_compact_prompts(run):
+    s = run.results["systems"]["student"]
+    assert s["status"] == "ok", s["reason"]
+    assert s["description"]["prompts"] == "compact"
+    assert sorted(s["description"]["adapters"]) == ["stage1", "stage2", "stage3"]
+    records = [r for r in run.systems["student"].records if r["scored"]]
+    assert len(records) == 2 and all(set(r["verdicts"]) == {"safe", "strict"} for r in records)
     report = (run.out_dir / "report.md").read_text()
-    assert "| student | skipped |" in report
+    assert "student acc" in report          # the teacher vs student table is there
+    pairs = run.results["significance"]["by_rule"]["safe"]["sample"]
+    assert ("student", "teacher") in {(p["system_1"], p["system_2"]) for p in pairs}
 
 
 def test_baseline_records_have_verdicts_and_raw_outputs(run):
@@ -81,14 +114,14 @@ def test_run_folder_is_complete_and_readable(run):
     out = run.out_dir
     results = json.loads((out / "results.json").read_text())
     assert results["fingerprint"] == run.results["fingerprint"]
-    assert set(results["metrics"]) == {"teacher", "llm_judge", "factscore"}
+    assert set(results["metrics"]) == {"student", "teacher", "llm_judge", "factscore"}
     teacher = results["metrics"]["teacher"]["overall"]
     assert teacher["turn"]["safe"]["accuracy"] == 1.0 and teacher["claim"]["accuracy"] == 1.0
     assert "five_labels" in results["metrics"]["factscore"]["overall"]["claim"]
     pairs = {(p["system_1"], p["system_2"]) for p in results["significance"]["by_rule"]["safe"]["overall"]}
-    assert pairs == {("teacher", "llm_judge"), ("teacher", "factscore"), ("llm_judge", "factscore")}
+    assert len(pairs) == 6 and ("llm_judge", "factscore") in pairs
     assert results["bootstrap"]["teacher"]["strict"]["overall"]["accuracy"]["n"] == 2
-    for name in ("teacher", "llm_judge", "factscore"):
+    for name in ("student", "teacher", "llm_judge", "factscore"):
         assert (out / "records" / f"{name}.jsonl").exists()
     report = (out / "report.md").read_text()
     for section in ("## Systems", "## Turn level", "## Teacher vs student", "## Claim level", "## McNemar",
@@ -116,5 +149,8 @@ def test_cli_rerun_reproduces_the_numbers(tmp_path, sample_path, capsys):
 
 
 def test_cli_without_test_material_fails_with_a_message(tmp_path, capsys):
-    assert main(["eval", "--config", str(RECIPE), "--no-progress", *_overrides(tmp_path)]) == 2
+    out = tmp_path / "out"
+    assert main(["eval", "--config", str(RECIPE), "--no-progress", "--output-dir", str(out),
+                 *_overrides(tmp_path)]) == 2
     assert "no test material" in capsys.readouterr().err
+    assert not out.exists()
