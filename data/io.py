@@ -215,6 +215,9 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the permissions open() would
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
