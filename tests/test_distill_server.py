@@ -9,6 +9,7 @@ about two minutes on two busy CPU cores, most of it the first run.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import secrets
@@ -16,7 +17,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -24,10 +27,13 @@ import yaml
 
 from conftest import SAMPLE
 from test_distill import check_export
-from vista_distill.distill.llama_server import MODEL_ALIAS, LlamaServer, free_port, llama_server_available
+from vista_distill.backend import Request
+from vista_distill.distill.llama_server import MODEL_ALIAS, LlamaServer, free_port
+from vista_distill.distill.openai_backend import OpenAIBackend
+from vista_distill.prompts import build_messages, get_template, stage2_input
 
 pytestmark = pytest.mark.skipif(
-    not llama_server_available(),
+    importlib.util.find_spec("llama_cpp") is None,
     reason="llama_cpp is not importable: install the server extra (CMAKE_ARGS=... pip install -e '.[server]') "
            "to run the distill tests against a real OpenAI-compatible server")
 
@@ -250,20 +256,93 @@ def test_malformed_output_is_a_parse_failure_left_out(reference, server, tmp_pat
 
 def test_self_consistency_votes_over_k_samples(reference, server, tmp_path):
     out = tmp_path / "silver"
-    seed_cache(reference, out)   # sample 0 is the greedy call: the reference's; samples 1 and 2 are new
+    seed_cache(reference, out)   # sample 0 is the greedy call: the reference's; only sample 1 is new
+    k = 2                        # enough to exercise the votes; k=3+ only costs more calls
     config = recipe(tmp_path, out, server.base_url,
-                    distill={"self_consistency_k": 3, "self_consistency_min_agreement": 0.67, "test_fraction": 0.0,
+                    distill={"self_consistency_k": k, "self_consistency_min_agreement": 0.75, "test_fraction": 0.0,
                              "filter_gold_agreement": False})
     r = run(config, "--limit", "1")
     assert r.returncode == 0, r.stderr[-3000:]
     manifest = check_export(out)
-    assert manifest["teacher_config"]["self_consistency"]["k"] == 3
+    assert manifest["teacher_config"]["self_consistency"]["k"] == k
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     voted = [x for x in records if x["stage"] in ("stage2", "stage3") and x["parse_status"] == "ok"]
-    assert voted and all(len(x["votes"]) == 3 and x["agreement"] is not None for x in voted)
+    assert voted and all(len(x["votes"]) == k and x["agreement"] is not None for x in voted)
     for x in voted:
-        assert x["agreement"] == pytest.approx(x["votes"].count(x["parsed"]["label"]) / 3)
-        assert (x["drop_reason"] == "self-consistency") == (x["agreement"] < 0.67)
+        assert x["votes"][0] == x["parsed"]["label"]   # the greedy answer is the one kept
+        assert x["agreement"] == pytest.approx(x["votes"].count(x["parsed"]["label"]) / k)
+        assert (x["drop_reason"] == "self-consistency") == (x["agreement"] < 0.75)
     last = runs(out)[-1]
     n_voted = sum(1 for x in records if x["stage"] in ("stage2", "stage3"))
-    assert last["calls"] <= 2 * n_voted and last["cache_hits"] >= n_voted
+    assert last["calls"] <= (k - 1) * n_voted and last["cache_hits"] >= n_voted
+
+
+class FaultProxy:
+    """A real HTTP proxy in front of the server that answers the first chat requests with the given
+    status codes (429 with Retry-After, 503, ...) and forwards everything else."""
+
+    def __init__(self, upstream: str, faults: list[int]) -> None:
+        self.upstream, self.faults, self.statuses = upstream.rstrip("/"), list(faults), []
+
+    def __enter__(self) -> FaultProxy:
+        import httpx
+
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self.forward("GET")
+
+            def do_POST(self) -> None:
+                self.forward("POST")
+
+            def reply(self, code: int, body: bytes, extra: dict) -> None:
+                self.send_response(code)
+                for k, v in {"Content-Type": "application/json", "Content-Length": str(len(body)), **extra}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def forward(self, method: str) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if method == "POST" and proxy.faults:
+                    code = proxy.faults.pop(0)
+                    proxy.statuses.append(code)
+                    self.reply(code, b'{"error": {"message": "busy"}}', {"Retry-After": "0"})
+                    return
+                headers = {"Content-Type": "application/json"}
+                if self.headers.get("Authorization"):
+                    headers["Authorization"] = self.headers["Authorization"]
+                r = httpx.request(method, proxy.upstream + self.path.removeprefix("/v1"), content=body,
+                                  headers=headers, timeout=120)
+                if method == "POST":
+                    proxy.statuses.append(r.status_code)
+                self.reply(r.status_code, r.content, {})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_429_and_503_are_retried_and_a_400_fails_only_its_request(server, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    template = get_template("stage2", "compact")
+    ok = Request("stage2", tuple(build_messages(template, stage2_input([], "Paris is in France.", "Paris is in France."))),
+                 max_new_tokens=6)
+    too_long = Request("stage2", ({"role": "user", "content": "word " * 5000},), max_new_tokens=4)
+    with FaultProxy(server.base_url, [429, 503]) as proxy:
+        backend = OpenAIBackend(MODEL_ALIAS, proxy.base_url, api_key_env=KEY_ENV, concurrency=1, max_retries=3,
+                                backoff_s=0.05, backoff_max_s=0.2)
+        a, b = backend.run([ok, too_long])
+    assert proxy.statuses == [429, 503, 200, 400]
+    assert a.text and a.meta["attempts"] == 3 and "error" not in a.meta
+    assert b.text == "" and b.meta["error"].startswith("HTTP 400") and "context length" in b.meta["error"]
+    assert backend.stats["retries"] == 2 and backend.stats["calls"] == 1 and backend.stats["failures"] == 1
