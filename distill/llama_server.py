@@ -31,10 +31,6 @@ def embedded_gguf() -> Path:
     return found[0]
 
 
-def llama_server_available() -> bool:
-    return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("uvicorn") is not None
-
-
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -67,13 +67,14 @@ def load_source(src: DataSource) -> tuple[list[Conversation], dict[str, Any]]:
         from ..data.loaders import load_benchmark
 
         result = load_benchmark(src.benchmark, path, split=src.split, **src.options)
-        convs, report = list(result.conversations), result.report.to_dict()
+        convs, r = list(result.conversations), result.report
+        report = {"rows_read": r.rows_read, "records_out": r.records_out, "conversations": r.conversations,
+                  "rejected": len(r.rejected), "rejected_by_reason": r.rejected_by_reason()}
+    loaded = len(convs)
     if src.n:
         convs = sample_conversations(convs, src.n, src.seed)
     return convs, {"benchmark": src.benchmark, "source": src.source, "split": src.split, "n": src.n,
-                   "seed": src.seed, "conversations": len(convs),
-                   "load_report": {k: report[k] for k in ("conversations", "records", "rejected") if k in report}
-                   if isinstance(report, dict) else {}}
+                   "seed": src.seed, "loaded": loaded, "conversations": len(convs), "load_report": report}
 
 
 def load_material(recipe: Recipe) -> Material:
