@@ -51,7 +51,7 @@ class BaselineTurnResult(TurnResult):
     """A :class:`TurnResult` plus the baseline's name and, for the judge, its parsed answer."""
 
     baseline: str = ""
-    judge: dict[str, Any] | None = None   # {"verdict", "explanation", "raw", "error"}
+    judge: dict[str, Any] | None = None   # {"verdict", "explanation", "raw", "error", "parsed_from"}
 
 
 def _turn_result(conv: Conversation, i: int, baseline: str) -> BaselineTurnResult:
@@ -67,18 +67,21 @@ def _turn_result(conv: Conversation, i: int, baseline: str) -> BaselineTurnResul
 _JSON_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
 _JSON_FIELD = re.compile(r"faithfulness[\"']?\s*[:=]\s*[\"']?(faithful|hallucinated)\b", re.IGNORECASE)
 _BARE = re.compile(r"^\W*(faithful|hallucinated)\b\W*", re.IGNORECASE)
+_YES_NO = re.compile(r"^\W*(yes|no)\b[\s,.;:!-]*", re.IGNORECASE)
 
 
-def parse_judge(text: str) -> tuple[str | None, str, str | None]:
-    """(verdict, explanation, error) from the judge's answer: the JSON object's ``faithfulness``, else
-    a broken-JSON ``faithfulness: ...`` field, else an answer that starts with the bare verdict.
+def parse_judge(text: str) -> tuple[str | None, str, str | None, str | None]:
+    """(verdict, explanation, error, how) from the judge's answer, trying in order:
 
-    Prose such as "The answer contains no hallucinated content" is *not* read as a verdict (a word
-    search would call it hallucinated): it is unknown, with the reason.
+    ``json``: the JSON object's ``faithfulness``; ``field``: a broken-JSON ``faithfulness: ...``;
+    ``bare``: an answer that starts with the verdict word; ``yes/no``: an answer that starts with Yes
+    or No, read as the reply to the prompt's TASK question "Does the answer contain any hallucinated
+    content?" (Yes = hallucinated). Other prose, e.g. "The answer contains no hallucinated content",
+    is *not* read (a word search would call it hallucinated): it is unknown, with the reason.
     """
     answer, _ = strip_think(text)
     if not answer:
-        return None, "", "empty output"
+        return None, "", "empty output", None
     for m in _JSON_OBJECT.finditer(answer):
         try:
             obj = json.loads(m.group(0))
@@ -87,12 +90,16 @@ def parse_judge(text: str) -> tuple[str | None, str, str | None]:
         if isinstance(obj, dict):
             value = str(obj.get("faithfulness", "")).strip().lower()
             if value in (FAITHFUL, HALLUCINATED):
-                return value, str(obj.get("explanation", "")), None
-    for pattern in (_JSON_FIELD, _BARE):
+                return value, str(obj.get("explanation", "")), None, "json"
+    for how, pattern in (("field", _JSON_FIELD), ("bare", _BARE)):
         m = pattern.search(answer)
         if m:
-            return m.group(1).lower(), answer[m.end():].strip(' "\':,.}\n'), None
-    return None, "", f"no JSON faithfulness verdict (faithful / hallucinated) in output {answer[:120]!r}"
+            return m.group(1).lower(), answer[m.end():].strip(' "\':,.}\n'), None, how
+    m = _YES_NO.match(answer)
+    if m:
+        verdict = HALLUCINATED if m.group(1).lower() == "yes" else FAITHFUL
+        return verdict, answer[m.end():].strip(), None, "yes/no"
+    return None, "", f"no faithfulness verdict (JSON, verdict word or yes/no) in output {answer[:120]!r}", None
 
 
 def llm_judge_program(conv: Conversation, cfg: BaselineConfig) -> Program:
@@ -108,9 +115,10 @@ def llm_judge_program(conv: Conversation, cfg: BaselineConfig) -> Program:
         for r in scored
     ]) if scored else []
     for res, resp in zip(scored, answers):
-        verdict, explanation, error = parse_judge(resp.text)
+        verdict, explanation, error, how = parse_judge(resp.text)
         res.stage1_think = strip_think(resp.text)[1]
-        res.judge = {"verdict": verdict, "explanation": explanation, "raw": resp.text, "error": error}
+        res.judge = {"verdict": verdict, "explanation": explanation, "raw": resp.text, "error": error,
+                     "parsed_from": how}
         for rule in RULES:
             res.verdicts[rule] = verdict or UNKNOWN
             res.vista_scores[rule] = None if verdict is None else float(verdict == FAITHFUL)

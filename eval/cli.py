@@ -41,6 +41,12 @@ def add_eval_subcommand(subparsers: argparse._SubParsersAction) -> argparse.Argu
     return p
 
 
+def _announce(run) -> None:
+    wall = run.efficiency.get("wall_s")
+    print(f"[eval] {run.name}: {run.status}" + (f" in {wall:.0f}s" if wall is not None else "")
+          + (f" ({run.reason})" if run.reason else ""), file=sys.stderr, flush=True)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..config import RecipeError, load_recipe
     from ..data.splits import LeakageError
@@ -51,7 +57,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         recipe = load_recipe(args.config, args.overrides)
         result = run_eval(recipe, input_path=args.input, limit=args.limit,
                           systems=args.systems.split(",") if args.systems else None, output_dir=args.output_dir,
-                          progress=not args.no_progress, compare=args.compare)
+                          progress=not args.no_progress, compare=args.compare, on_system=_announce)
     except (EvalError, RecipeError, LeakageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

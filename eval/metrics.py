@@ -6,7 +6,7 @@
 * Claim level, on data with human claims (the VISTA human set, as in the paper's Table 5): predicted
   claims are matched one-to-one to human claims (normalised text equal, else sentence-embedding
   cosine > threshold with all-MiniLM-L6-v2), then claim accuracy and macro-F1 over the five claim
-  labels, the binary VERIFIED-vs-not accuracy, claim-set agreement (Jaccard, F1), and from the
+  labels (those that occur among the human or predicted labels of the matched claims), the binary VERIFIED-vs-not accuracy, claim-set agreement (Jaccard, F1), and from the
   stage 2 probabilities ROC-AUC, Brier score and expected calibration error.
 
 Scores come from scikit-learn; ECE (which neither scikit-learn nor scipy provide) is the usual
@@ -287,8 +287,10 @@ def claim_metrics(records: Sequence[Record], matches: dict[tuple[str, int], list
     if five_labels:
         labels = [*CLAIM_CATEGORIES, NO_CATEGORY]
         out["accuracy"] = float(accuracy_score(gold_labels, pred_labels))
-        out["macro_f1"] = float(f1_score(gold_labels, pred_labels, labels=list(CLAIM_CATEGORIES), average="macro",
-                                         zero_division=0))
+        # over the five labels that occur (human or predicted): a label absent from both is no error
+        present = [lab for lab in CLAIM_CATEGORIES if lab in set(gold_labels) | set(pred_labels)]
+        out["macro_f1"] = float(f1_score(gold_labels, pred_labels, labels=present, average="macro", zero_division=0))
+        out["macro_f1_labels"] = present
         out["confusion"] = {"labels": labels, "rows": "human", "columns": "predicted",
                             "matrix": confusion_matrix(gold_labels, pred_labels, labels=labels).tolist()}
     else:
@@ -322,9 +324,9 @@ def majority_claim_metrics(records: Sequence[Record]) -> dict[str, Any] | None:
         return None
     label = Counter(gold).most_common(1)[0][0]
     pred = [label] * len(gold)
+    present = [lab for lab in CLAIM_CATEGORIES if lab in set(gold)]
     return {"label": label, "human_claims": len(gold), "accuracy": float(accuracy_score(gold, pred)),
-            "macro_f1": float(f1_score(gold, pred, labels=list(CLAIM_CATEGORIES), average="macro",
-                                       zero_division=0))}
+            "macro_f1": float(f1_score(gold, pred, labels=present, average="macro", zero_division=0))}
 
 
 def system_metrics(records: Sequence[Record], rules: Sequence[str],

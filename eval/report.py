@@ -91,6 +91,8 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
         what = ", ".join(f"{k} {d[k]}" for k in ("backend", "prompts", "baseline") if d.get(k))
         if d.get("adapters"):
             what += ", adapters " + ", ".join(sorted(d["adapters"]))
+        if d.get("judge_parsed_from"):
+            what += ", answers read from " + ", ".join(f"{k} {v}" for k, v in d["judge_parsed_from"].items())
         rows.append([name, s["status"], s["reason"] or what or "–"])
     out += [_table(["system", "status", "details / reason"], rows), ""]
     notes = [f"- {n}: {s['description']['note']}" for n, s in results["systems"].items()

@@ -21,6 +21,7 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -352,6 +353,9 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         close()
     run.records = _records(results)
     run.efficiency = meter.report(scored)
+    if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)
+        how = Counter(str((r.get("judge") or {}).get("parsed_from")) for r in run.records if r["scored"])
+        run.description["judge_parsed_from"] = {k.replace("None", "unread"): v for k, v in sorted(how.items())}
     if name == "student":
         del backend
         _free_memory()
@@ -479,8 +483,11 @@ def compare_results(current: dict[str, Any], previous_path: str | Path) -> dict[
 
 def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None = None,
              systems: Sequence[str] | None = None, output_dir: str | Path | None = None,
-             progress: bool = False, compare: str | Path | None = None) -> EvalResult:
-    """Evaluate the recipe's systems on the test material; write the run folder (see :mod:`.report`)."""
+             progress: bool = False, compare: str | Path | None = None,
+             on_system: Callable[[SystemRun], None] | None = None) -> EvalResult:
+    """Evaluate the recipe's systems on the test material; write the run folder (see :mod:`.report`).
+
+    ``on_system`` is told about each system as soon as it has run (or been skipped)."""
     from .report import write_report
 
     e = recipe.eval
@@ -535,6 +542,8 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
                 backends.release_base()
             log.info("eval: running %s on %d conversations", name, len(conversations))
             runs[name] = run_system(name, recipe, conversations, backends, out_dir, progress)
+            if on_system is not None:
+                on_system(runs[name])
     finally:
         backends.release_base()
         torch.set_num_threads(threads_before)

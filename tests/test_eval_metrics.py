@@ -142,3 +142,11 @@ def test_system_metrics_groups_by_benchmark(human_records):
     assert list(out) == ["sample", M.OVERALL]
     assert out["sample"]["turn"]["safe"]["accuracy"] == 1.0
     assert "claim" not in out["sample"]
+
+
+def test_macro_f1_ignores_labels_absent_from_human_and_predicted(sample, human_records):
+    # sample-1 has no CONTRADICTED claim: perfect labels give macro-F1 1 over the four labels present
+    one = [r for r in human_records if r["conversation_id"] == "sample-1"]
+    c = M.claim_metrics(one, M.match_records(one, M.ClaimMatcher(use_embeddings=False)))
+    assert c["accuracy"] == 1.0 and c["macro_f1"] == 1.0
+    assert c["macro_f1_labels"] == ["VERIFIED", "OUT-OF-SCOPE", "LACKING EVIDENCE", "ABSTENTION"]

@@ -53,13 +53,16 @@ def run(tmp_path_factory, sample_path):
 
 
 def test_parse_judge():
-    assert parse_judge('{"faithfulness": "faithful", "explanation": "ok"}') == ("faithful", "ok", None)
+    assert parse_judge('{"faithfulness": "faithful", "explanation": "ok"}') == ("faithful", "ok", None, "json")
     assert parse_judge('```json\n{"faithfulness": "hallucinated", "explanation": "x"}\n```')[0] == "hallucinated"
-    assert parse_judge('{"faithfulness": "hallucinated", "explanation": "cut off')[0] == "hallucinated"
-    assert parse_judge("Faithful. Everything is in the document.")[0] == "faithful"
-    # prose is not a verdict: a word search would read "hallucinated" here
-    verdict, _, error = parse_judge("The answer contains no hallucinated content.")
-    assert verdict is None and "no JSON faithfulness verdict" in error
+    assert parse_judge('{"faithfulness": "hallucinated", "explanation": "cut off')[::3] == ("hallucinated", "field")
+    assert parse_judge("Faithful. Everything is in the document.")[::3] == ("faithful", "bare")
+    # a reply to the TASK question "Does the answer contain any hallucinated content?"
+    assert parse_judge("Yes, the answer contains hallucinated content.")[::3] == ("hallucinated", "yes/no")
+    assert parse_judge("No, the answer does not contain any hallucinated content.")[::3] == ("faithful", "yes/no")
+    # other prose is not a verdict: a word search would read "hallucinated" here
+    verdict, _, error, how = parse_judge("The answer contains no hallucinated content.")
+    assert verdict is None and how is None and "no faithfulness verdict" in error
     assert parse_judge("")[2] == "empty output"
 
 
