@@ -157,3 +157,17 @@ def test_cli_without_test_material_fails_with_a_message(tmp_path, capsys):
                  *_overrides(tmp_path)]) == 2
     assert "no test material" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_cost_per_1k_turns_from_configured_prices():
+    from vista_distill.eval.run import cost_per_1k_turns
+
+    recipe = load_recipe(None, ["eval.price_per_1m_tokens={teacher: {prompt: 2.5, completion: 10.0}}",
+                                "eval.price_per_hour={student: 3.6}", "eval.price_per_1k_turns={base: 0.5}"])
+    eff = {"scored_turns": 50, "prompt_tokens": 200_000, "completion_tokens": 10_000, "wall_s": 100.0}
+    # (200k * 2.5 + 10k * 10) / 1M = $0.60 for 50 turns -> $12 per 1,000
+    assert cost_per_1k_turns(recipe, "teacher", eff)["usd"] == pytest.approx(12.0)
+    # $3.60/h * 100 s = $0.10 for 50 turns -> $2 per 1,000
+    assert cost_per_1k_turns(recipe, "student", eff)["usd"] == pytest.approx(2.0)
+    assert cost_per_1k_turns(recipe, "base", eff) == {"usd": 0.5, "basis": "eval.price_per_1k_turns"}
+    assert cost_per_1k_turns(recipe, "factscore", eff) is None
