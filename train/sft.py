@@ -37,6 +37,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +125,8 @@ def load_silver(root: str | Path, stage: str):
         )
     try:
         dd = load_from_disk(str(path))
-    except Exception as e:  # datasets raises FileNotFoundError / ValueError variants
-        raise TrainError(f"{path}: not a dataset saved with save_to_disk ({e})") from e
+    except Exception as e:  # datasets raises FileNotFoundError / ValueError / IndexError variants
+        dd = _load_splits(path, e)
     if not isinstance(dd, DatasetDict):
         raise TrainError(f"{path}: expected a DatasetDict with splits train/test, got a single {type(dd).__name__}")
     if "train" not in dd:
@@ -134,6 +135,25 @@ def load_silver(root: str | Path, stage: str):
         if len(ds):
             validate_rows(ds, stage, f"{path}[{split}]")
     return dd
+
+
+def _load_splits(path: Path, error: Exception):
+    """Split by split: datasets cannot reload an empty split it saved (no arrow shard); such a split is dropped."""
+    from datasets import DatasetDict, load_from_disk
+
+    try:
+        names = json.loads((path / "dataset_dict.json").read_text())["splits"]
+    except (OSError, ValueError, KeyError):
+        raise TrainError(f"{path}: not a dataset saved with save_to_disk ({error})") from error
+    splits = {}
+    for name in names:
+        try:
+            splits[name] = load_from_disk(str(path / name))
+        except Exception as e:
+            if any((path / name).glob("*.arrow")):
+                raise TrainError(f"{path / name}: cannot load split {name!r} ({e})") from e
+            log.warning("%s: split %r is empty, ignored", path, name)
+    return DatasetDict(splits)
 
 
 def _answer(completion: Any) -> str | None:
@@ -515,9 +535,26 @@ def _curve(log_history: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 # Training
 # --------------------------------------------------------------------------------------------------
 
-def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
-    """Train (or resume) one stage's adapter; returns the training summary (also written to disk)."""
-    import torch
+@dataclass
+class StageRun:
+    """A prepared stage: the trainer and what the model card needs to know."""
+
+    recipe: Recipe
+    stage: str
+    trainer: Any
+    output_dir: Path
+    silver_dir: Path
+    manifest: dict[str, Any]
+    silver: Any                      # the raw DatasetDict
+    eos_token: str
+    class_balance: str
+    weights: dict[str, float]
+    dropped: tuple[int, int]         # (train, test) examples over max_length
+    resume: Path | None
+
+
+def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
+    """Load and tokenize the stage's silver data and build the trainer (model + LoRA); no training yet."""
     from transformers import AutoTokenizer
 
     from ..models import resolve_model
@@ -539,15 +576,13 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
     eot, eot_id = end_of_turn(tokenizer)
 
     mode = t.class_balance if stage in STAGE_CLASSES else "none"
-    labels = list(dd["train"]["label"])
-    weights = class_weights(labels, t.class_weight_cap) if mode != "none" else {}
+    weights = class_weights(list(dd["train"]["label"]), t.class_weight_cap) if mode != "none" else {}
     train_ds, dropped_train = encode_split(dd["train"], tokenizer, eot_id, t.max_length,
                                            weights if mode == "weights" else None)
     if len(train_ds) == 0:
         raise TrainError(f"{root / stage}[train]: no example fits train.max_length={t.max_length}")
-    test = dd.get("test")
-    eval_ds, dropped_test = (encode_split(test, tokenizer, eot_id, t.max_length) if test is not None and len(test)
-                             else (None, 0))
+    test = dd["test"] if "test" in dd and len(dd["test"]) else None
+    eval_ds, dropped_test = encode_split(test, tokenizer, eot_id, t.max_length) if test is not None else (None, 0)
     if eval_ds is not None and len(eval_ds) == 0:
         eval_ds = None
     sample_weights = [weights[lab] for lab in train_ds["label"]] if mode == "sampler" else None
@@ -557,18 +592,31 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
 
     resume = last_checkpoint(out) if t.resume else None
     args = build_sft_config(recipe, out, eot, has_eval=eval_ds is not None, resuming=resume is not None)
-    quant = build_quantization_config(recipe, args.bf16)
     trainer = _trainer_class()(
         model=model_path, args=args, train_dataset=train_ds, eval_dataset=eval_ds, processing_class=tokenizer,
-        peft_config=build_lora_config(recipe), quantization_config=quant, sample_weights=sample_weights,
+        peft_config=build_lora_config(recipe), quantization_config=build_quantization_config(recipe, args.bf16),
+        sample_weights=sample_weights,
     )
-    if resume is not None:
-        trainer.accelerator.print(f"[{stage}] resuming from {resume}")
+    return StageRun(recipe, stage, trainer, out, root, manifest, dd, eot, mode, weights,
+                    (dropped_train, dropped_test), resume)
+
+
+def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
+    """Train (or resume) one stage's adapter; returns the training summary (also written to disk)."""
+    import gc
+
+    import torch
+
+    run = prepare_stage(recipe, stage)
+    trainer, out, t = run.trainer, run.output_dir, recipe.train
+    if run.resume is not None:
+        trainer.accelerator.print(f"[{stage}] resuming from {run.resume}")
     start = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+    result = trainer.train(resume_from_checkpoint=str(run.resume) if run.resume is not None else None)
     runtime = time.perf_counter() - start
     trainer.save_model(str(out))
 
+    args = trainer.args
     history = trainer.state.log_history
     train_losses = [(r["step"], r["loss"]) for r in history if "loss" in r]
     evals = [(r["step"], r["eval_loss"]) for r in history if "eval_loss" in r]
@@ -578,28 +626,31 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
         "gradient_accumulation_steps": t.gradient_accumulation_steps, "world_size": args.world_size,
         "max_length": t.max_length, "lora_r": recipe.lora.r, "lora_alpha": recipe.lora.alpha,
         "lora_dropout": recipe.lora.dropout, "target_modules": recipe.lora.target_modules,
-        "load_in_4bit": recipe.student.load_in_4bit, "dtype": args.model_init_kwargs["dtype"], "bf16": args.bf16,
-        "gradient_checkpointing": t.gradient_checkpointing, "seed": t.seed, "eos_token": eot,
+        "load_in_4bit": recipe.student.load_in_4bit, "dtype": str(args.model_init_kwargs["dtype"]), "bf16": args.bf16,
+        "gradient_checkpointing": t.gradient_checkpointing, "seed": t.seed, "eos_token": run.eos_token,
         "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
     }
+    dd, manifest = run.silver, run.manifest
     teachers = sorted(set(dd["train"]["teacher"])) if "teacher" in dd["train"].column_names else []
     fingerprint = (manifest.get("fingerprints") or {}).get(stage) or manifest.get("fingerprint") or "+".join(
         f"{split}:{ds._fingerprint}" for split, ds in sorted(dd.items()))
+    eval_ds = trainer.eval_dataset
     summary: dict[str, Any] = {
         "recipe": recipe.name, "recipe_path": recipe.path, "stage": stage, "output_dir": str(out),
         "base_model": recipe.student.model or "embedded:SmolLM2-135M-Instruct", "base_model_arg": recipe.student.model,
         "teacher": manifest.get("teacher") or ", ".join(teachers) or "unknown",
         "silver": {
-            "path": str(root / stage), "fingerprint": fingerprint,
+            "path": str(run.silver_dir / stage), "fingerprint": fingerprint,
             "manifest_fingerprint": manifest.get("fingerprint"),
-            "train_examples": len(train_ds), "test_examples": len(eval_ds) if eval_ds is not None else 0,
-            "dropped_train": dropped_train, "dropped_test": dropped_test,
+            "train_examples": len(trainer.train_dataset), "test_examples": len(eval_ds) if eval_ds is not None else 0,
+            "dropped_train": run.dropped[0], "dropped_test": run.dropped[1],
             "prompt_style": sorted(set(dd["train"]["prompt_style"])) if "prompt_style" in dd["train"].column_names
             else None,
         },
-        "class_balance": {"mode": mode, "counts": dict(sorted(Counter(labels).items())), "weights": weights},
+        "class_balance": {"mode": run.class_balance, "counts": dict(sorted(Counter(dd["train"]["label"]).items()))
+                          if run.class_balance != "none" else {}, "weights": run.weights},
         "hyperparameters": hp,
-        "resumed_from": str(resume) if resume is not None else None,
+        "resumed_from": str(run.resume) if run.resume is not None else None,
         "results": {
             "global_step": trainer.state.global_step, "train_runtime_s": runtime,
             "train_tokens": int(getattr(trainer, "_total_train_tokens", 0)),
@@ -614,9 +665,7 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
         (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=2, default=str))
         write_model_card(out / "README.md", summary)  # after save_model: PEFT writes its own README there
     trainer.accelerator.wait_for_everyone()
-    del trainer
-    import gc
-
+    del trainer, run
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -1,0 +1,344 @@
+"""train/: tokenisation (completion-only loss, end-of-turn EOS), class balance, errors, recipes, and
+real training runs on the embedded SmolLM2-135M: interrupted with SIGKILL, resumed, loaded by the scorer."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FIXTURES, ROOT, SAMPLE
+
+from vista_distill.config import load_recipe
+from vista_distill.train import sft
+
+
+def _load_builder():
+    spec = importlib.util.spec_from_file_location("train_silver_fixture", FIXTURES / "train" / "silver.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+silver_builder = _load_builder()
+
+
+@pytest.fixture(scope="module")
+def silver(tmp_path_factory) -> Path:
+    """Silver data in the distill/ contract from the bundled sample dialogues (labels teacher);
+    train rows repeated so a few steps see each example more than once."""
+    out = tmp_path_factory.mktemp("silver")
+    silver_builder.build_silver(SAMPLE, out, test_fraction=0.34, seed=0, repeat=2)
+    return out
+
+
+def write_recipe(tmp: Path, silver: Path, **train: object) -> Path:
+    """A CPU recipe for the embedded model, small enough for tests."""
+    raw = yaml.safe_load((ROOT / "recipes" / "smollm2-135m-cpu.yaml").read_text())
+    raw["name"] = "tiny"
+    raw["train"].update({
+        "output_dir": str(tmp / "ck"), "silver_dir": str(silver), "max_length": 384, "learning_rate": 1e-3,
+        "per_device_train_batch_size": 2, "logging_steps": 1, "eval_steps": 0, "save_steps": 100, "max_steps": 2,
+        **train,
+    })
+    path = tmp / "tiny.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from vista_distill.models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(None))
+
+
+# ------------------------------------------------------------------------------------------------
+# Tokenisation: what the trainer sees
+# ------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def stage2_run(tmp_path_factory, silver) -> sft.StageRun:
+    """A prepared (untrained) stage 2 trainer with the CPU recipe's defaults (class_balance weights)."""
+    return sft.prepare_stage(load_recipe(write_recipe(tmp_path_factory.mktemp("prep"), silver)), "stage2")
+
+
+def test_training_example_matches_scorer_prompt_and_ends_with_trained_eos(stage2_run, embedded_backend):
+    from vista_distill.backend import Request
+
+    run = stage2_run
+    tok = run.trainer.processing_class
+    eot_id = tok.convert_tokens_to_ids("<|im_end|>")
+    assert run.eos_token == "<|im_end|>"
+    raw = run.silver["train"]
+    for i in range(3):
+        ex = run.trainer.train_dataset[i]
+        ids, labels = ex["input_ids"], ex["labels"]
+        # the last token is the template's end-of-turn token, and it is trained on
+        assert ids[-1] == eot_id and labels[-1] == eot_id
+        # prompt tokens are exactly what the scorer's backend feeds the model, and are masked
+        prefix, suffix = embedded_backend._encode(Request("stage2", tuple(raw[i]["prompt"]), labels=("VERIFIED",)))
+        n = len(prefix) + len(suffix)
+        assert ids[:n] == prefix + suffix
+        assert set(labels[:n]) == {-100}
+        # completion = the answer, then <|im_end|>
+        assert tok.decode(labels[n:]) == raw[i]["completion"][0]["content"] + "<|im_end|>"
+    # after collation (pad token == eos here) the real EOS label stays, padding is -100
+    a, b = run.trainer.train_dataset[0], run.trainer.train_dataset[1]
+    batch = run.trainer.data_collator([a, b])
+    short = 0 if len(a["input_ids"]) < len(b["input_ids"]) else 1
+    n_short = min(len(a["input_ids"]), len(b["input_ids"]))
+    assert batch["labels"][short, n_short - 1].item() == eot_id
+    assert (batch["labels"][short, n_short:] == -100).all()
+    assert "class_weight" in batch  # recipe default: class_balance weights
+
+
+def test_weighted_loss_equals_trl_loss_for_unit_weights(stage2_run):
+    import torch
+
+    trainer = stage2_run.trainer
+    trainer.model.train()
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
+    plain = {k: v for k, v in batch.items() if k != "class_weight"}
+    with torch.no_grad():
+        ref = trainer.compute_loss(trainer.model, dict(plain))
+        ones = trainer.compute_loss(trainer.model, {**plain, "class_weight": torch.ones(2)})
+        skew = trainer.compute_loss(trainer.model, {**plain, "class_weight": torch.tensor([3.0, 0.0])})
+    assert abs(ones.item() - ref.item()) < 1e-4
+    assert abs(skew.item() - ref.item()) > 1e-3
+
+
+def test_over_long_examples_are_dropped_not_truncated(silver, tokenizer):
+    from datasets import load_from_disk
+
+    ds = load_from_disk(str(silver / "stage2"))["train"]
+    eot_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    full, dropped = sft.encode_split(ds, tokenizer, eot_id, None)
+    assert dropped == 0
+    lengths = sorted(len(r) for r in full["input_ids"])
+    cut = lengths[len(lengths) // 2]
+    kept, dropped = sft.encode_split(ds, tokenizer, eot_id, cut)
+    assert dropped == sum(n > cut for n in lengths) > 0
+    assert all(r[-1] == eot_id for r in kept["input_ids"])
+
+
+def test_end_of_turn_is_the_templates_closing_token(tokenizer):
+    assert sft.end_of_turn(tokenizer) == ("<|im_end|>", tokenizer.convert_tokens_to_ids("<|im_end|>"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Class balance
+# ------------------------------------------------------------------------------------------------
+
+def test_class_weights_inverse_frequency_mean_one_and_capped():
+    labels = ["LACKING EVIDENCE"] * 8 + ["CONTRADICTED"] * 2
+    w = sft.class_weights(labels, cap=10.0)
+    assert w["CONTRADICTED"] == pytest.approx(4 * w["LACKING EVIDENCE"])
+    assert sum(w[x] for x in labels) / len(labels) == pytest.approx(1.0)
+    labels = ["OUT-OF-SCOPE"] * 99 + ["ABSTENTION"]
+    w = sft.class_weights(labels, cap=5.0)
+    assert w["ABSTENTION"] == pytest.approx(5 * w["OUT-OF-SCOPE"])
+    assert sum(w[x] for x in labels) / len(labels) == pytest.approx(1.0)
+
+
+def test_balanced_sampler_draws_rare_class_about_half_the_time_and_replays_per_epoch():
+    labels = ["VERIFIED"] * 90 + ["UNVERIFIABLE"] * 10
+    w = sft.class_weights(labels, cap=100.0)
+    sampler = sft.BalancedSampler([w[x] for x in labels], seed=3)
+    draws = list(sampler)
+    assert len(draws) == 100
+    rare = sum(labels[i] == "UNVERIFIABLE" for i in draws)
+    assert 35 <= rare <= 65
+    assert list(sampler) == draws           # same epoch, same order (resume replays it)
+    sampler.set_epoch(1)
+    assert list(sampler) != draws
+
+
+# ------------------------------------------------------------------------------------------------
+# Errors name the file, record and expectation
+# ------------------------------------------------------------------------------------------------
+
+def test_missing_silver_folder_names_path_and_layout(tmp_path):
+    recipe = load_recipe(write_recipe(tmp_path, tmp_path / "nowhere"))
+    with pytest.raises(sft.TrainError, match=r"nowhere/stage2: no silver data for stage2 \(expected a datasets"):
+        sft.prepare_stage(recipe, "stage2")
+
+
+def test_bad_silver_row_names_split_row_and_conversation(tmp_path):
+    from vista_distill.data.io import read_conversations
+
+    rows = silver_builder.silver_rows(read_conversations(SAMPLE))
+    bad = [dict(r) for r in rows]
+    first2 = next(i for i, r in enumerate(bad) if r["stage"] == "stage2")
+    bad[first2]["label"] = "MAYBE"
+    silver_builder.save_silver(bad, tmp_path / "silver", test_fraction=0.0)
+    with pytest.raises(sft.TrainError, match=r"stage2\[train\] row 0 \(conversation .+\): label 'MAYBE' is not one"):
+        sft.load_silver(tmp_path / "silver", "stage2")
+
+
+def test_last_checkpoint_skips_a_torn_one(tmp_path):
+    (tmp_path / "checkpoint-2").mkdir()
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    (tmp_path / "checkpoint-4").mkdir()
+    (tmp_path / "checkpoint-4" / "trainer_state.json").write_text('{"glob')
+    assert sft.last_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
+
+
+# ------------------------------------------------------------------------------------------------
+# Recipes and launch configs
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", sorted((ROOT / "recipes").glob("*.yaml")), ids=lambda p: p.stem)
+def test_recipe_builds_trainer_configs(path):
+    recipe = load_recipe(path, ["train.use_cpu=true"])
+    args = sft.build_sft_config(recipe, "/tmp/unused", "<|im_end|>", has_eval=True, resuming=False)
+    assert args.completion_only_loss is True and args.max_length == recipe.train.max_length
+    assert sft.build_lora_config(recipe).target_modules in ("all-linear", set(recipe.lora.target_modules or []))
+    q = sft.build_quantization_config(recipe, args.bf16)
+    assert (q is not None) == ("qlora" in path.stem) == recipe.student.load_in_4bit
+    assert ("cpu" in path.stem) == (recipe.student.model is None)
+    if "cpu" not in path.stem:
+        assert "Expected peak GPU memory" in path.read_text()
+        assert load_recipe(path).train.silver_dir == load_recipe(path).distill.output_dir
+
+
+def test_cpu_recipe_settings():
+    r = load_recipe(ROOT / "recipes" / "smollm2-135m-cpu.yaml")
+    assert (r.student.model, r.train.bf16, r.train.use_cpu, r.lora.dropout) == (None, True, True, 0.0)
+    assert "gradient_checkpointing" in yaml.safe_load((ROOT / "recipes" / "smollm2-135m-cpu.yaml").read_text())["train"]
+
+
+@pytest.mark.parametrize("name,kind", [("ddp", "MULTI_GPU"), ("fsdp", "FSDP"), ("deepspeed_zero3", "DEEPSPEED")])
+def test_accelerate_configs(name, kind):
+    cfg = yaml.safe_load((ROOT / "recipes" / "accelerate" / f"{name}.yaml").read_text())
+    assert cfg["distributed_type"] == kind and cfg["mixed_precision"] == "bf16"
+
+
+def test_stage_script_runs_from_a_clone_without_the_package_dir_on_path():
+    out = subprocess.run([sys.executable, str(ROOT / "train" / "stage3.py"), "--help"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "--config" in out.stdout and "stage3" in out.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# Real training: kill, resume, load into the scorer
+# ------------------------------------------------------------------------------------------------
+
+def _wait_for_checkpoint(proc: subprocess.Popen, folder: Path, timeout: float) -> Path:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ckpt = sft.last_checkpoint(folder)
+        if ckpt is not None:
+            return ckpt
+        if proc.poll() is not None:
+            raise AssertionError(f"training exited ({proc.returncode}) before writing a checkpoint:\n"
+                                 f"{proc.stdout.read() if proc.stdout else ''}")
+        time.sleep(0.2)
+    raise AssertionError(f"no checkpoint in {folder} after {timeout}s")
+
+
+def test_sigkill_then_resume_then_scorer_loads_adapter(tmp_path, silver):
+    from vista_distill.backend import Request
+    from vista_distill.scorer import VistaScorer
+
+    recipe_path = write_recipe(tmp_path, silver, max_steps=4, save_steps=2, eval_steps=4)
+    out = tmp_path / "ck" / "stage2"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train" / "stage2.py"), "--config", str(recipe_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
+    try:
+        ckpt = _wait_for_checkpoint(proc, out, timeout=300)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    assert not (out / "adapter_config.json").exists(), "the killed run must not have finished"
+    killed_at = int(ckpt.name.split("-")[1])
+    assert killed_at < 4
+
+    # resume under accelerate launch, as users run it
+    res = subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
+         "--mixed_precision", "no", "--dynamo_backend", "no", str(ROOT / "train" / "stage2.py"),
+         "--config", str(recipe_path)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    summary = json.loads((out / sft.SUMMARY_NAME).read_text())
+    assert summary["resumed_from"] is not None
+    assert int(Path(summary["resumed_from"]).name.split("-")[1]) >= killed_at
+    assert summary["results"]["global_step"] == 4
+    # the log history of the killed run came back with the checkpoint: every step has a loss
+    assert [int(s) for s, row in summary["results"]["curve"].items() if "loss" in row] == list(range(1, 5))
+    card = (out / "README.md").read_text()
+    assert "| teacher | labels |" in card and summary["silver"]["fingerprint"] in card and "eval loss" in card
+    assert (out / "adapter_model.safetensors").exists() and (out / "tokenizer_config.json").exists()
+
+    # the scorer loads the adapters folder; its stage 2 answers move away from the base model's (the same
+    # backend answers a stage without an adapter, here "stage4", on the bare base model)
+    from datasets import load_from_disk
+
+    scorer = VistaScorer(adapters=tmp_path / "ck")
+    assert scorer.config.style == "compact" and set(scorer.backend.adapters) == {"stage2"}
+    rows = load_from_disk(str(silver / "stage2"))["test"].select(range(3))
+    labels = ("VERIFIED", "UNVERIFIABLE")
+    tuned = scorer.backend.run([Request("stage2", tuple(r["prompt"]), labels=labels) for r in rows])
+    base = scorer.backend.run([Request("stage4", tuple(r["prompt"]), labels=labels) for r in rows])
+    shift = max(abs(t.probs["VERIFIED"] - b.probs["VERIFIED"]) for t, b in zip(tuned, base))
+    assert shift > 0.05, f"adapter barely changed stage 2 probabilities (max shift {shift:.4f})"
+
+
+def test_cli_trains_all_stages_in_order_with_cards(tmp_path, silver, capsys):
+    from vista_distill.cli import main
+    from vista_distill.local_backend import find_stage_adapters
+
+    recipe = write_recipe(tmp_path, silver)
+    assert main(["train", "--config", str(recipe), "--stage", "all", "--train.max_steps", "1",
+                 "train.max_length=256"]) == 0
+    printed = [ln.split("]")[0] for ln in capsys.readouterr().out.splitlines() if ln.startswith("[stage")]
+    assert printed == ["[stage1", "[stage2", "[stage3"]
+    for stage in sft.STAGES:
+        summary = json.loads((tmp_path / "ck" / stage / sft.SUMMARY_NAME).read_text())
+        assert summary["results"]["global_step"] == 1 and summary["hyperparameters"]["max_length"] == 256
+        assert summary["class_balance"]["mode"] == ("none" if stage == "stage1" else "weights")
+    assert set(find_stage_adapters(tmp_path / "ck")) == set(sft.STAGES)
+
+
+def test_qlora_trains_a_4bit_model_on_cpu(tmp_path, silver):
+    """QLoRA end to end on a tiny random model of the SmolLM2 architecture (4-bit NF4 on CPU), with the
+    class-balanced sampler."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from vista_distill.models import resolve_model
+
+    base = resolve_model(None)
+    cfg = AutoConfig.from_pretrained(base)
+    cfg.update(dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=16))
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path / "tiny-model")
+    AutoTokenizer.from_pretrained(base).save_pretrained(tmp_path / "tiny-model")
+    recipe = load_recipe(write_recipe(tmp_path, silver), [f"student.model={tmp_path / 'tiny-model'}",
+                                                          "student.load_in_4bit=true", "train.max_steps=2",
+                                                          "train.class_balance=sampler"])
+    run = sft.prepare_stage(recipe, "stage3")
+    q_proj = run.trainer.model.base_model.model.model.layers[0].self_attn.q_proj
+    assert type(q_proj.base_layer).__name__ == "Linear4bit"
+    assert isinstance(run.trainer._get_train_sampler(), sft.BalancedSampler)
+    del run
+    summary = sft.train_stage(recipe, "stage3")
+    assert summary["hyperparameters"]["load_in_4bit"] is True and summary["results"]["global_step"] == 2
+    assert summary["class_balance"]["mode"] == "sampler"
+    assert (tmp_path / "ck" / "stage3" / "adapter_model.safetensors").exists()
