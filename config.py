@@ -117,6 +117,7 @@ class TrainSettings:
     silver_dir: str | None = None            # silver datasets (stage1/ stage2/ stage3/); None: distill.output_dir
     save_total_limit: int | None = 2         # checkpoints kept for resuming
     resume: bool = True                      # continue from the last checkpoint in the stage's output dir
+    cpu_threads: int | None = None           # torch CPU threads (None: torch's default, one per core)
     options: dict[str, Any] = field(default_factory=dict)   # any other TRL SFTConfig field
 
 

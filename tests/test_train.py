@@ -31,6 +31,18 @@ def _load_builder():
 silver_builder = _load_builder()
 
 
+@pytest.fixture(autouse=True)
+def one_cpu_thread():
+    """One torch thread: on a shared 2-core machine, OpenMP threads waiting for a busy core made
+    training steps ~4x slower than a single thread."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def silver(tmp_path_factory) -> Path:
     """Silver data in the distill/ contract from the bundled sample dialogues (labels teacher);
@@ -253,7 +265,7 @@ def test_sigkill_then_resume_then_scorer_loads_adapter(tmp_path, silver):
 
     recipe_path = write_recipe(tmp_path, silver, max_steps=4, save_steps=2, eval_steps=4)
     out = tmp_path / "ck" / "stage2"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, str(ROOT / "train" / "stage2.py"), "--config", str(recipe_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
     try:

@@ -332,12 +332,17 @@ def _trainer_class():
                 raise TrainError("train.class_balance=weights needs padded batches (no padding_free/packing)")
             # TRL's nll path with a per-example weight on each token's loss; same normaliser (tokens).
             inputs["use_cache"] = False
+            if self.aux_loss_enabled:
+                inputs["output_router_logits"] = True
             outputs = model(**inputs, fused_lm_head=True)
             per_token = -outputs.log_probs * weights.to(outputs.log_probs.dtype)[:, None]
             num_tokens = outputs.label_mask.sum() if num_items_in_batch is None else num_items_in_batch
             loss = per_token.sum() / torch.as_tensor(num_tokens).clamp(min=1)
             if self.args.average_tokens_across_devices and num_items_in_batch is not None:
                 loss = loss * (self.accelerator.num_processes // self.get_tp_size())
+            if self.aux_loss_enabled:  # MoE students, as in TRL
+                steps = self.current_gradient_accumulation_steps if num_items_in_batch is not None else 1
+                loss = loss + self.router_aux_loss_coef * outputs.aux_loss / steps
             n_valid = self.accelerator.gather_for_metrics(outputs.label_mask.sum()).sum()
             if n_valid > 0 and outputs.is_top1 is not None:
                 correct = self.accelerator.gather_for_metrics(outputs.is_top1.sum()).sum()
@@ -564,6 +569,10 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
     t = recipe.train
     if t.class_balance not in CLASS_BALANCE:
         raise RecipeError(f"{recipe.path}: train.class_balance {t.class_balance!r}; expected one of {list(CLASS_BALANCE)}")
+    if t.cpu_threads:
+        import torch
+
+        torch.set_num_threads(t.cpu_threads)
     root = silver_root(recipe)
     manifest = read_manifest(root)
     dd = load_silver(root, stage)
@@ -637,7 +646,8 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
     eval_ds = trainer.eval_dataset
     summary: dict[str, Any] = {
         "recipe": recipe.name, "recipe_path": recipe.path, "stage": stage, "output_dir": str(out),
-        "base_model": recipe.student.model or "embedded:SmolLM2-135M-Instruct", "base_model_arg": recipe.student.model,
+        # the embedded model is this checkpoint, dequantised from its Q4_1 GGUF
+        "base_model": recipe.student.model or "HuggingFaceTB/SmolLM2-135M-Instruct", "base_model_arg": recipe.student.model,
         "teacher": manifest.get("teacher") or ", ".join(teachers) or "unknown",
         "silver": {
             "path": str(run.silver_dir / stage), "fingerprint": fingerprint,
