@@ -1,4 +1,4 @@
-"""``vista-distill`` command line: ``score`` now; ``data``, ``distill``, ``train``, ``eval`` as they land."""
+"""``vista-distill`` command line: ``score``, ``demo``, ``data``, ``distill``, ``train``, ``eval``."""
 
 from __future__ import annotations
 
@@ -80,30 +80,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_score(sub)
-    try:
-        from .data.cli import add_data_subcommands
-    except ImportError:
-        pass
-    else:
-        add_data_subcommands(sub)
-    try:
-        from .distill.cli import add_distill_subcommand
-    except ImportError:
-        pass
-    else:
-        add_distill_subcommand(sub)
-    try:
-        from .train.cli import add_train_subcommand
-    except ImportError:
-        pass
-    else:
-        add_train_subcommand(sub)
-    try:
-        from .eval.cli import add_eval_subcommand
-    except ImportError:
-        pass
-    else:
-        add_eval_subcommand(sub)
+    from .demo import add_demo_subcommand
+
+    add_demo_subcommand(sub)
+    from .data.cli import add_data_subcommands
+
+    add_data_subcommands(sub)
+    from .distill.cli import add_distill_subcommand
+
+    add_distill_subcommand(sub)
+    from .train.cli import add_train_subcommand
+
+    add_train_subcommand(sub)
+    from .eval.cli import add_eval_subcommand
+
+    add_eval_subcommand(sub)
     return parser
 
 

@@ -1,0 +1,115 @@
+"""``vista-distill demo``: data -> teacher -> three adapters -> evaluation -> report, on a CPU.
+
+Runs ``recipes/demo-cpu.yaml`` (bundled FaithDial sample, the embedded model as few-shot teacher,
+LoRA students trained on CPU) end to end and ends with a summary that points to the report. Every
+step resumes: the teacher's calls are cached and training restarts from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parent
+DEMO_RECIPE = PACKAGE_ROOT / "recipes" / "demo-cpu.yaml"
+
+
+def add_demo_subcommand(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="the whole flow on the bundled sample: teacher, three adapters, evaluation",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--teacher-url", help="OpenAI-compatible server for the teacher (default: embedded model)")
+    p.add_argument("--teacher-model", help="teacher model name on that server (or a local path/hub id)")
+    p.add_argument("--output-dir", default="runs/demo", help="where silver data, adapters and the report go")
+    p.add_argument("--recipe", default=str(DEMO_RECIPE), help="recipe to run (default: recipes/demo-cpu.yaml)")
+    p.add_argument("overrides", nargs="*", metavar="section.key=value", help="recipe overrides")
+    p.set_defaults(func=run_demo)
+
+
+def _step(n: int, title: str) -> float:
+    print(f"\n[{n}/4] {title}", flush=True)
+    return time.perf_counter()
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from .config import load_recipe
+
+    out = Path(args.output_dir)
+    overrides = [f"distill.output_dir={out / 'silver'}", f"train.output_dir={out / 'checkpoints'}",
+                 f"eval.output_dir={out / 'eval'}"]
+    if args.teacher_url:
+        overrides += ["teacher.backend=openai", f"teacher.base_url={args.teacher_url}"]
+    if args.teacher_model:
+        overrides.append(f"teacher.model={args.teacher_model}")
+    recipe = load_recipe(args.recipe, overrides + list(args.overrides))
+    started = time.perf_counter()
+    times: dict[str, float] = {}
+
+    t = _step(1, "data: bundled sample, split by dialogue into teacher material and held-out test material")
+    from .distill.run import load_material
+
+    material = load_material(recipe)
+    print(f"      {len(material.train)} dialogues for the teacher, {len(material.test)} held out for evaluation "
+          "(leak check passed)")
+    times["data"] = time.perf_counter() - t
+
+    t = _step(2, f"distill: teacher {recipe.teacher.backend}:{recipe.teacher.model or 'embedded SmolLM2-135M'} "
+                 f"({recipe.teacher.prompt_style} prompts) -> silver data per stage")
+    from .distill.run import run_distill
+
+    distilled = run_distill(recipe, progress=True)
+    counts = {s: distilled.manifest.get("counts", {}).get(s) for s in ("stage1", "stage2", "stage3")}
+    print(f"      silver data in {distilled.out_dir}: {json.dumps(counts)}")
+    times["distill"] = time.perf_counter() - t
+
+    t = _step(3, "train: one LoRA adapter per stage on the student (CPU, bf16)")
+    from .train.sft import train_stages
+
+    summaries = train_stages(recipe, "all")
+    for s in summaries:
+        print(f"      {s.get('stage')}: {_loss_line(s)}")
+    times["train"] = time.perf_counter() - t
+
+    t = _step(4, "eval: student vs base vs teacher on the held-out dialogues")
+    from .eval.run import run_eval
+
+    result = run_eval(recipe, progress=True)
+    times["eval"] = time.perf_counter() - t
+
+    total = time.perf_counter() - started
+    print("\n" + "=" * 72)
+    print(f"demo finished in {total / 60:.1f} min "
+          f"({', '.join(f'{k} {v / 60:.1f}' for k, v in times.items())} min)")
+    for line in _headline(result.results):
+        print("  " + line)
+    print(f"report:   {result.out_dir / 'report.md'}")
+    print(f"plots:    {', '.join(str(p) for p in sorted(result.out_dir.glob('*.png')))}")
+    print(f"adapters: {Path(recipe.resolve(recipe.train.output_dir))}  (vista-distill score --adapters ...)")
+    print("=" * 72)
+    return 0
+
+
+def _loss_line(summary: dict) -> str:
+    r = summary.get("results") or {}
+    parts = [f"{r['global_step']} steps on {summary.get('silver', {}).get('train_examples')} examples"]
+    if r.get("first_eval_loss") is not None:
+        parts.append(f"eval loss {r['first_eval_loss']:.3f} (step {r['first_eval_step']}) -> "
+                     f"{r['final_eval_loss']:.3f} (step {r['final_eval_step']})")
+    return ", ".join(parts)
+
+
+def _headline(results: dict) -> list[str]:
+    from .eval.metrics import OVERALL
+
+    lines = []
+    for name, sysres in (results.get("systems") or {}).items():
+        if sysres.get("status") != "ok":
+            lines.append(f"{name:8s} {sysres.get('status')}: {sysres.get('reason')}")
+            continue
+        turn = (results.get("metrics", {}).get(name, {}).get(OVERALL, {}).get("turn") or {}).get("safe") or {}
+        eff = sysres.get("efficiency") or {}
+        acc, cov = turn.get("accuracy"), turn.get("coverage")
+        lines.append(f"{name:8s} turn accuracy {'n/a' if acc is None else f'{acc:.3f}'}, coverage "
+                     f"{'n/a' if cov is None else f'{cov:.3f}'}, {eff.get('turns_per_s') or 0:.2f} turns/s")
+    return lines
