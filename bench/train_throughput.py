@@ -100,6 +100,7 @@ def run_variant(recipe: str, silver: str, stage: str, overrides: list[str], step
         marks.insert(0, (t1, 0))
         (ta, ka), (tb, kb) = marks[warmup], marks[-1]
         return {
+            "load_avg_1m": os.getloadavg()[0],
             "tokens_per_s": (kb - ka) / (tb - ta), "s_per_step": (tb - ta) / steps,
             "examples_per_s": steps * r.train.per_device_train_batch_size * r.train.gradient_accumulation_steps
             / (tb - ta),
@@ -165,15 +166,15 @@ def main() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))
         head = ("| variant | overrides | tokens/s | s/step | tokens/step | examples/s | peak RSS GB | peak CUDA GB "
-                "| weights | bf16 autocast | 4-bit | grad ckpt | dropout | threads |")
-        lines = [head, "|" + " --- |" * 14]
+                "| weights | bf16 autocast | 4-bit | grad ckpt | dropout | threads | load avg |")
+        lines = [head, "|" + " --- |" * 15]
         for r in rows:
             cuda = f"{r['peak_cuda_gb']:.1f}" if r["peak_cuda_gb"] is not None else "-"
             lines.append(
                 f"| {r['variant']} | {' '.join(r['overrides']) or '-'} | {r['tokens_per_s']:.0f} | {r['s_per_step']:.2f} "
                 f"| {r['tokens_per_step']:.0f} | {r['examples_per_s']:.2f} | {r['peak_rss_gb']:.2f} | {cuda} | {r['dtype']} "
                 f"| {r['bf16']} | {r['load_in_4bit']} | {r['gradient_checkpointing']} | {r['lora_dropout']} "
-                f"| {r['threads']} |")
+                f"| {r['threads']} | {r['load_avg_1m']:.1f} |")
         out.write_text("\n".join(lines) + "\n")
         print(f"wrote {out}")
 
