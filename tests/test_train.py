@@ -198,6 +198,17 @@ def test_bad_silver_row_names_split_row_and_conversation(tmp_path):
         sft.load_silver(tmp_path / "silver", "stage2")
 
 
+def test_resume_refuses_checkpoints_from_other_silver_data(tmp_path, silver):
+    recipe = load_recipe(write_recipe(tmp_path, silver))
+    out = sft.stage_output_dir(recipe, "stage2")
+    (out / "checkpoint-1").mkdir(parents=True)
+    (out / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    (out / sft.RUN_INFO).write_text(json.dumps({"silver_fingerprint": "older", "base_model": None}))
+    with pytest.raises(sft.TrainError, match=r"another run \(silver_fingerprint 'older' then, .* now\); set "
+                                             r"train.resume=false"):
+        sft.prepare_stage(recipe, "stage2")
+
+
 def test_last_checkpoint_skips_a_torn_one(tmp_path):
     (tmp_path / "checkpoint-2").mkdir()
     (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")

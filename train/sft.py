@@ -556,6 +556,7 @@ class StageRun:
     weights: dict[str, float]
     dropped: tuple[int, int]         # (train, test) examples over max_length
     resume: Path | None
+    fingerprint: str                 # of the stage's silver data
 
 
 def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
@@ -599,7 +600,10 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
     if eval_ds is not None:
         eval_ds = eval_ds.remove_columns("label")
 
+    fingerprint = silver_fingerprint(dd, manifest, stage)
     resume = last_checkpoint(out) if t.resume else None
+    if resume is not None:
+        _check_same_run(out, {"silver_fingerprint": fingerprint, "base_model": recipe.student.model})
     args = build_sft_config(recipe, out, eot, has_eval=eval_ds is not None, resuming=resume is not None)
     trainer = _trainer_class()(
         model=model_path, args=args, train_dataset=train_ds, eval_dataset=eval_ds, processing_class=tokenizer,
@@ -607,7 +611,30 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
         sample_weights=sample_weights,
     )
     return StageRun(recipe, stage, trainer, out, root, manifest, dd, eot, mode, weights,
-                    (dropped_train, dropped_test), resume)
+                    (dropped_train, dropped_test), resume, fingerprint)
+
+
+RUN_INFO = "run_info.json"
+
+
+def silver_fingerprint(dd, manifest: Mapping[str, Any], stage: str) -> str:
+    """The stage's fingerprint from the distill manifest, else the datasets' own fingerprints."""
+    return (manifest.get("fingerprints") or {}).get(stage) or manifest.get("fingerprint") or "+".join(
+        f"{split}:{ds._fingerprint}" for split, ds in sorted(dd.items()))
+
+
+def _check_same_run(out: Path, info: dict[str, Any]) -> None:
+    """Refuse to resume checkpoints made from other silver data or another base model."""
+    path = out / RUN_INFO
+    try:
+        before = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    diff = {k: (before.get(k), v) for k, v in info.items() if before.get(k) != v}
+    if diff:
+        what = ", ".join(f"{k} {a!r} then, {b!r} now" for k, (a, b) in diff.items())
+        raise TrainError(f"{out}: its checkpoints come from another run ({what}); set train.resume=false to "
+                         "start over, or choose another train.output_dir")
 
 
 def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
@@ -619,7 +646,11 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
     run = prepare_stage(recipe, stage)
     trainer, out, t = run.trainer, run.output_dir, recipe.train
     if run.resume is not None:
-        trainer.accelerator.print(f"[{stage}] resuming from {run.resume}")
+        trainer.accelerator.print(f"[{stage}] resuming from {run.resume} (train.resume=false starts over)")
+    if trainer.accelerator.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RUN_INFO).write_text(json.dumps({"silver_fingerprint": run.fingerprint,
+                                                "base_model": recipe.student.model}, indent=2))
     start = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=str(run.resume) if run.resume is not None else None)
     runtime = time.perf_counter() - start
@@ -641,8 +672,6 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
     }
     dd, manifest = run.silver, run.manifest
     teachers = sorted(set(dd["train"]["teacher"])) if "teacher" in dd["train"].column_names else []
-    fingerprint = (manifest.get("fingerprints") or {}).get(stage) or manifest.get("fingerprint") or "+".join(
-        f"{split}:{ds._fingerprint}" for split, ds in sorted(dd.items()))
     eval_ds = trainer.eval_dataset
     summary: dict[str, Any] = {
         "recipe": recipe.name, "recipe_path": recipe.path, "stage": stage, "output_dir": str(out),
@@ -650,7 +679,7 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
         "base_model": recipe.student.model or "HuggingFaceTB/SmolLM2-135M-Instruct", "base_model_arg": recipe.student.model,
         "teacher": manifest.get("teacher") or ", ".join(teachers) or "unknown",
         "silver": {
-            "path": str(run.silver_dir / stage), "fingerprint": fingerprint,
+            "path": str(run.silver_dir / stage), "fingerprint": run.fingerprint,
             "manifest_fingerprint": manifest.get("fingerprint"),
             "train_examples": len(trainer.train_dataset), "test_examples": len(eval_ds) if eval_ds is not None else 0,
             "dropped_train": run.dropped[0], "dropped_test": run.dropped[1],
