@@ -57,7 +57,7 @@ def test_batched_generation_equals_one_at_a_time(embedded_backend):
     hist = [("user", "What do you know about Paris?")]
     targets = ["The Eiffel Tower is in Paris and it is 330 metres tall.", "I love Paris.",
                "Paris is the capital of France, and the Louvre is the most visited museum in the world."]
-    reqs = [Request("stage1", tuple(build_messages(t, stage1_input(hist, x))), max_new_tokens=40) for x in targets]
+    reqs = [Request("stage1", tuple(build_messages(t, stage1_input(hist, x))), max_new_tokens=24) for x in targets]
     batched = embedded_backend.run(reqs)
     single = [embedded_backend.run([r])[0] for r in reqs]
     assert [r.text for r in batched] == [r.text for r in single]
@@ -72,7 +72,8 @@ def test_batched_generation_equals_one_at_a_time(embedded_backend):
 
 def test_pipeline_batched_equals_one_at_a_time_on_real_model(embedded_backend, sample_path):
     convs = read_conversations(sample_path)[1:3]
-    cfg = EngineConfig(max_new_tokens={"stage1": 48, "stage2": 8, "stage3": 32, "stage4": 32})
+    # Compact prompts keep this fp32 check cheap; the few-shot prefix path is covered above.
+    cfg = EngineConfig(style="compact", max_new_tokens={"stage1": 40, "stage2": 8, "stage3": 32, "stage4": 32})
     batched = run_programs([vista_program(c, cfg) for c in copy.deepcopy(convs)], embedded_backend, batched=True)
     single = run_programs([vista_program(c, cfg) for c in copy.deepcopy(convs)], embedded_backend, batched=False)
     # Claims, labels, categories, raw outputs and verdicts are identical; probabilities agree up to
