@@ -27,6 +27,12 @@ def _f(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+def _p(p: float | None) -> str:
+    if p is None:
+        return "–"
+    return f"{p:.1e}" if p < 1e-4 else f"{p:.4f}"
+
+
 def _pct(x: Any) -> str:
     return "–" if x is None else f"{100 * x:.1f}"
 
@@ -133,7 +139,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                 p = _pair(results, rule, g, "student", "teacher") or {}
                 rows.append([g, st.get("n_gold"), _pct(st.get("accuracy")), _pct(st.get("accuracy_all")),
                              _pct(te.get("accuracy")), _pct(te.get("accuracy_all")),
-                             _pct(p.get("delta")), _f(p.get("pvalue"), 4), p.get("mark", ""),
+                             _pct(p.get("delta")), _p(p.get("pvalue")), p.get("mark", ""),
                              f"b={p.get('b')}, c={p.get('c')}" if p else "–"])
             out += [f"Rule `{rule}`:", "",
                     _table(["benchmark", "gold turns", "student acc", "student acc_all", "teacher acc",
@@ -200,7 +206,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     for rule in rules:
         rows = []
         for p in results["significance"]["by_rule"].get(rule, {}).get(OVERALL, []):
-            rows.append([f"{p['system_1']} − {p['system_2']}", p["n"], _pct(p.get("delta")), _f(p["pvalue"], 6),
+            rows.append([f"{p['system_1']} − {p['system_2']}", p["n"], _pct(p.get("delta")), _p(p["pvalue"]),
                          p["mark"], f"b={p['b']}, c={p['c']}"])
         out += [f"Rule `{rule}`:", "", _table(["pair", "turns", "Δ acc_all", "p", "sig.", "discordant (b, c)"], rows)
                 if rows else "(fewer than two systems ran)", ""]
@@ -316,7 +322,7 @@ def plot_calibration(results: dict[str, Any], path: Path) -> None:
 
     colours = {n: f"C{i}" for i, n in enumerate(results["systems"])}
     fig, ax = plt.subplots(figsize=(5, 4.6))
-    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect")
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect", zorder=5)
     drawn = 0
     for name in _ok(results):
         cal = (results["metrics"][name][OVERALL].get("claim") or {}).get("stage2_calibration") or {}
