@@ -4,7 +4,8 @@
         --variant default --variant bf16-weights=student.dtype=bfloat16 --variant ckpt=train.gradient_checkpointing=true
 
 On a GPU, the 7-8B recipes on randomly initialised models of the real architecture (config only, no
-download; the embedded tokenizer's ids fit every vocabulary):
+download; the embedded tokenizer supplies the ids, and Mistral's 32,768-token vocabulary is enlarged
+to the tokenizer's 49,152, +0.13B embedding parameters, which the output notes):
 
     python bench/train_throughput.py --recipe recipes/qwen3-8b-lora-80gb.yaml --arch qwen3-8b ...
     python bench/train_throughput.py --recipe recipes/qwen3-8b-qlora-24gb.yaml --arch qwen3-8b ...
@@ -44,16 +45,24 @@ ARCHS: dict[str, dict] = {
 }
 
 
-def random_model(arch: str, folder: Path, layers: int | None, hidden: int | None) -> str:
-    """Save a randomly initialised model of ``arch`` (optionally shrunk) with the embedded tokenizer."""
+def random_model(arch: str, folder: Path, layers: int | None, hidden: int | None) -> tuple[str, str]:
+    """Save a randomly initialised model of ``arch`` (optionally shrunk) with the embedded tokenizer;
+    returns (folder, note on any departure from the real architecture)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from vista_distill.models import resolve_model
 
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(None))
     spec = dict(ARCHS[arch])
+    note = f"{arch}: real architecture, random weights"
+    if len(tokenizer) > spec["vocab_size"]:
+        note = f"{arch}: vocabulary enlarged {spec['vocab_size']} -> {len(tokenizer)} to fit the embedded tokenizer"
+        spec["vocab_size"] = len(tokenizer)
     if layers:
         spec["num_hidden_layers"] = layers
+    if layers or hidden:
+        note += f" (shrunk: layers={layers or spec['num_hidden_layers']}, hidden={hidden or spec['hidden_size']})"
     if hidden:  # smoke tests only
         spec.update(hidden_size=hidden, intermediate_size=hidden * 3, head_dim=hidden // spec["num_attention_heads"])
     model_type = spec.pop("model_type")
@@ -62,9 +71,9 @@ def random_model(arch: str, folder: Path, layers: int | None, hidden: int | None
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     model.save_pretrained(folder)
-    AutoTokenizer.from_pretrained(resolve_model(None)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
     del model
-    return str(folder)
+    return str(folder), note
 
 
 def run_variant(recipe: str, silver: str, stage: str, overrides: list[str], steps: int, warmup: int,
@@ -137,11 +146,12 @@ def main() -> None:
         print("RESULT " + json.dumps(run_variant(**job)), flush=True)
         return
 
-    model_dir = None
+    model_dir, note = None, ""
     tmp_model = None
     if a.arch:
         tmp_model = tempfile.TemporaryDirectory(prefix=f"rand-{a.arch}-")
-        model_dir = random_model(a.arch, Path(tmp_model.name), a.layers, a.hidden)
+        model_dir, note = random_model(a.arch, Path(tmp_model.name), a.layers, a.hidden)
+        print(note)
     rows = []
     for spec in a.variant or ["recipe"]:
         name, _, ov = spec.partition("=")
@@ -154,7 +164,8 @@ def main() -> None:
         if line is None:
             print(f"{name}: failed\n{proc.stderr[-3000:]}", file=sys.stderr)
             continue
-        row = {"variant": name, "overrides": overrides, **json.loads(line[7:])}
+        row = {"variant": name, "overrides": overrides, "recipe": a.recipe, "model_note": note,
+               **json.loads(line[7:])}
         rows.append(row)
         print(f"{name:28s} {row['tokens_per_s']:8.0f} tok/s  {row['s_per_step']:6.2f} s/step  "
               f"{row['tokens_per_step']:6.0f} tok/step  RSS {row['peak_rss_gb']:.2f} GB"
@@ -167,7 +178,8 @@ def main() -> None:
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))
         head = ("| variant | overrides | tokens/s | s/step | tokens/step | examples/s | peak RSS GB | peak CUDA GB "
                 "| weights | bf16 autocast | 4-bit | grad ckpt | dropout | threads | load avg |")
-        lines = [head, "|" + " --- |" * 15]
+        lines = [f"`{a.recipe}`, stage {a.stage[-1]}" + (f"; {note}" if note else "") + f"; device: {rows[0]['device']}",
+                 "", head, "|" + " --- |" * 15]
         for r in rows:
             cuda = f"{r['peak_cuda_gb']:.1f}" if r["peak_cuda_gb"] is not None else "-"
             lines.append(
