@@ -58,7 +58,8 @@ def write_recipe(tmp: Path, silver: Path, **train: object) -> Path:
     raw["name"] = "tiny"
     raw["train"].update({
         "output_dir": str(tmp / "ck"), "silver_dir": str(silver), "max_length": 384, "learning_rate": 1e-3,
-        "per_device_train_batch_size": 2, "logging_steps": 1, "eval_steps": 0, "save_steps": 100, "max_steps": 2,
+        "per_device_train_batch_size": 2, "logging_steps": 1, "eval_steps": 0, "save_steps": 100,
+        "max_steps": 2,
         **train,
     })
     path = tmp / "tiny.yaml"
@@ -99,7 +100,8 @@ def test_training_example_matches_scorer_prompt_and_ends_with_trained_eos(stage2
         # the last token is the template's end-of-turn token, and it is trained on
         assert ids[-1] == eot_id and labels[-1] == eot_id
         # prompt tokens are exactly what the scorer's backend feeds the model, and are masked
-        prefix, suffix = embedded_backend._encode(Request("stage2", tuple(raw[i]["prompt"]), labels=("VERIFIED",)))
+        request = Request("stage2", tuple(raw[i]["prompt"]), labels=("VERIFIED",))
+        prefix, suffix = embedded_backend._encode(request)
         n = len(prefix) + len(suffix)
         assert ids[:n] == prefix + suffix
         assert set(labels[:n]) == {-100}
@@ -182,7 +184,8 @@ def test_balanced_sampler_draws_rare_class_about_half_the_time_and_replays_per_e
 
 def test_missing_silver_folder_names_path_and_layout(tmp_path):
     recipe = load_recipe(write_recipe(tmp_path, tmp_path / "nowhere"))
-    with pytest.raises(sft.TrainError, match=r"nowhere/stage2: no silver data for stage2 \(expected a datasets"):
+    with pytest.raises(sft.TrainError,
+                       match=r"nowhere/stage2: no silver data for stage2 \(expected a datasets"):
         sft.prepare_stage(recipe, "stage2")
 
 
@@ -194,7 +197,8 @@ def test_bad_silver_row_names_split_row_and_conversation(tmp_path):
     first2 = next(i for i, r in enumerate(bad) if r["stage"] == "stage2")
     bad[first2]["label"] = "MAYBE"
     silver_builder.save_silver(bad, tmp_path / "silver", test_fraction=0.0)
-    with pytest.raises(sft.TrainError, match=r"stage2\[train\] row 0 \(conversation .+\): label 'MAYBE' is not one"):
+    with pytest.raises(sft.TrainError,
+                       match=r"stage2\[train\] row 0 \(conversation .+\): label 'MAYBE' is not one"):
         sft.load_silver(tmp_path / "silver", "stage2")
 
 
@@ -226,7 +230,8 @@ def test_recipe_builds_trainer_configs(path):
     recipe = load_recipe(path, ["train.use_cpu=true"])
     args = sft.build_sft_config(recipe, "/tmp/unused", "<|im_end|>", has_eval=True, resuming=False)
     assert args.completion_only_loss is True and args.max_length == recipe.train.max_length
-    assert sft.build_lora_config(recipe).target_modules in ("all-linear", set(recipe.lora.target_modules or []))
+    targets = sft.build_lora_config(recipe).target_modules
+    assert targets in ("all-linear", set(recipe.lora.target_modules or []))
     q = sft.build_quantization_config(recipe, args.bf16)
     assert (q is not None) == ("qlora" in path.stem) == recipe.student.load_in_4bit
     assert ("cpu" in path.stem) == (recipe.student.model is None)
@@ -238,10 +243,12 @@ def test_recipe_builds_trainer_configs(path):
 def test_cpu_recipe_settings():
     r = load_recipe(ROOT / "recipes" / "smollm2-135m-cpu.yaml")
     assert (r.student.model, r.train.bf16, r.train.use_cpu, r.lora.dropout) == (None, True, True, 0.0)
-    assert "gradient_checkpointing" in yaml.safe_load((ROOT / "recipes" / "smollm2-135m-cpu.yaml").read_text())["train"]
+    raw = yaml.safe_load((ROOT / "recipes" / "smollm2-135m-cpu.yaml").read_text())
+    assert "gradient_checkpointing" in raw["train"]
 
 
-@pytest.mark.parametrize("name,kind", [("ddp", "MULTI_GPU"), ("fsdp", "FSDP"), ("deepspeed_zero3", "DEEPSPEED")])
+@pytest.mark.parametrize("name,kind",
+                         [("ddp", "MULTI_GPU"), ("fsdp", "FSDP"), ("deepspeed_zero3", "DEEPSPEED")])
 def test_accelerate_configs(name, kind):
     cfg = yaml.safe_load((ROOT / "recipes" / "accelerate" / f"{name}.yaml").read_text())
     assert cfg["distributed_type"] == kind and cfg["mixed_precision"] == "bf16"
@@ -278,7 +285,8 @@ def test_sigkill_then_resume_then_scorer_loads_adapter(tmp_path, silver):
     out = tmp_path / "ck" / "stage2"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, str(ROOT / "train" / "stage2.py"), "--config", str(recipe_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            cwd=tmp_path)
     try:
         ckpt = _wait_for_checkpoint(proc, out, timeout=300)
         proc.send_signal(signal.SIGKILL)

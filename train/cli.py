@@ -13,7 +13,8 @@ def add_train_subcommand(subparsers: argparse._SubParsersAction) -> argparse.Arg
         "train", help="train the stage LoRA adapters from the recipe's silver data",
         description="Train one LoRA/QLoRA adapter per stage (TRL SFTTrainer + PEFT) into "
                     "<train.output_dir>/<stage>/, in order; a rerun resumes from the last checkpoint. "
-                    "Multi-GPU: accelerate launch --config_file recipes/accelerate/ddp.yaml train/stage2.py ...",
+                    "Multi-GPU: accelerate launch --config_file recipes/accelerate/ddp.yaml "
+                    "train/stage2.py ...",
         epilog="Overrides: --section.key value or section.key=value, e.g. --train.max_steps 50 lora.r=8",
     )
     # Unknown arguments are recipe overrides, not errors (see OverridesParser).

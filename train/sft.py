@@ -66,7 +66,8 @@ class TrainError(ValueError):
 # --------------------------------------------------------------------------------------------------
 
 def silver_root(recipe: Recipe) -> Path:
-    """Folder holding ``stage1/ stage2/ stage3/`` silver datasets (``train.silver_dir`` or ``distill.output_dir``)."""
+    """Folder of the ``stage1/ stage2/ stage3/`` silver datasets (``train.silver_dir``, else
+    ``distill.output_dir``)."""
     return Path(recipe.resolve(recipe.train.silver_dir or recipe.distill.output_dir))
 
 
@@ -76,7 +77,8 @@ def stage_output_dir(recipe: Recipe, stage: str) -> Path:
 
 
 def last_checkpoint(output_dir: str | Path) -> Path | None:
-    """The newest ``checkpoint-N`` whose ``trainer_state.json`` parses (a kill mid-save leaves it absent or torn)."""
+    """The newest ``checkpoint-N`` whose ``trainer_state.json`` parses (a kill mid-save leaves it
+    absent or torn)."""
     root = Path(output_dir)
     if not root.is_dir():
         return None
@@ -120,15 +122,17 @@ def load_silver(root: str | Path, stage: str):
     path = Path(root) / stage
     if not path.exists():
         raise TrainError(
-            f"{path}: no silver data for {stage} (expected a datasets.DatasetDict saved with save_to_disk, splits "
-            f"train/test; write it with `vista-distill distill --config <recipe>` or set train.silver_dir)"
+            f"{path}: no silver data for {stage} (expected a datasets.DatasetDict saved with save_to_disk, "
+            "splits train/test; write it with `vista-distill distill --config <recipe>` or set "
+            "train.silver_dir)"
         )
     try:
         dd = load_from_disk(str(path))
     except Exception as e:  # datasets raises FileNotFoundError / ValueError / IndexError variants
         dd = _load_splits(path, e)
     if not isinstance(dd, DatasetDict):
-        raise TrainError(f"{path}: expected a DatasetDict with splits train/test, got a single {type(dd).__name__}")
+        raise TrainError(f"{path}: expected a DatasetDict with splits train/test, got a single "
+                         f"{type(dd).__name__}")
     if "train" not in dd:
         raise TrainError(f"{path}: no 'train' split (found {sorted(dd)})")
     for split, ds in dd.items():
@@ -138,7 +142,8 @@ def load_silver(root: str | Path, stage: str):
 
 
 def _load_splits(path: Path, error: Exception):
-    """Split by split: datasets cannot reload an empty split it saved (no arrow shard); such a split is dropped."""
+    """Split by split: datasets cannot reload an empty split it saved (no arrow shard); such a split
+    is dropped."""
     from datasets import DatasetDict, load_from_disk
 
     try:
@@ -166,26 +171,34 @@ def _answer(completion: Any) -> str | None:
     return None
 
 
+def _is_message(m: Any) -> bool:
+    return isinstance(m, Mapping) and isinstance(m.get("content"), str) and m.get("role") in (
+        "system", "user", "assistant")
+
+
 def validate_rows(ds, stage: str, where: str) -> None:
     """Check columns and every row; the error names the split, row, conversation and what was expected."""
     missing = [c for c in REQUIRED_COLUMNS if c not in ds.column_names]
     if missing:
         raise TrainError(f"{where}: missing column(s) {missing}; expected at least {list(REQUIRED_COLUMNS)}")
     classes = STAGE_CLASSES.get(stage)
-    cols = ["prompt", "completion", "label"] + [c for c in ("stage", "conversation_id") if c in ds.column_names]
+    cols = ["prompt", "completion", "label"]
+    cols += [c for c in ("stage", "conversation_id") if c in ds.column_names]
     for i, row in enumerate(ds.select_columns(cols)):
-        rid = f"{where} row {i}" + (f" (conversation {row['conversation_id']})" if "conversation_id" in row else "")
+        rid = f"{where} row {i}"
+        if "conversation_id" in row:
+            rid += f" (conversation {row['conversation_id']})"
         if "stage" in row and row["stage"] not in (stage, None, ""):
             raise TrainError(f"{rid}: stage {row['stage']!r} in the {stage} dataset")
         prompt = row["prompt"]
-        if not (isinstance(prompt, list) and prompt and all(
-                isinstance(m, Mapping) and isinstance(m.get("content"), str) and m.get("role") in ("system", "user",
-                                                                                                     "assistant")
-                for m in prompt)) or prompt[-1]["role"] != "user":
-            raise TrainError(f"{rid}: prompt must be a list of {{role, content}} messages ending with a user message")
+        if not (isinstance(prompt, list) and prompt and all(_is_message(m) for m in prompt)) \
+                or prompt[-1]["role"] != "user":
+            raise TrainError(f"{rid}: prompt must be a list of {{role, content}} messages ending with a user "
+                             "message")
         answer = _answer(row["completion"])
         if answer is None or not answer.strip():
-            raise TrainError(f"{rid}: completion must be [{{'role': 'assistant', 'content': <non-empty answer>}}]")
+            raise TrainError(f"{rid}: completion must be [{{'role': 'assistant', 'content': <non-empty "
+                             "answer>}]")
         if classes is not None and row["label"] not in classes:
             raise TrainError(f"{rid}: label {row['label']!r} is not one of {list(classes)}")
 
@@ -216,12 +229,14 @@ def end_of_turn(tokenizer: Any) -> tuple[str, int]:
         if tid in special or tid in known:
             return tokenizer.convert_ids_to_tokens(tid), int(tid)
     if tokenizer.eos_token_id is None:
-        raise TrainError(f"{getattr(tokenizer, 'name_or_path', 'tokenizer')}: no end-of-turn token in the chat "
+        name = getattr(tokenizer, "name_or_path", "tokenizer")
+        raise TrainError(f"{name}: no end-of-turn token in the chat "
                          "template and no eos_token: the student could not learn to stop")
     return tokenizer.eos_token, int(tokenizer.eos_token_id)
 
 
-def encode_example(tokenizer: Any, prompt: list[dict[str, str]], completion: Any, eot_id: int) -> dict[str, list[int]]:
+def encode_example(tokenizer: Any, prompt: list[dict[str, str]], completion: Any,
+                   eot_id: int) -> dict[str, list[int]]:
     """``input_ids`` and ``completion_mask`` of one example.
 
     Prompt ids are what ``TransformersBackend`` feeds the model (rendered with the generation prompt,
@@ -393,9 +408,11 @@ def _accelerator_available() -> bool:
 
 
 def model_dtype(recipe: Recipe, bf16: bool) -> str:
-    dtype = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}.get(recipe.student.dtype, recipe.student.dtype)
+    aliases = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}
+    dtype = aliases.get(recipe.student.dtype, recipe.student.dtype)
     if dtype not in ("bfloat16", "float32", "float16"):
-        raise RecipeError(f"{recipe.path}: student.dtype {recipe.student.dtype!r}; expected bfloat16, float32 or float16")
+        raise RecipeError(f"{recipe.path}: student.dtype {recipe.student.dtype!r}; expected bfloat16, "
+                          "float32 or float16")
     return "float32" if dtype == "bfloat16" and not bf16 else dtype
 
 
@@ -426,8 +443,8 @@ def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has
 
     t = recipe.train
     if not t.use_cpu and not _accelerator_available():
-        raise RecipeError(f"{recipe.path}: train.use_cpu is false but no GPU is visible; run on a GPU machine or "
-                          "override train.use_cpu=true")
+        raise RecipeError(f"{recipe.path}: train.use_cpu is false but no GPU is visible; run on a GPU "
+                          "machine or override train.use_cpu=true")
     bf16 = t.bf16 and bf16_supported(t.use_cpu)
     if t.bf16 and not bf16:
         log.warning("%s: bf16 is not supported on this GPU; training in fp32", recipe.path)
@@ -442,7 +459,8 @@ def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has
         gradient_checkpointing=t.gradient_checkpointing, bf16=bf16, use_cpu=t.use_cpu,
         logging_steps=t.logging_steps, save_strategy="steps", save_steps=t.save_steps,
         save_total_limit=t.save_total_limit, eval_strategy="steps" if has_eval and t.eval_steps > 0 else "no",
-        eval_steps=t.eval_steps if t.eval_steps > 0 else None, eval_on_start=has_eval and t.eval_steps > 0 and not resuming,
+        eval_steps=t.eval_steps if t.eval_steps > 0 else None,
+        eval_on_start=has_eval and t.eval_steps > 0 and not resuming,
         seed=t.seed, completion_only_loss=True, eos_token=eos_token, model_init_kwargs=init_kwargs,
         report_to="none", dataloader_num_workers=0, logging_first_step=True,
     )
@@ -478,12 +496,13 @@ def write_model_card(path: Path, summary: dict[str, Any]) -> None:
         "",
         f"# {s['recipe']} / {s['stage']}: VISTA {s['stage']} student adapter",
         "",
-        f"LoRA adapter for stage {s['stage'][-1]} of the VISTA pipeline, trained by vista-distill on a teacher's "
-        "silver data (compact student prompts). Use the folder above this one as the scorer's adapters:",
+        f"LoRA adapter for stage {s['stage'][-1]} of the VISTA pipeline, trained by vista-distill on a "
+        "teacher's silver data (compact student prompts). Use the folder above this one as the scorer's "
+        "adapters:",
         "",
         "```bash",
-        f"vista-distill score --input dialogues.json --output out.jsonl --adapters {Path(s['output_dir']).parent}"
-        + (f" --model {s['base_model']}" if s["base_model_arg"] else ""),
+        "vista-distill score --input dialogues.json --output out.jsonl --adapters "
+        f"{Path(s['output_dir']).parent}" + (f" --model {s['base_model']}" if s["base_model_arg"] else ""),
         "```",
         "",
         "## Data",
@@ -508,15 +527,18 @@ def write_model_card(path: Path, summary: dict[str, Any]) -> None:
     lines += ["", "## Hyperparameters", "", "| | |", "| --- | --- |"]
     lines += [f"| {k} | {v} |" for k, v in hp.items()]
     r = s["results"]
+    weighted = s["class_balance"]["mode"] == "weights" and s["class_balance"]["weights"]
+    evals = (f"* eval loss: {_fmt(r['first_eval_loss'])} at step {r['first_eval_step']} -> "
+             f"{_fmt(r['final_eval_loss'])} at step {r['final_eval_step']}"
+             if r["final_eval_loss"] is not None else "* eval loss: no test split")
     lines += [
         "", "## Results", "",
         f"Steps {r['global_step']}, {r['train_tokens']} training tokens, {r['train_runtime_s']:.0f} s"
         + (f", resumed from `{Path(s['resumed_from']).name}`" if s.get("resumed_from") else "") + ".",
         "",
         f"* final train loss (last logged): {_fmt(r['final_train_loss'])}"
-        + (" (class-weighted)" if s["class_balance"]["mode"] == "weights" and s["class_balance"]["weights"] else ""),
-        f"* eval loss: {_fmt(r['first_eval_loss'])} at step {r['first_eval_step']} -> {_fmt(r['final_eval_loss'])} "
-        f"at step {r['final_eval_step']}" if r["final_eval_loss"] is not None else "* eval loss: no test split",
+        + (" (class-weighted)" if weighted else ""),
+        evals,
         "",
         "| step | train loss | eval loss |",
         "| ---: | ---: | ---: |",
@@ -569,7 +591,8 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
         raise TrainError(f"unknown stage {stage!r}; expected one of {list(STAGES)}")
     t = recipe.train
     if t.class_balance not in CLASS_BALANCE:
-        raise RecipeError(f"{recipe.path}: train.class_balance {t.class_balance!r}; expected one of {list(CLASS_BALANCE)}")
+        raise RecipeError(f"{recipe.path}: train.class_balance {t.class_balance!r}; expected one of "
+                          f"{list(CLASS_BALANCE)}")
     if t.cpu_threads:
         import torch
 
@@ -592,7 +615,9 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
     if len(train_ds) == 0:
         raise TrainError(f"{root / stage}[train]: no example fits train.max_length={t.max_length}")
     test = dd["test"] if "test" in dd and len(dd["test"]) else None
-    eval_ds, dropped_test = encode_split(test, tokenizer, eot_id, t.max_length) if test is not None else (None, 0)
+    eval_ds, dropped_test = None, 0
+    if test is not None:
+        eval_ds, dropped_test = encode_split(test, tokenizer, eot_id, t.max_length)
     if eval_ds is not None and len(eval_ds) == 0:
         eval_ds = None
     sample_weights = [weights[lab] for lab in train_ds["label"]] if mode == "sampler" else None
@@ -607,8 +632,8 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
     args = build_sft_config(recipe, out, eot, has_eval=eval_ds is not None, resuming=resume is not None)
     trainer = _trainer_class()(
         model=model_path, args=args, train_dataset=train_ds, eval_dataset=eval_ds, processing_class=tokenizer,
-        peft_config=build_lora_config(recipe), quantization_config=build_quantization_config(recipe, args.bf16),
-        sample_weights=sample_weights,
+        peft_config=build_lora_config(recipe), sample_weights=sample_weights,
+        quantization_config=build_quantization_config(recipe, args.bf16),
     )
     return StageRun(recipe, stage, trainer, out, root, manifest, dd, eot, mode, weights,
                     (dropped_train, dropped_test), resume, fingerprint)
@@ -666,7 +691,8 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
         "gradient_accumulation_steps": t.gradient_accumulation_steps, "world_size": args.world_size,
         "max_length": t.max_length, "lora_r": recipe.lora.r, "lora_alpha": recipe.lora.alpha,
         "lora_dropout": recipe.lora.dropout, "target_modules": recipe.lora.target_modules,
-        "load_in_4bit": recipe.student.load_in_4bit, "dtype": str(args.model_init_kwargs["dtype"]), "bf16": args.bf16,
+        "load_in_4bit": recipe.student.load_in_4bit, "dtype": str(args.model_init_kwargs["dtype"]),
+        "bf16": args.bf16,
         "gradient_checkpointing": t.gradient_checkpointing, "seed": t.seed, "eos_token": run.eos_token,
         "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
     }
@@ -676,28 +702,34 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "recipe": recipe.name, "recipe_path": recipe.path, "stage": stage, "output_dir": str(out),
         # the embedded model is this checkpoint, dequantised from its Q4_1 GGUF
-        "base_model": recipe.student.model or "HuggingFaceTB/SmolLM2-135M-Instruct", "base_model_arg": recipe.student.model,
+        "base_model": recipe.student.model or "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "base_model_arg": recipe.student.model,
         "teacher": manifest.get("teacher") or ", ".join(teachers) or "unknown",
         "silver": {
             "path": str(run.silver_dir / stage), "fingerprint": run.fingerprint,
             "manifest_fingerprint": manifest.get("fingerprint"),
-            "train_examples": len(trainer.train_dataset), "test_examples": len(eval_ds) if eval_ds is not None else 0,
+            "train_examples": len(trainer.train_dataset),
+            "test_examples": len(eval_ds) if eval_ds is not None else 0,
             "dropped_train": run.dropped[0], "dropped_test": run.dropped[1],
-            "prompt_style": sorted(set(dd["train"]["prompt_style"])) if "prompt_style" in dd["train"].column_names
-            else None,
+            "prompt_style": (sorted(set(dd["train"]["prompt_style"]))
+                             if "prompt_style" in dd["train"].column_names else None),
         },
-        "class_balance": {"mode": run.class_balance, "counts": dict(sorted(Counter(dd["train"]["label"]).items()))
-                          if run.class_balance != "none" else {}, "weights": run.weights},
+        "class_balance": {"mode": run.class_balance, "weights": run.weights,
+                          "counts": dict(sorted(Counter(dd["train"]["label"]).items()))
+                          if run.class_balance != "none" else {}},
         "hyperparameters": hp,
         "resumed_from": str(run.resume) if run.resume is not None else None,
         "results": {
             "global_step": trainer.state.global_step, "train_runtime_s": runtime,
             "train_tokens": int(getattr(trainer, "_total_train_tokens", 0)),
             "final_train_loss": train_losses[-1][1] if train_losses else None,
-            "first_eval_step": evals[0][0] if evals else None, "first_eval_loss": evals[0][1] if evals else None,
-            "final_eval_step": evals[-1][0] if evals else None, "final_eval_loss": evals[-1][1] if evals else None,
+            "first_eval_step": evals[0][0] if evals else None,
+            "first_eval_loss": evals[0][1] if evals else None,
+            "final_eval_step": evals[-1][0] if evals else None,
+            "final_eval_loss": evals[-1][1] if evals else None,
             "train_loss_mean": result.training_loss, "curve": _curve(history),
-            "peak_cuda_memory_gb": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
+            "peak_cuda_memory_gb": (torch.cuda.max_memory_allocated() / 2**30
+                                    if torch.cuda.is_available() else None),
         },
     }
     if trainer.accelerator.is_main_process:
@@ -713,7 +745,10 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
 
 def train_stages(recipe: Recipe, stages: Sequence[str] | str = "all") -> list[dict[str, Any]]:
     """Train stages in order (``"all"``: ``recipe.train.stages``)."""
-    todo = list(recipe.train.stages) if stages == "all" else [stages] if isinstance(stages, str) else list(stages)
+    if stages == "all":
+        todo = list(recipe.train.stages)
+    else:
+        todo = [stages] if isinstance(stages, str) else list(stages)
     bad = [s for s in todo if s not in STAGES]
     if bad:
         raise TrainError(f"unknown stage(s) {bad}; expected {list(STAGES)}")

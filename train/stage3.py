@@ -1,4 +1,5 @@
-"""Train the stage 3 adapter (why unverifiable: OUT-OF-SCOPE / CONTRADICTED / LACKING EVIDENCE / ABSTENTION) from a recipe's silver data.
+"""Train the stage 3 adapter (why unverifiable: OUT-OF-SCOPE / CONTRADICTED / LACKING EVIDENCE /
+ABSTENTION) from a recipe's silver data.
 
     accelerate launch train/stage3.py --config recipes/smollm2-135m-cpu.yaml [--train.max_steps 50]
     python train/stage3.py --config recipes/smollm2-135m-cpu.yaml train.learning_rate=1e-4
