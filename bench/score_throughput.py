@@ -41,6 +41,8 @@ def main() -> None:
     ap.add_argument("--input", default=str(DEFAULT_INPUT if DEFAULT_INPUT.exists() else SAMPLE))
     ap.add_argument("--limit", type=int, default=8)
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch CPU threads (1 avoids OpenMP stalls when other jobs share the cores)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "score_throughput.md"))
     args = ap.parse_args()
 
@@ -50,6 +52,8 @@ def main() -> None:
     from vista_distill.local_backend import TransformersBackend
     from vista_distill.scorer import VistaScorer
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     convs = read_conversations(args.input)[: args.limit]
     backend = TransformersBackend(dtype=args.dtype)
     scorer = VistaScorer(backend=backend)
@@ -68,7 +72,7 @@ def main() -> None:
         "# Scoring throughput: batched vs one request at a time",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, no GPU; torch {torch.__version__}, "
-        f"{args.dtype}; model: embedded SmolLM2-135M-Instruct; few-shot prompts, label scoring for stages 2-3.",
+        f"{args.dtype}, {torch.get_num_threads()} torch thread(s); model: embedded SmolLM2-135M-Instruct; few-shot prompts, label scoring for stages 2-3.",
         f"Input: `{Path(args.input).name}`, first {len(convs)} conversations, {turns} assistant turns. "
         f"Load average (1 min) before/after: {load_before[0]:.1f} / {load_after[0]:.1f} "
         "(other jobs were running on this shared machine; ratios from one run are comparable, absolute times less so).",
