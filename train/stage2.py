@@ -6,16 +6,7 @@
 Multi-GPU: add `--config_file recipes/accelerate/{ddp,fsdp,deepspeed_zero3}.yaml` after `accelerate launch`.
 """
 
-import os
-import sys
-
 if __name__ == "__main__":
-    # Run as a file, this folder would come first on sys.path and its modules (cli.py, sft.py) could
-    # shadow top-level ones; the code lives in the installed package.
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    try:
-        from vista_distill.train.sft import main
-    except ImportError as e:
-        sys.exit(f"error: vista_distill is not importable ({e}); install the clone first: pip install -e .")
-    sys.exit(main("stage2"))
+    from _launch import launch  # train/ is on sys.path when this file is run
+
+    launch("stage2")
