@@ -33,8 +33,9 @@ class DataSource:
 class DataConfig:
     train: list[DataSource] = field(default_factory=list)   # material the teacher labels
     test: list[DataSource] = field(default_factory=list)    # held-out evaluation material
-    test_fraction: float = 0.0    # >0: split train material by dialogue instead of a separate test list
+    test_fraction: float = 0.0    # >0: hold out this share of each train source's dialogues (plus data.test)
     seed: int = 0
+    drop_test_leaks: bool = False # data.test conversations sharing a dialogue with train: drop (else an error)
 
 
 @dataclass

@@ -53,6 +53,7 @@ def add_data_subcommands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     g.add_argument("--turn-label", choices=("none", "from_claims"),
                    help="finedialfact: turn labels from claims?")
     g.add_argument("--evidence", choices=("all", "selected"), help="finedialfact: passages in the reference")
+    g.add_argument("--claims", choices=("none", "response"), help="dialfact: the response as the turn's one claim")
     p.add_argument("--against", action="append", default=[], metavar="FILE",
                    help="held-out conversations (e.g. test material) that the output must not share a "
                         "dialogue with; a leak is an error unless --drop-leaks (repeatable)")
@@ -91,7 +92,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         options = {"split": args.split, "ambiguous": args.ambiguous, "on_error": args.on_error,
                    "label_map": _label_map(args.label_map), "wow": args.wow, "qrecc": args.qrecc,
                    "qrecc_passages": args.qrecc_passages, "responses": args.responses, "text": args.text,
-                   "speakers": args.speakers, "turn_label": args.turn_label, "evidence": args.evidence}
+                   "speakers": args.speakers, "turn_label": args.turn_label, "evidence": args.evidence,
+                   "claims": args.claims}
         result = load_benchmark(args.benchmark, args.source, **options)
         report = result.report
         print(report.summary())

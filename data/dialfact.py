@@ -9,6 +9,11 @@ Mapping: SUPPORTS -> faithful; REFUTES -> hallucinated; NOT ENOUGH INFO on a fac
 hallucinated (lacking evidence); NOT ENOUGH INFO on a personal response (an opinion or personal
 experience, which VISTA would call out of scope) -> the ``ambiguous`` option. The reference is
 the evidence snippets, each as "title\\nsnippet", separated by blank lines.
+
+Claims (``claims="response"``): DialFact verifies each response as one claim (its responses are
+single-sentence claims, Gupta et al. 2022 section 3), so the response can serve as the turn's one
+gold claim: SUPPORTS -> VERIFIED, REFUTES -> CONTRADICTED, NOT ENOUGH INFO -> LACKING EVIDENCE on a
+factual response and OUT-OF-SCOPE on a personal one. Default ``"none"``: no claims.
 """
 
 from __future__ import annotations
@@ -31,13 +36,16 @@ from .loading import (
     resolve,
     source_files,
 )
-from .schema import FAITHFUL, HALLUCINATED
+from .schema import CONTRADICTED, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, OUT_OF_SCOPE, VERIFIED, Claim
 
 SOURCE = "DialFact"
 DOWNLOAD = "https://github.com/salesforce/DialFact (data/valid_split.jsonl, data/test_split.jsonl)"
 LABELS = {"supports": FAITHFUL, "refutes": HALLUCINATED, "not enough info": HALLUCINATED,
           "not enough info/personal": AMBIGUOUS}
 SPLIT_PATTERNS = ("**/{split}_split.jsonl", "**/{split}*.jsonl")
+CLAIMS_CHOICES = ("none", "response")
+CLAIM_LABELS = {"supports": VERIFIED, "refutes": CONTRADICTED, "not enough info": LACKING_EVIDENCE,
+                "not enough info/personal": OUT_OF_SCOPE}
 
 
 def render_evidence(evidence: list) -> str:
@@ -45,22 +53,25 @@ def render_evidence(evidence: list) -> str:
 
 
 def load_dialfact(source: str | os.PathLike, *, split: str | None = None, ambiguous: str = DEFAULT_AMBIGUOUS,
-                  on_error: str = "raise", label_map: Mapping[str, str] | None = None) -> LoadResult:
+                  on_error: str = "raise", label_map: Mapping[str, str] | None = None,
+                  claims: str = "none") -> LoadResult:
     """Load a DialFact JSONL file (or ``{split}_split.jsonl`` under a directory).
 
     ``label_map`` keys are the normalised labels above; "not enough info/personal" is NEI on a
-    personal response.
+    personal response. ``claims="response"``: the response is the turn's one gold claim (see above).
     """
     check_options(ambiguous, on_error)
+    if claims not in CLAIMS_CHOICES:
+        raise ValueError(f"claims must be one of {CLAIMS_CHOICES}, got {claims!r}")
     try:
         files = source_files(source, split, SPLIT_PATTERNS, "DialFact JSONL")
     except FileNotFoundError as e:
         raise FileNotFoundError(f"{e}; DialFact is published at {DOWNLOAD}") from e
     labels = LabelTable(LABELS, label_map)
-    return merge_results([_load_file(f, labels, ambiguous, on_error) for f in files], source, "dialfact")
+    return merge_results([_load_file(f, labels, ambiguous, on_error, claims) for f in files], source, "dialfact")
 
 
-def _load_file(path: Path, labels: LabelTable, ambiguous: str, on_error: str) -> LoadResult:
+def _load_file(path: Path, labels: LabelTable, ambiguous: str, on_error: str, claims: str) -> LoadResult:
     sink = RowSink(path, "dialfact", on_error)
     convs = []
     with open(path, encoding="utf-8") as f:
@@ -89,7 +100,7 @@ def _load_file(path: Path, labels: LabelTable, ambiguous: str, on_error: str) ->
             if gold is None:
                 sink.drop(i, f"ambiguous label (ambiguous='drop') -- {key}")
                 continue
-            convs.append(exchange(
+            conv = exchange(
                 f"{SOURCE}-{rec['id']}", SOURCE, rec["context"], rec["response"],
                 render_evidence(rec["evidence_list"]), gold,
                 {"original_label": original, "type_label": rec.get("type_label"),
@@ -98,7 +109,11 @@ def _load_file(path: Path, labels: LabelTable, ambiguous: str, on_error: str) ->
                 {"benchmark": "dialfact", "file": path.name, "row": i,
                  # Several responses continue one context: one dialogue for splitting.
                  "dialogue_id": str(rec.get("context_id") or rec["id"]).split("--")[0]},
-            ))
+            )
+            if claims == "response":
+                conv.turns[-1].gold_claims = [Claim(rec["response"].strip(), CLAIM_LABELS[key.strip().lower()])]
+                conv.turns[-1].meta["claims_complete"] = False   # the response as is, not a decomposition
+            convs.append(conv)
             sink.ok()
     return sink.finish(convs)
 

@@ -166,6 +166,7 @@ def _record(path: Path, i: int, rec: Any, few_shot: bool, ambiguous: str, turn_l
     turns.append(Turn(ASSISTANT, rec[reply], reference=reference, gold_label=gold,
                       gold_claims=[Claim(rec["atomic_fact"], category)],
                       meta={"original_label": original, "label_source": source_of_label,
+                            "claims_complete": False,   # one annotated fact, not the turn's decomposition
                             "is_factual_claim": rec.get("isFactualClaim"), "model": rec.get("type"),
                             "dataset_reply": rec.get("B"),
                             "selected_evidence": [e.get("id") for e in ev if e.get("selected")]}))

@@ -40,7 +40,9 @@ class LabelsBackend:
             for turn in conv.turns:
                 if turn.gold_claims is None:
                     continue
-                self.claims[_norm(turn.text)] = [c.text for c in turn.gold_claims]
+                # Data annotating a few facts per record (FineDialFact) repeats a turn: answer with all of them.
+                known = self.claims.setdefault(_norm(turn.text), [])
+                known += [c.text for c in turn.gold_claims if c.text not in known]
                 for c in turn.gold_claims:
                     if c.label is not None and turn.reference is not None:
                         self.categories[(_norm(turn.reference), _norm(c.text))] = c.label

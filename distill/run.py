@@ -78,23 +78,38 @@ def load_source(src: DataSource) -> tuple[list[Conversation], dict[str, Any]]:
 
 
 def load_material(recipe: Recipe) -> Material:
-    """Train and test material of a recipe; raises ``LeakageError`` if any test dialogue is in train."""
-    from ..data.splits import assert_no_leak, split_by_dialogue
+    """Train and test material of a recipe.
+
+    With ``data.test_fraction`` > 0 each train source is split by dialogue (so every source is
+    represented on both sides) and ``data.test`` sources are added to the test side. Raises
+    ``LeakageError`` if any test dialogue is in train, unless ``data.drop_test_leaks`` (then the
+    leaking test conversations are dropped and counted in the reports).
+    """
+    from ..data.splits import assert_no_leak, drop_leaks, split_by_dialogue
 
     if not recipe.data.train:
         raise ValueError(f"{recipe.path or 'recipe'}: data.train lists no sources for the teacher")
     train: list[Conversation] = []
     test: list[Conversation] = []
     reports = []
-    for role, sources, dest in (("train", recipe.data.train, train), ("test", recipe.data.test, test)):
-        for src in sources:
-            convs, report = load_source(src)
-            dest += convs
-            reports.append({"role": role, **report})
     f = recipe.data.test_fraction
-    if f > 0 and not recipe.data.test:
-        parts = split_by_dialogue(train, {"train": 1.0 - f, "test": f}, seed=recipe.data.seed)
-        train, test = parts["train"], parts["test"]
+    for src in recipe.data.train:
+        convs, report = load_source(src)
+        if f > 0:
+            parts = split_by_dialogue(convs, {"train": 1.0 - f, "test": f}, seed=recipe.data.seed)
+            train += parts["train"]
+            test += parts["test"]
+            report["split"] = {"train": len(parts["train"]), "test": len(parts["test"])}
+        else:
+            train += convs
+        reports.append({"role": "train", **report})
+    for src in recipe.data.test:
+        convs, report = load_source(src)
+        if recipe.data.drop_test_leaks:
+            convs, leaks = drop_leaks(convs, train)
+            report["dropped_leaks"] = len(leaks)
+        test += convs
+        reports.append({"role": "test", **report})
     assert_no_leak(train, test)
     return Material(train, test, reports)
 

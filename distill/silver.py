@@ -35,8 +35,8 @@ from ..prompts import PROMPTS_VERSION, Speakers, build_messages, get_template, s
 STAGES = ("stage1", "stage2", "stage3")
 COLUMNS = ("prompt", "completion", "label", "stage", "conversation_id", "dialogue_id", "source", "teacher",
            "prompt_style", "prompt_version")
-DROP_REASONS = ("parse failure", "verdict unknown", "gold disagreement", "self-consistency", "duplicate",
-                "class balance")
+DROP_REASONS = ("parse failure", "verdict unknown", "gold disagreement", "partial claims", "self-consistency",
+                "duplicate", "class balance")
 
 
 @dataclass
@@ -123,6 +123,9 @@ def collect_candidates(conversations: Sequence[Conversation], results: Sequence[
                 c1.reject("parse failure", c1.error)
             elif turn_drop:
                 c1.reject(*turn_drop)
+            elif conv.turns[i].meta.get("claims_complete") is False:
+                # e.g. FineDialFact annotates a few facts of a turn: good stage 2/3 data, no decomposition
+                c1.reject("partial claims", "the data annotates only some claims of this turn")
             out.append(c1)
 
             if res.scored:

@@ -75,13 +75,16 @@ class EvalResult:
 # -- material ------------------------------------------------------------------------------------------
 
 def load_test_material(recipe: Recipe, input_path: str | None = None) -> tuple[list[Conversation], list[dict]]:
-    """Conversations to evaluate on: ``input_path`` if given, else ``data.test``, else the recipe's
-    ``data.test_fraction`` split of its train material."""
+    """Conversations to evaluate on: ``input_path`` if given, else the recipe's held-out material
+    (``data.test_fraction`` of each train source and/or the ``data.test`` sources)."""
     from ..distill.run import load_material, load_source
 
     if input_path:
         convs, report = load_source(DataSource(benchmark="file", source=input_path))
         return convs, [{"role": "test", **report}]
+    if recipe.data.test_fraction > 0 or (recipe.data.test and recipe.data.drop_test_leaks):
+        material = load_material(recipe)
+        return material.test, list(material.reports)
     if recipe.data.test:
         convs, reports = [], []
         for src in recipe.data.test:
@@ -89,9 +92,6 @@ def load_test_material(recipe: Recipe, input_path: str | None = None) -> tuple[l
             convs += c
             reports.append({"role": "test", **report})
         return convs, reports
-    if recipe.data.test_fraction > 0:
-        material = load_material(recipe)
-        return material.test, [r for r in material.reports]
     raise EvalError(f"{recipe.path or 'recipe'}: no test material: pass --input FILE, or list data.test "
                     "sources, or set data.test_fraction")
 

@@ -317,6 +317,17 @@ def test_dialfact_labels_and_context():
     assert_reconciled(dropped, 4, 3, 1)
 
 
+def test_dialfact_response_as_claim():
+    res = load_benchmark("dialfact", FIX / "dialfact" / "test_split.jsonl", claims="response")
+    claims = [c.turns[c.scored_turns[0]].gold_claims for c in res]
+    assert [[x.label for x in cs] for cs in claims] == [
+        ["VERIFIED"], ["CONTRADICTED"], ["LACKING EVIDENCE"], ["OUT-OF-SCOPE"]]
+    assert claims[0][0].text == "Yes, Mount Etna is an active stratovolcano."
+    assert load_benchmark("dialfact", FIX / "dialfact" / "test_split.jsonl")[0].turns[3].gold_claims is None
+    with pytest.raises(ValueError, match="claims must be one of"):
+        load_benchmark("dialfact", FIX / "dialfact" / "test_split.jsonl", claims="sentences")
+
+
 def test_dialfact_malformed_rows(tmp_path):
     lines = (FIX / "dialfact" / "test_split.jsonl").read_text(encoding="utf-8").splitlines()
     rec = json.loads(lines[1])
