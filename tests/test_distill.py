@@ -178,3 +178,53 @@ def test_recipe_errors_name_the_problem(tmp_path):
     recipe = write_recipe(tmp_path / "r.yaml", tmp_path / "silver", distill={"self_consistency_k": 3})
     r = cli("--config", str(recipe))
     assert r.returncode == 2 and "self_consistency_k" in r.stderr
+
+
+def test_mixed_material_split_per_source_and_partial_claims(tmp_path):
+    """DialFact (response = one claim) and FineDialFact (one annotated fact per record) feed stages 2
+    and 3 only; each train source is split by dialogue; a test source that shares dialogues with the
+    train material is dropped conversation by conversation when data.drop_test_leaks is set."""
+    from vista_distill.config import load_recipe
+    from vista_distill.distill.run import load_material
+    from vista_distill.eval.run import load_test_material
+
+    from conftest import FIXTURES
+
+    out = tmp_path / "silver"
+    dialfact = {"benchmark": "dialfact", "source": str(FIXTURES / "dialfact" / "test_split.jsonl"),
+                "options": {"claims": "response", "ambiguous": "faithful"}}
+    finedialfact = {"benchmark": "finedialfact", "source": str(FIXTURES / "finedialfact" / "annotated_test_data.json")}
+    path = write_recipe(tmp_path / "r.yaml", out, data={
+        "train": [{"benchmark": "vista-human", "source": str(SAMPLE)}, dialfact, finedialfact],
+        "test": [dialfact], "test_fraction": 0.0, "drop_test_leaks": True})
+    # every DialFact test conversation is also train material: all dropped, none raised
+    material = load_material(load_recipe(str(path)))
+    assert not [c for c in material.test if c.source == "DialFact"]
+    assert next(r for r in material.reports if r["role"] == "test")["dropped_leaks"] == 4
+
+    r = cli("--config", str(path), "distill.test_fraction=0")
+    assert r.returncode == 0, r.stderr
+    manifest = check_export(out)
+    from datasets import load_from_disk
+
+    stage1 = load_from_disk(str(out / "stage1"))["train"]
+    assert set(stage1["source"]) == {"sample"}, "partial claims reached stage 1"
+    assert manifest["filters"]["report"]["stage1"]["dropped"]["partial claims"] >= 4
+    stage2 = load_from_disk(str(out / "stage2"))["train"]
+    df = {row["prompt"][1]["content"].rsplit("CLAIM:\n", 1)[1]: row["label"] for row in stage2 if row["source"] == "DialFact"}
+    assert df["Yes, Mount Etna is an active stratovolcano."] == "VERIFIED"
+    assert sorted(df.values()).count("UNVERIFIABLE") == 3
+    stage3 = load_from_disk(str(out / "stage3"))["train"]
+    assert {"CONTRADICTED", "LACKING EVIDENCE", "OUT-OF-SCOPE"} <= set(
+        row["label"] for row in stage3 if row["source"] == "DialFact")
+    assert any(row["source"] == "FineDialFact" for row in stage2)
+
+    # test_fraction: every train source contributes to both sides, and eval sees the same held-out set
+    path = write_recipe(tmp_path / "r2.yaml", out, data={
+        "train": [{"benchmark": "vista-human", "source": str(SAMPLE)}, dialfact],
+        "test": [], "test_fraction": 0.5, "drop_test_leaks": False})
+    recipe = load_recipe(str(path))
+    material = load_material(recipe)
+    for src in ("DialFact",):
+        assert [c for c in material.train if c.source == src] and [c for c in material.test if c.source == src]
+    assert [c.id for c in load_test_material(recipe)[0]] == [c.id for c in material.test]
