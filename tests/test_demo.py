@@ -1,0 +1,276 @@
+"""``vista-distill demo`` end to end, shrunken: the slow test of the suite (no mocks).
+
+The real command in a subprocess, as a user runs it, twice in one folder: the embedded SmolLM2-135M
+distils silver data as the few-shot teacher, three LoRA adapters are trained, student/base/teacher
+are evaluated on held-out FaithDial dialogues and a report is written. Recipe overrides make it
+small: 5 bundled dialogues (3 for the teacher, 2 held out), at most 2 claims per turn, short
+generation budgets, 2 training steps per stage at batch size 2, one torch thread.
+
+Measured on the 2-core dev machine with a training job busy on the other core: `pytest tests/test_demo.py`
+took 1 min 50 s to 2 min 1 s in three runs (the two demo runs ~1 min 50 s, checks ~6 s); the two demo
+runs took ~2.5 min by hand when the machine was busier (load average 3).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vista_distill.data.schema import STAGE2_LABELS, STAGE3_LABELS
+
+pytestmark = pytest.mark.slow
+
+STAGES = ("stage1", "stage2", "stage3")
+SYSTEMS = ("student", "base", "teacher")
+PLOTS = ("accuracy.png", "confusion_stage3.png", "calibration.png")
+MAX_STEPS = 2
+BATCH = 2
+OVERRIDES = [
+    "data.train=[{benchmark: file, source: data/samples/faithdial_wow_sample.jsonl, n: 5}]",
+    "data.test_fraction=0.4",                       # 3 dialogues for the teacher, 2 held out
+    "distill.max_claims=2",
+    "teacher.max_new_tokens={stage1: 96, stage3: 48}",
+    "eval.max_new_tokens={stage1: 96, stage3: 48}",
+    f"train.max_steps={MAX_STEPS}",
+    f"train.per_device_train_batch_size={BATCH}",
+    f"train.save_steps={MAX_STEPS}",                # checkpoint at the last step (recipe: 12 = 2 x 6)
+    "train.logging_steps=1",
+    "train.cpu_threads=1",
+    "eval.threads=1",
+    "eval.bootstrap=20",
+]
+
+
+@dataclass
+class DemoRuns:
+    out: Path
+    first: subprocess.CompletedProcess
+    second: subprocess.CompletedProcess
+    results1: dict[str, Any]         # eval/results.json after the first run
+    manifest1: dict[str, Any]        # silver/manifest.json after the first run
+    adapters1: dict[str, dict]       # stage -> adapter tensors after the first run
+    summaries1: dict[str, dict]      # stage -> training_summary.json after the first run
+
+
+def _demo(out: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """One ``python -m vista_distill demo`` run; fails the test with its output if it fails."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [sys.executable, "-m", "vista_distill", "demo", "--output-dir", str(out), *OVERRIDES]
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    tail = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"demo exited {proc.returncode}\n{tail}"
+    return proc
+
+
+def _json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _tensors(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "adapter_model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRuns:
+    """The demo run twice into one output folder, with a snapshot taken between the runs."""
+    root = tmp_path_factory.mktemp("demo")
+    out = root / "run"
+    first = _demo(out, root)
+    ckpt = out / "checkpoints"
+    snapshot = dict(results1=_json(out / "eval" / "results.json"),
+                    manifest1=_json(out / "silver" / "manifest.json"),
+                    adapters1={s: _tensors(ckpt / s) for s in STAGES},
+                    summaries1={s: _json(ckpt / s / "training_summary.json") for s in STAGES})
+    second = _demo(out, root)
+    return DemoRuns(out, first, second, **snapshot)
+
+
+def _closing_summary(stdout: str) -> str:
+    assert "demo finished in" in stdout, stdout[-3000:]
+    return stdout[stdout.rindex("demo finished in"):]
+
+
+def test_progress_and_closing_summary(demo: DemoRuns) -> None:
+    out, stdout, stderr = demo.out, demo.first.stdout, demo.first.stderr
+    steps = [int(m) for m in re.findall(r"^\[(\d)/4\] ", stdout, re.M)]
+    assert steps == [1, 2, 3, 4]
+    assert "3 dialogues for the teacher, 2 held out for evaluation (leak check passed)" in stdout
+    both = stdout + stderr
+    # live progress: the teacher's request bar, training loss logs, one request bar per evaluated system
+    assert re.search(r"distill: .*calls [1-9]\d* \| cache hits 0 \| failures 0", both)
+    assert re.search(r"'loss': '?\d", both)
+    for name in SYSTEMS:
+        assert f"eval {name}: 100%" in both
+    for stage in STAGES:
+        assert re.search(rf"^\s+{stage}: \d+ steps on [1-9]\d* examples", stdout, re.M)
+    summary = _closing_summary(stdout)
+    report = out / "eval" / "report.md"
+    assert re.search(rf"^report:\s+{re.escape(str(report))}$", summary, re.M)
+    assert report.is_file()
+    assert re.search(rf"^adapters:\s+{re.escape(str(out / 'checkpoints'))}\s", summary, re.M)
+    for name in SYSTEMS:
+        assert re.search(rf"^\s+{name}\s+turn accuracy \d\.\d{{3}}, coverage \d\.\d{{3}}", summary, re.M)
+    for plot in PLOTS:
+        assert str(out / "eval" / plot) in summary
+
+
+def test_silver_data_has_three_stages(demo: DemoRuns) -> None:
+    from datasets import load_from_disk
+
+    silver = demo.out / "silver"
+    counts = demo.manifest1["counts"]
+    assert demo.manifest1["data"]["train_conversations"] == 3
+    assert demo.manifest1["data"]["test_conversations"] == 2
+    for stage in STAGES:
+        dd = load_from_disk(str(silver / stage))
+        assert set(dd) == {"train", "test"}
+        assert len(dd["train"]) == counts[stage]["train"]["examples"] > 0
+        assert set(dd["train"]["stage"]) == {stage}
+        assert set(dd["train"]["prompt_style"]) == {"compact"}
+        assert (silver / stage / "README.md").is_file()
+        labels = set(dd["train"]["label"])
+        if stage == "stage2":
+            assert labels <= set(STAGE2_LABELS)
+        elif stage == "stage3":
+            assert labels <= set(STAGE3_LABELS)
+
+
+def test_adapters_exist_are_trained_and_load(demo: DemoRuns) -> None:
+    import torch
+
+    from vista_distill.local_backend import TransformersBackend
+
+    torch.set_num_threads(1)
+    ckpt = demo.out / "checkpoints"
+    for stage in STAGES:
+        config = _json(ckpt / stage / "adapter_config.json")
+        assert config["peft_type"] == "LORA" and config["r"] == 16 and config["lora_alpha"] == 32
+        tensors = demo.adapters1[stage]
+        lora_b = [t for k, t in tensors.items() if "lora_B" in k]
+        assert lora_b and len(lora_b) * 2 == len(tensors)
+        assert any(t.abs().sum() > 0 for t in lora_b), f"{stage}: lora_B still at its zero init: not trained"
+        summary = demo.summaries1[stage]
+        assert summary["results"]["global_step"] == MAX_STEPS and summary["resumed_from"] is None
+        assert (ckpt / stage / f"checkpoint-{MAX_STEPS}" / "trainer_state.json").is_file()
+
+    backend = TransformersBackend(adapters=ckpt, dtype="float32", batch_size=1)
+    model = backend.model
+    assert set(backend.adapters) == set(STAGES) and set(model.peft_config) == set(STAGES)
+    ids = backend.tokenizer("The wizard said the Eiffel Tower is in Paris.", return_tensors="pt").input_ids
+    with torch.no_grad(), model.disable_adapter():
+        base = model(input_ids=ids).logits
+    for stage in STAGES:
+        model.set_adapter(stage)
+        with torch.no_grad():
+            tuned = model(input_ids=ids).logits
+        assert not torch.allclose(tuned, base), f"{stage}: the loaded adapter does not change the model"
+
+
+def test_report_has_all_systems_on_held_out_conversations(demo: DemoRuns) -> None:
+    ev = demo.out / "eval"
+    assert (ev / "report.md").is_file() and (ev / "results.json").is_file()
+    for plot in PLOTS:
+        assert (ev / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    results = demo.results1
+    assert results["settings"]["systems"] == list(SYSTEMS)
+    material = results["material"]
+    assert material["conversations"] == 2
+    overlap = material["student_training_overlap"]
+    assert overlap["checked_against"] == str(demo.out / "silver" / "records.jsonl")
+    assert overlap["test_conversations_in_student_training"] == 0
+    report = (ev / "report.md").read_text(encoding="utf-8")
+    evaluated: dict[str, set[str]] = {}
+    for name in SYSTEMS:
+        assert results["systems"][name]["status"] == "ok", results["systems"][name]
+        turn = results["metrics"][name]["overall"]["turn"]
+        for rule in ("safe", "strict"):
+            assert turn[rule]["n_gold"] == material["gold_turns"] > 0
+            assert 0.0 <= turn[rule]["coverage"] <= 1.0
+            if turn[rule]["n"]:
+                assert 0.0 <= turn[rule]["accuracy"] <= 1.0
+        assert f"| {name} | ok |" in report
+        evaluated[name] = {r["conversation_id"] for r in _jsonl(ev / "records" / f"{name}.jsonl")}
+    assert results["systems"]["student"]["description"]["adapters"] == {
+        s: str(demo.out / "checkpoints" / s) for s in STAGES}
+    assert evaluated["student"] == evaluated["base"] == evaluated["teacher"]
+    assert len(evaluated["student"]) == 2
+
+    # the leak check done independently: no evaluated conversation (nor its dialogue) is in the silver data
+    from datasets import load_from_disk
+
+    sample = {c["id"]: c for c in _jsonl(Path(__file__).resolve().parents[1] / "data" / "samples"
+                                             / "faithdial_wow_sample.jsonl")}
+    assert evaluated["student"] <= set(sample)
+    silver_records = _jsonl(demo.out / "silver" / "records.jsonl")
+    silver_convs = {r["conversation_id"] for r in silver_records}
+    silver_dialogues = {r["dialogue_id"] for r in silver_records}
+    for stage in STAGES:
+        dd = load_from_disk(str(demo.out / "silver" / stage))
+        for split in dd.values():
+            silver_convs |= set(split["conversation_id"])
+            silver_dialogues |= set(split["dialogue_id"])
+    assert len(silver_convs) == 3
+    assert not evaluated["student"] & silver_convs
+    eval_dialogues = {f"{c['source']}:{c['meta']['dialogue_id']}" for i, c in sample.items()
+                      if i in evaluated["student"]}
+    assert len(eval_dialogues) == 2 and not eval_dialogues & silver_dialogues
+
+
+def test_second_run_reuses_the_first(demo: DemoRuns) -> None:
+    out, stdout = demo.out, demo.second.stdout
+    both = stdout + demo.second.stderr
+    # distill: every teacher call answered from the call cache, the same silver data exported
+    runs = _jsonl(out / "silver" / "runs.jsonl")
+    assert [r["status"] for r in runs] == ["completed", "completed"]
+    assert runs[0]["calls"] == runs[0]["requests"] > 0 and runs[0]["cache_hits"] == 0
+    assert runs[1]["calls"] == 0 and runs[1]["cache_hits"] == runs[0]["requests"]
+    assert runs[1]["fingerprint"] == runs[0]["fingerprint"] == demo.manifest1["fingerprint"]
+    assert _json(out / "silver" / "manifest.json") == demo.manifest1
+    assert re.search(rf"distill: .*calls 0 \| cache hits {runs[0]['requests']} \|", both)
+    # train: every stage resumes from the first run's last checkpoint; the adapters are unchanged
+    for stage in STAGES:
+        ckpt = out / "checkpoints" / stage / f"checkpoint-{MAX_STEPS}"
+        assert f"[{stage}] resuming from {ckpt}" in both
+        assert _json(out / "checkpoints" / stage / "training_summary.json")["resumed_from"] == str(ckpt)
+        after = _tensors(out / "checkpoints" / stage)
+        before = demo.adapters1[stage]
+        assert after.keys() == before.keys()
+        assert all(after[k].equal(before[k]) for k in before), f"{stage}: the adapter changed on the rerun"
+    # eval: the teacher answers from the cache filled by the first run; the results are identical
+    results2 = _json(out / "eval" / "results.json")
+    stats = results2["systems"]["teacher"]["efficiency"]["backend_stats"]
+    assert stats["calls"] == 0 and stats["hits"] > 0
+    first_stats = demo.results1["systems"]["teacher"]["efficiency"]["backend_stats"]
+    assert first_stats["calls"] > 0
+    assert results2["fingerprint"] == demo.results1["fingerprint"]
+    report = re.escape(str(out / "eval" / "report.md"))
+    assert re.search(rf"^report:\s+{report}$", _closing_summary(stdout), re.M)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "transformers 5.x Trainer, resumed from a checkpoint at max_steps that ends mid-epoch, trains one more "
+    "step (at lr 0) and saves checkpoint-<max_steps+1>: the rerun reports max_steps+1 steps"))
+def test_second_run_trains_no_step_past_max_steps(demo: DemoRuns) -> None:
+    ckpt = demo.out / "checkpoints"
+    mid_epoch = [s for s in STAGES
+                 if MAX_STEPS % math.ceil(demo.summaries1[s]["silver"]["train_examples"] / BATCH) != 0]
+    if not mid_epoch:
+        pytest.skip("no stage's max_steps ends mid-epoch with this silver data")
+    for stage in STAGES:
+        assert _json(ckpt / stage / "training_summary.json")["results"]["global_step"] == MAX_STEPS
+        assert sorted(p.name for p in (ckpt / stage).glob("checkpoint-*")) == [f"checkpoint-{MAX_STEPS}"]
