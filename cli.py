@@ -101,11 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    from .config import RecipeError
     from .data.io import SchemaError
 
     try:
         return args.func(args)
-    except (SchemaError, FileNotFoundError) as e:
+    except (SchemaError, RecipeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -662,14 +662,47 @@ def _check_same_run(out: Path, info: dict[str, Any]) -> None:
                          "start over, or choose another train.output_dir")
 
 
+def _finished(run: StageRun) -> dict[str, Any] | None:
+    """The saved summary when the resume checkpoint already completed the run these settings plan.
+
+    (The Trainer resumed from a final checkpoint would train one more step and overwrite the summary.)
+    """
+    if run.resume is None:
+        return None
+    try:
+        state = json.loads((run.resume / "trainer_state.json").read_text())
+        summary = json.loads((run.output_dir / SUMMARY_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    t, hp = run.recipe.train, summary.get("hyperparameters") or {}
+    planned = (t.num_train_epochs, run.trainer.args.max_steps, t.per_device_train_batch_size,
+               t.gradient_accumulation_steps)
+    saved = (hp.get("num_train_epochs"), hp.get("max_steps"), hp.get("per_device_train_batch_size"),
+             hp.get("gradient_accumulation_steps"))
+    step = state.get("global_step", 0)
+    if planned == saved and step >= state.get("max_steps", step + 1) and \
+            (summary.get("results") or {}).get("global_step") == step:
+        return summary
+    return None
+
+
 def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
-    """Train (or resume) one stage's adapter; returns the training summary (also written to disk)."""
+    """Train (or resume) one stage's adapter; returns the training summary (also written to disk).
+
+    A stage whose last checkpoint finished the planned run is not trained again: its summary is returned."""
     import gc
 
     import torch
 
     run = prepare_stage(recipe, stage)
     trainer, out, t = run.trainer, run.output_dir, recipe.train
+    done = _finished(run)
+    if done is not None:
+        trainer.accelerator.print(f"[{stage}] already trained ({done['results']['global_step']} steps) in {out}; "
+                                  "train.resume=false starts over")
+        del trainer, run
+        gc.collect()
+        return done
     if run.resume is not None:
         trainer.accelerator.print(f"[{stage}] resuming from {run.resume} (train.resume=false starts over)")
     if trainer.accelerator.is_main_process:
