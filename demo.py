@@ -111,5 +111,6 @@ def _headline(results: dict) -> list[str]:
         eff = sysres.get("efficiency") or {}
         acc, cov = turn.get("accuracy"), turn.get("coverage")
         lines.append(f"{name:8s} turn accuracy {'n/a' if acc is None else f'{acc:.3f}'}, coverage "
-                     f"{'n/a' if cov is None else f'{cov:.3f}'}, {eff.get('turns_per_s') or 0:.2f} turns/s")
+                     f"{'n/a' if cov is None else f'{cov:.3f}'}, {eff.get('turns_per_s') or 0:.2f} turns/s"
+                     + (f" ({eff['cache_hit_share']:.0%} from the call cache)" if eff.get("cache_hit_share") else ""))
     return lines

@@ -220,14 +220,17 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
             continue
         e = s["efficiency"]
         cost = e.get("cost_per_1k_turns")
-        rows.append([name, _f(e["wall_s"], 1), _f(e["turns_per_s"], 3), _f(e.get("prompt_tokens")),
+        cached = e.get("cache_hit_share")
+        speed = _f(e["turns_per_s"], 3) + (f" ({cached:.0%} cached)" if cached else "")
+        rows.append([name, _f(e["wall_s"], 1), speed, _f(e.get("prompt_tokens")),
                      _f(e.get("completion_tokens")), _f(e["peak_rss_mb"], 0),
                      _f(e.get("cuda_max_memory_allocated_mb"), 0), _f(s["description"].get("load_s"), 1),
                      f"${cost['usd']:.4f}" if cost else "no price configured"])
     out += [_table(["system", "wall s", "turns/s", "prompt tokens", "generated tokens", "peak RSS MB",
                     "CUDA peak MB", "model load s", "cost / 1k turns"], rows), "",
             "Peak RSS is the whole process's (models loaded earlier stay counted); the base model is loaded once "
-            "for base, llm_judge and factscore.", ""]
+            "for base, llm_judge and factscore. \"cached\": share of the teacher's calls answered from its call "
+            "cache, so that speed is not the teacher's.", ""]
 
     out += ["## Reproducibility", "", f"Fingerprint of metrics, tests and intervals: `{results['fingerprint']}` "
             f"(seed {results['settings']['seed']}); total wall time {results['wall_s']:.0f} s."]

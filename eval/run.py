@@ -164,7 +164,11 @@ class Meter:
         self.stats = {k: v - self.stats_before.get(k, 0) for k, v in after.items() if isinstance(v, (int, float))}
 
     def report(self, scored_turns: int) -> dict[str, Any]:
+        hits, calls = self.stats.get("hits"), self.stats.get("calls")
         return {
+            # a teacher answering from its call cache is not measuring the teacher's speed
+            "cache_hit_share": round(hits / (hits + calls), 4) if hits is not None and calls is not None
+            and hits + calls else None,
             "wall_s": round(self.wall, 3),
             "scored_turns": scored_turns,
             "turns_per_s": round(scored_turns / self.wall, 4) if self.wall else None,

@@ -254,6 +254,8 @@ def test_second_run_reuses_the_first(demo: DemoRuns) -> None:
     results2 = _json(out / "eval" / "results.json")
     stats = results2["systems"]["teacher"]["efficiency"]["backend_stats"]
     assert stats["calls"] == 0 and stats["hits"] > 0
+    assert results2["systems"]["teacher"]["efficiency"]["cache_hit_share"] == 1.0
+    assert "(100% from the call cache)" in _closing_summary(stdout)
     first_stats = demo.results1["systems"]["teacher"]["efficiency"]["backend_stats"]
     assert first_stats["calls"] > 0
     assert results2["fingerprint"] == demo.results1["fingerprint"]
