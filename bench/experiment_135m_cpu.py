@@ -19,7 +19,7 @@ same base model prompted with the paper's few-shot prompts (base) on the held-ou
 
 Every step skips what is already on disk, so a rerun after a crash continues.
 
-    python bench/experiment_135m_cpu.py [--threads 1] [--pipeline-n 60] [--steps material,distill,...]
+    python bench/experiment_135m_cpu.py [--threads 1] [--jobs 2] [--pipeline-n 60] [--steps material,distill,...]
 """
 
 from __future__ import annotations
@@ -193,16 +193,20 @@ def step_claims(recipe: Any, threads: int) -> dict[str, Any]:
     return out
 
 
-def step_pipeline(recipe: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for group in PIPELINE_GROUPS:
+def step_pipeline(recipe: Any, jobs: int) -> dict[str, Any]:
+    """``vista-distill eval`` per held-out benchmark; ``jobs`` evaluations at a time (one thread each)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(group: str) -> None:
         src = run_dir(recipe.name) / "heldout" / f"{group}.pipeline.jsonl"
         dest = run_dir(recipe.name) / f"eval_{group}"
         if not (dest / "results.json").exists():
             cli("eval", "--config", str(RECIPE), "--input", str(src), "--output-dir", str(dest), "--no-progress",
                 log=run_dir(recipe.name) / f"eval_{group}.log")
-        out[group] = json.loads((dest / "results.json").read_text())
-    return out
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, PIPELINE_GROUPS))
+    return {g: json.loads((run_dir(recipe.name) / f"eval_{g}" / "results.json").read_text()) for g in PIPELINE_GROUPS}
 
 
 # -- report --------------------------------------------------------------------------------------------
@@ -247,12 +251,17 @@ def write_report(name: str, material: dict, train: dict, claims: dict, pipeline:
     for g, e in material["heldout"].items():
         lines.append(f"| {g} | {e['conversations']} | {e['scored_turns']} | {e['human_claims']} | "
                      f"{e.get('pipeline_conversations', '-')} |")
-    lines += ["", "## Training cost", "", "| stage | examples | epochs | steps | seconds | train tokens | final eval loss |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines += ["", "## Training cost", "",
+              "| stage | examples | epochs | steps | seconds | train tokens | eval loss first -> last |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for stage, s in train.items():
-        lines.append(f"| {stage} | {s.get('train_examples', '?')} | {EPOCHS[stage]} | {s.get('global_step', '?')} | "
-                     f"{s.get('train_seconds', s.get('seconds', '?'))} | {s.get('train_tokens', '?')} | "
-                     f"{s.get('final_eval_loss', s.get('eval_loss', '?'))} |")
+        r = s["results"]
+        lines.append(f"| {stage} | {s['silver']['train_examples']} | {EPOCHS[stage]} | {r['global_step']} | "
+                     f"{r['train_runtime_s']:.0f} | {r['train_tokens']} | "
+                     f"{r['first_eval_loss'] or float('nan'):.3f} -> {r['final_eval_loss'] or float('nan'):.3f} |")
+    total = sum(s["results"]["train_runtime_s"] for s in train.values())
+    lines += ["", f"Training in all: {total / 60:.1f} min on one CPU thread (bf16, LoRA r=16 on all linear layers, "
+              f"{next(iter(train.values()))['hyperparameters']['trainable_params']:,} trainable parameters per stage)."]
     lines += ["", f"Distillation (labels teacher): {timings.get('distill', {}).get('seconds', '?')} s.", ""]
     lines += ["## Claim level, human claims given (stages 2 and 3 in isolation)", "",
               "Each held-out human claim is labelled by likelihood over the stage's labels. Stage 2 gold: "
@@ -331,6 +340,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--pipeline-n", type=int, default=60, help="conversations per benchmark in the pipeline eval")
     ap.add_argument("--steps", default=",".join(STEPS))
+    ap.add_argument("--jobs", type=int, default=1, help="pipeline evaluations run at a time (one thread each)")
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
 
@@ -342,8 +352,12 @@ def main() -> None:
     cache = run_dir(recipe.name) / "experiment.json"
     state = json.loads(cache.read_text()) if cache.exists() else {}
 
-    def save() -> None:
-        cache.write_text(json.dumps(state, indent=2, default=str))
+    def save(step: str) -> None:   # merge: another invocation may be running other steps meanwhile
+        on_disk = json.loads(cache.read_text()) if cache.exists() else {}
+        if step in state:
+            on_disk[step] = state[step]
+        state.update(on_disk)
+        cache.write_text(json.dumps(on_disk, indent=2, default=str))
 
     for step in steps:
         t = time.perf_counter()
@@ -359,8 +373,9 @@ def main() -> None:
         elif step == "claims":
             state["claims"] = step_claims(recipe, a.threads)
         elif step == "pipeline":
-            state["pipeline"] = step_pipeline(recipe)
+            state["pipeline"] = step_pipeline(recipe, a.jobs)
         elif step == "report":
+            state.update(json.loads(cache.read_text()) if cache.exists() else {})
             DEST.mkdir(parents=True, exist_ok=True)
             timings = json.loads(timings_path(recipe.name).read_text()) if timings_path(recipe.name).exists() else {}
             report = write_report(recipe.name, state["material"], state["train"], state["claims"],
@@ -380,7 +395,7 @@ def main() -> None:
             raise SystemExit(f"unknown step {step!r}; steps: {', '.join(STEPS)}")
         if step != "report":
             record_time(recipe.name, step if step != "distill" else "distill_step", time.perf_counter() - t)
-        save()
+        save(step)
 
 
 if __name__ == "__main__":
