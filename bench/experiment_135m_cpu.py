@@ -218,7 +218,7 @@ def step_claims(recipe: Any, threads: int) -> dict[str, Any]:
     return out
 
 
-def step_pipeline(recipe: Any, variant: str, jobs: int) -> dict[str, Any]:
+def step_pipeline(recipe: Any, variant: str, jobs: int, groups: list[str]) -> dict[str, Any]:
     """``vista-distill eval`` per held-out benchmark; ``jobs`` evaluations at a time (one thread each)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -232,7 +232,7 @@ def step_pipeline(recipe: Any, variant: str, jobs: int) -> dict[str, Any]:
                 *variant_overrides(recipe, variant), log=vdir / f"eval_{group}.log")
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(one, PIPELINE_GROUPS))
+        list(pool.map(one, groups))
     return {g: json.loads((vdir / f"eval_{g}" / "results.json").read_text()) for g in PIPELINE_GROUPS}
 
 
@@ -292,7 +292,11 @@ def write_report(variant: str, material: dict, train: dict, claims: dict, pipeli
     total = sum(s["results"]["train_runtime_s"] for s in train.values())
     lines += ["", f"Training in all: {total / 60:.1f} min on one CPU thread (bf16, LoRA r=16 on all linear layers, "
               f"{next(iter(train.values()))['hyperparameters']['trainable_params']:,} trainable parameters per stage)."]
-    lines += ["", f"Distillation (labels teacher): {timings.get('distill', {}).get('seconds', '?')} s.", ""]
+    runs_log = run_dir("experiment-135m-cpu") / "silver" / "runs.jsonl"
+    last = json.loads(runs_log.read_text().splitlines()[-1]) if runs_log.exists() else {}
+    lines += ["", f"Distillation (labels teacher, no model calls): {last.get('requests', '?')} pipeline requests "
+              f"answered from the human labels in {last.get('wall_s', '?')} s (teacher time; loading and export "
+              f"take about a second more).", ""]
     lines += ["## Claim level, human claims given (stages 2 and 3 in isolation)", "",
               "Each held-out human claim is labelled by likelihood over the stage's labels. Stage 2 gold: "
               "VERIFIED vs UNVERIFIABLE; stage 3 gold: the category of the claims humans did not verify.", ""]
@@ -349,10 +353,14 @@ def plot(pipeline: dict, claims: dict, path: Path) -> None:
     for k, s in enumerate(("student", "base")):
         acc = [pipeline[g]["metrics"][s]["overall"]["turn"]["safe"]["accuracy"] or 0 for g in groups]
         axes[0].bar([i + 0.38 * k for i in range(len(groups))], acc, 0.38, label=s)
+    maj = [pipeline[g]["majority"]["overall"]["turn"]["accuracy"] for g in groups]
+    axes[0].hlines(maj, [i - 0.19 for i in range(len(groups))], [i + 0.57 for i in range(len(groups))],
+                   colors="black", linestyles="dashed", label="majority label")
     axes[0].set_xticks([i + 0.19 for i in range(len(groups))], groups)
     axes[0].set_ylabel("turn accuracy (safe rule)")
     axes[0].set_title("whole pipeline, held-out turns")
-    axes[0].legend()
+    axes[0].set_ylim(0, 1.05)
+    axes[0].legend(loc="upper center", ncol=3, fontsize="small")
     cg = list(claims["stage2"]["groups"])
     for k, s in enumerate(SYSTEMS):
         acc = [claims["stage2"]["groups"][g][s]["macro_f1"] for g in cg]
@@ -360,7 +368,8 @@ def plot(pipeline: dict, claims: dict, path: Path) -> None:
     axes[1].set_xticks([i + 0.27 for i in range(len(cg))], cg)
     axes[1].set_ylabel("stage 2 macro-F1")
     axes[1].set_title("stage 2 on held-out human claims")
-    axes[1].legend()
+    axes[1].set_ylim(0, 1.05)
+    axes[1].legend(loc="upper center", ncol=3, fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -371,6 +380,8 @@ def main() -> None:
     ap.add_argument("--pipeline-n", type=int, default=60, help="conversations per benchmark in the pipeline eval")
     ap.add_argument("--steps", default=",".join(STEPS))
     ap.add_argument("--jobs", type=int, default=1, help="pipeline evaluations run at a time (one thread each)")
+    ap.add_argument("--groups", default=",".join(PIPELINE_GROUPS),
+                    help="held-out benchmarks to evaluate first, in this order (all must exist for the report)")
     ap.add_argument("--variant", default=DEFAULT_VARIANT, choices=sorted(VARIANTS),
                     help="training variant (epochs per stage, class balance)")
     a = ap.parse_args()
@@ -405,7 +416,7 @@ def main() -> None:
         elif step == "claims":
             state["claims"] = step_claims(recipe, a.threads)
         elif step == "pipeline":
-            state["pipeline"] = step_pipeline(recipe, a.variant, a.jobs)
+            state["pipeline"] = step_pipeline(recipe, a.variant, a.jobs, a.groups.split(","))
         elif step == "report":
             state.update(json.loads(cache.read_text()) if cache.exists() else {})
             dest.mkdir(parents=True, exist_ok=True)
