@@ -233,7 +233,9 @@ def step_pipeline(recipe: Any, variant: str, jobs: int, groups: list[str]) -> di
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(one, groups))
-    return {g: json.loads((vdir / f"eval_{g}" / "results.json").read_text()) for g in PIPELINE_GROUPS}
+    # every group finished so far (another invocation may be evaluating the others)
+    return {g: json.loads((vdir / f"eval_{g}" / "results.json").read_text()) for g in PIPELINE_GROUPS
+            if (vdir / f"eval_{g}" / "results.json").exists()}
 
 
 # -- report --------------------------------------------------------------------------------------------
