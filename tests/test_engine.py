@@ -169,3 +169,15 @@ def test_batched_rounds_group_stages_across_conversations(sample):
     assert all(len(b) == 1 for b in single_backend.batches)
     assert [[t.to_dict() for t in c] for c in batched] == [[t.to_dict() for t in c] for c in single]
     assert sorted(map(repr, backend.requests)) == sorted(map(repr, single_backend.requests))
+
+
+def test_labels_teacher_answers_a_repeated_turn_with_all_its_annotated_claims():
+    # FineDialFact shape: one record per annotated fact, the same response in each record
+    ref = "Mount Etna is an active stratovolcano in Sicily."
+    convs = [_conv([Turn("user", "Tell me about Etna."),
+                    _scored("Etna is an active volcano in Sicily. It last erupted in 1200.", ref, [(c, lab)])])
+             for c, lab in (("Etna is an active volcano.", "VERIFIED"), ("Etna last erupted in 1200.", "CONTRADICTED"))]
+    (turns,) = run_programs([vista_program(convs[0], EngineConfig())], LabelsBackend(convs))
+    claims = turns[-1].claims
+    assert [c.text for c in claims] == ["Etna is an active volcano.", "Etna last erupted in 1200."]
+    assert [c.category for c in claims] == ["VERIFIED", "CONTRADICTED"]
