@@ -312,7 +312,7 @@ def write_report(variant: str, material: dict, train: dict, claims: dict, pipeli
                      f"{r['train_runtime_s']:.0f} | {r['train_tokens']} | "
                      f"{r['first_eval_loss'] or float('nan'):.3f} -> {r['final_eval_loss'] or float('nan'):.3f} |")
     total = sum(s["results"]["train_runtime_s"] for s in train.values())
-    lines += ["", f"Training in all: {total / 60:.1f} min on one CPU thread (bf16, LoRA r=16 on all linear layers, "
+    lines += ["", f"Training: {total / 60:.1f} min summed over the stages, one CPU thread each (bf16, LoRA r=16 on all linear layers, "
               f"{next(iter(train.values()))['hyperparameters']['trainable_params']:,} trainable parameters per stage)."]
     runs_log = run_dir("experiment-135m-cpu") / "silver" / "runs.jsonl"
     last = json.loads(runs_log.read_text().splitlines()[-1]) if runs_log.exists() else {}
