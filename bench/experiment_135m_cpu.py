@@ -288,7 +288,9 @@ def _pooled_row(pipeline: dict[str, Any], rule: str) -> list[str]:
     return ["**all held out**", str(n), *(_pct(acc[s] / n) for s in ("student", "base", "majority")), "", _p(test)]
 
 
-def write_report(variant: str, material: dict, train: dict, claims: dict, pipeline: dict, timings: dict) -> str:
+def write_report(name: str, variant: str, material: dict, train: dict, claims: dict, pipeline: dict) -> str:
+    from vista_distill.eval.report import markdown_table as table
+
     lines = ["# Local distillation experiment: SmolLM2-135M student vs the prompted base model", "",
              f"Recipe `recipes/experiment-135m-cpu.yaml`, variant `{variant}` "
              f"({json.dumps(VARIANTS[variant])}); produced by "
@@ -297,70 +299,67 @@ def write_report(variant: str, material: dict, train: dict, claims: dict, pipeli
              "## Material", "",
              "Teacher = the human labels (no model). Train material (conversations): "
              f"{material['train_conversations']}. Held out (never distilled, never trained on):", "",
-             "| benchmark | conversations | scored turns | human claims | in the pipeline eval |",
-             "| --- | ---: | ---: | ---: | ---: |"]
-    for g, e in material["heldout"].items():
-        lines.append(f"| {g} | {e['conversations']} | {e['scored_turns']} | {e['human_claims']} | "
-                     f"{e.get('pipeline_conversations', '-')} |")
-    lines += ["", "## Training cost", "",
-              "| stage | examples | epochs | steps | seconds | train tokens | eval loss first -> last |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+             table(["benchmark", "conversations", "scored turns", "human claims", "in the pipeline eval"],
+                   [[g, e["conversations"], e["scored_turns"], e["human_claims"], e.get("pipeline_conversations", "-")]
+                    for g, e in material["heldout"].items()])]
+    rows = []
     for stage, s in train.items():
         r = s["results"]
-        lines.append(f"| {stage} | {s['silver']['train_examples']} | {s['hyperparameters']['num_train_epochs']} | "
-                     f"{r['global_step']} | "
-                     f"{r['train_runtime_s']:.0f} | {r['train_tokens']} | "
-                     f"{r['first_eval_loss'] or float('nan'):.3f} -> {r['final_eval_loss'] or float('nan'):.3f} |")
+        rows.append([stage, s["silver"]["train_examples"], s["hyperparameters"]["num_train_epochs"], r["global_step"],
+                     f"{r['train_runtime_s']:.0f}", r["train_tokens"],
+                     f"{r['first_eval_loss'] or float('nan'):.3f} -> {r['final_eval_loss'] or float('nan'):.3f}"])
     total = sum(s["results"]["train_runtime_s"] for s in train.values())
-    lines += ["", f"Training: {total / 60:.1f} min summed over the stages, one CPU thread each (bf16, LoRA r=16 on all linear layers, "
-              f"{next(iter(train.values()))['hyperparameters']['trainable_params']:,} trainable parameters per stage)."]
-    runs_log = run_dir("experiment-135m-cpu") / "silver" / "runs.jsonl"
+    runs_log = run_dir(name) / "silver" / "runs.jsonl"
     last = json.loads(runs_log.read_text().splitlines()[-1]) if runs_log.exists() else {}
-    lines += ["", f"Distillation (labels teacher, no model calls): {last.get('requests', '?')} pipeline requests "
+    lines += ["", "## Training cost", "",
+              table(["stage", "examples", "epochs", "steps", "seconds", "train tokens", "eval loss first -> last"], rows),
+              "", f"Training: {total / 60:.1f} min summed over the stages, one CPU thread each (bf16, LoRA r=16 on all "
+              f"linear layers, {next(iter(train.values()))['hyperparameters']['trainable_params']:,} trainable "
+              "parameters per stage).",
+              "", f"Distillation (labels teacher, no model calls): {last.get('requests', '?')} pipeline requests "
               f"answered from the human labels in {last.get('wall_s', '?')} s (teacher time; loading and export "
-              f"take about a second more).", ""]
-    lines += ["## Claim level, human claims given (stages 2 and 3 in isolation)", "",
+              "take about a second more).", "",
+              "## Claim level, human claims given (stages 2 and 3 in isolation)", "",
               "Each held-out human claim is labelled by likelihood over the stage's labels. Stage 2 gold: "
               "VERIFIED vs UNVERIFIABLE; stage 3 gold: the category of the claims humans did not verify.", ""]
     for stage in ("stage2", "stage3"):
-        lines += [f"### {stage}", "", "| held out | claims | student acc / macro-F1 | base few-shot acc / macro-F1 | "
-                  "base compact acc / macro-F1 | majority acc | McNemar p student vs few-shot | vs compact |",
-                  "| --- | ---: | --- | --- | --- | ---: | --- | --- |"]
-        for g, e in claims[stage]["groups"].items():
-            cells = [f"{_pct(e[s]['accuracy'])} / {e[s]['macro_f1']:.3f}" for s in ("student", "base_fewshot", "base_compact")]
-            lines.append(f"| {g} | {e['claims']} | {' | '.join(cells)} | {_pct(e['majority_accuracy'])} | "
-                         f"{_p(e['mcnemar_student_vs_base_fewshot'])} | {_p(e['mcnemar_student_vs_base_compact'])} |")
-        sec = claims[stage]["seconds"]
-        lines += ["", "Predicted labels (overall): " + "; ".join(
-            f"{s} {claims[stage]['groups']['overall'][s]['predicted']}" for s in SYSTEMS) +
-            ". Seconds: " + ", ".join(f"{s} {v:.0f}" for s, v in sec.items()) + ".", ""]
+        groups = claims[stage]["groups"]
+        rows = [[g, e["claims"], *(f"{_pct(e[s]['accuracy'])} / {e[s]['macro_f1']:.3f}" for s in SYSTEMS),
+                 _pct(e["majority_accuracy"]), _p(e["mcnemar_student_vs_base_fewshot"]),
+                 _p(e["mcnemar_student_vs_base_compact"])] for g, e in groups.items()]
+        lines += [f"### {stage}", "",
+                  table(["held out", "claims", *(f"{s} acc / macro-F1" for s in SYSTEMS), "majority acc",
+                         "McNemar p student vs base_fewshot", "vs base_compact"], rows),
+                  "", "Predicted labels (overall): " + "; ".join(f"{s} {groups['overall'][s]['predicted']}"
+                                                                for s in SYSTEMS)
+                  + ". Seconds: " + ", ".join(f"{s} {v:.0f}" for s, v in claims[stage]["seconds"].items()) + ".", ""]
     lines += ["## Whole pipeline on held-out turns (`vista-distill eval`, student vs few-shot base)", ""]
     for rule in ("safe", "strict"):
+        rows = [_turn_row(g, res, rule) for g, res in pipeline.items()] + [_pooled_row(pipeline, rule)]
         lines += [f"Turn accuracy, {rule} rule (% of turns with a gold label; unknown verdicts are left out of "
                   "accuracy, see coverage; McNemar counts unknown as wrong):", "",
-                  "| held out | gold turns | student | base | majority | coverage student / base | McNemar p |",
-                  "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
-        lines += ["| " + " | ".join(_turn_row(g, res, rule)) + " |" for g, res in pipeline.items()]
-        lines += ["| " + " | ".join(_pooled_row(pipeline, rule)) + " |", ""]
+                  table(["held out", "gold turns", "student", "base", "majority", "coverage student / base",
+                         "McNemar p"], rows), ""]
     vista = pipeline.get("vista-human")
     if vista:
-        lines += ["Matched-claim level on the held-out VISTA human turns (predicted claims matched to human claims):", "",
-                  "| system | claims matched | claim accuracy (5 labels) | macro-F1 | binary VERIFIED accuracy |",
-                  "| --- | ---: | ---: | ---: | ---: |"]
+        rows = []
         for s in ("student", "base"):
             c = vista["metrics"][s]["overall"].get("claim") or {}
-            lines.append(f"| {s} | {_pct(c.get('human_claims_matched'))}% | {_pct(c.get('accuracy'))} | "
-                         f"{c.get('macro_f1', float('nan')):.3f} | {_pct(c.get('binary_accuracy'))} |")
-        lines.append("")
-    lines += ["Scoring cost (this CPU, one torch thread, bf16):", "",
-              "| held out | system | seconds | s / turn | prompt tokens / turn | generated tokens / turn |",
-              "| --- | --- | ---: | ---: | ---: | ---: |"]
+            rows.append([s, f"{_pct(c.get('human_claims_matched'))}%", _pct(c.get("accuracy")),
+                         f"{c.get('macro_f1', float('nan')):.3f}", _pct(c.get("binary_accuracy"))])
+        lines += ["Matched-claim level on the held-out VISTA human turns (predicted claims matched to human claims):",
+                  "", table(["system", "claims matched", "claim accuracy (5 labels)", "macro-F1",
+                             "binary VERIFIED accuracy"], rows), ""]
+    rows = []
     for g, res in pipeline.items():
         for s in ("student", "base"):
             e = res["systems"][s].get("efficiency") or {}
             n = max(e.get("scored_turns") or 0, 1)
-            lines.append(f"| {g} | {s} | {e.get('wall_s', 0):.0f} | {e.get('wall_s', 0) / n:.2f} | "
-                         f"{e.get('prompt_tokens', 0) / n:.0f} | {e.get('completion_tokens', 0) / n:.0f} |")
+            rows.append([g, s, f"{e.get('wall_s', 0):.0f}", f"{e.get('wall_s', 0) / n:.2f}",
+                         f"{e.get('prompt_tokens', 0) / n:.0f}", f"{e.get('completion_tokens', 0) / n:.0f}"])
+    lines += ["Scoring cost (this CPU, one torch thread, bf16):", "",
+              table(["held out", "system", "seconds", "s / turn", "prompt tokens / turn", "generated tokens / turn"],
+                    rows)]
     return "\n".join(lines) + "\n"
 
 
@@ -442,9 +441,8 @@ def main() -> None:
         elif step == "report":
             state.update(json.loads(cache.read_text()) if cache.exists() else {})
             dest.mkdir(parents=True, exist_ok=True)
-            timings = json.loads(timings_path(recipe.name).read_text()) if timings_path(recipe.name).exists() else {}
-            report = write_report(a.variant, state["material"], state["train"], state["claims"],
-                                  state["pipeline"], timings)
+            report = write_report(recipe.name, a.variant, state["material"], state["train"], state["claims"],
+                                  state["pipeline"])
             (dest / "report.md").write_text(report)
             plot(state["pipeline"], state["claims"], dest / "turn_accuracy.png")
             slim = {k: v for k, v in state.items() if k != "pipeline"}

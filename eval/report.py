@@ -37,7 +37,7 @@ def _pct(x: Any) -> str:
     return "–" if x is None else f"{100 * x:.1f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -100,7 +100,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
         if d.get("judge_parsed_from"):
             what += ", answers read from " + ", ".join(f"{k} {v}" for k, v in d["judge_parsed_from"].items())
         rows.append([name, s["status"], s["reason"] or what or "–"])
-    out += [_table(["system", "status", "details / reason"], rows), ""]
+    out += [markdown_table(["system", "status", "details / reason"], rows), ""]
     notes = [f"- {n}: {s['description']['note']}" for n, s in results["systems"].items()
              if s["description"].get("note")]
     out += notes + ([""] if notes else [])
@@ -126,7 +126,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     if maj.get("accuracy") is not None:
         rows.append([f"majority ({maj['label']})"] + sum(([_pct(maj["accuracy"]), _pct(maj["accuracy"]),
                                                            "50.0", "–", "–", "100.0"] for _ in rules), []))
-    out += [_table(header, rows), ""]
+    out += [markdown_table(header, rows), ""]
 
     # teacher vs student per benchmark
     out += ["## Teacher vs student, per benchmark", ""]
@@ -142,7 +142,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                              _pct(p.get("delta")), _p(p.get("pvalue")), p.get("mark", ""),
                              f"b={p.get('b')}, c={p.get('c')}" if p else "–"])
             out += [f"Rule `{rule}`:", "",
-                    _table(["benchmark", "gold turns", "student acc", "student acc_all", "teacher acc",
+                    markdown_table(["benchmark", "gold turns", "student acc", "student acc_all", "teacher acc",
                             "teacher acc_all", "Δ acc_all (student − teacher)", "p", "sig.", "discordant"], rows), ""]
     else:
         missing = [n for n in ("student", "teacher") if n not in ok]
@@ -165,7 +165,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                     mark = f" {p['mark']}" if p else ""
                 row.append(f"{_pct(t.get('accuracy'))} ({_pct(t.get('coverage'))}){mark}")
             rows.append(row)
-        out += [f"Rule `{rule}` — accuracy (coverage):", "", _table(["benchmark", *ok], rows), ""]
+        out += [f"Rule `{rule}` — accuracy (coverage):", "", markdown_table(["benchmark", *ok], rows), ""]
 
     # claim level, as Table 5
     rule0 = rules[0]
@@ -188,7 +188,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     mc = results["majority"].get(OVERALL, {}).get("claim")
     if mc:
         rows.append([f"majority ({mc['label']})", "–", _pct(mc["accuracy"]), _pct(mc["macro_f1"])] + ["–"] * 7)
-    out += [_table(["system", f"turn acc ({rule0})", "claim acc", "macro-F1", "binary acc", "matched",
+    out += [markdown_table(["system", f"turn acc ({rule0})", "claim acc", "macro-F1", "binary acc", "matched",
                     "set F1", "Jaccard", "AUC", "ECE", "Brier"], rows), ""]
     # per benchmark claim accuracy
     rows = []
@@ -199,7 +199,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
             row.append(f"{_pct(c.get('accuracy'))} / {_pct(c.get('macro_f1'))}" if c.get("accuracy") is not None
                        else _pct(c.get("binary_accuracy")) + (" (binary)" if c.get("binary_accuracy") is not None else ""))
         rows.append(row)
-    out += ["Claim accuracy / macro-F1 per benchmark:", "", _table(["benchmark", *ok], rows), ""]
+    out += ["Claim accuracy / macro-F1 per benchmark:", "", markdown_table(["benchmark", *ok], rows), ""]
 
     # significance, all pairs overall
     out += ["## McNemar, all pairs (all benchmarks)", ""]
@@ -208,7 +208,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
         for p in results["significance"]["by_rule"].get(rule, {}).get(OVERALL, []):
             rows.append([f"{p['system_1']} − {p['system_2']}", p["n"], _pct(p.get("delta")), _p(p["pvalue"]),
                          p["mark"], f"b={p['b']}, c={p['c']}"])
-        out += [f"Rule `{rule}`:", "", _table(["pair", "turns", "Δ acc_all", "p", "sig.", "discordant (b, c)"], rows)
+        out += [f"Rule `{rule}`:", "", markdown_table(["pair", "turns", "Δ acc_all", "p", "sig.", "discordant (b, c)"], rows)
                 if rows else "(fewer than two systems ran)", ""]
 
     # efficiency
@@ -226,7 +226,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                      _f(e.get("completion_tokens")), _f(e["peak_rss_mb"], 0),
                      _f(e.get("cuda_max_memory_allocated_mb"), 0), _f(s["description"].get("load_s"), 1),
                      f"${cost['usd']:.4f}" if cost else "no price configured"])
-    out += [_table(["system", "wall s", "turns/s", "prompt tokens", "generated tokens", "peak RSS MB",
+    out += [markdown_table(["system", "wall s", "turns/s", "prompt tokens", "generated tokens", "peak RSS MB",
                     "CUDA peak MB", "model load s", "cost / 1k turns"], rows), "",
             "Peak RSS is the whole process's (models loaded earlier stay counted); the base model is loaded once "
             "for base, llm_judge and factscore. \"cached\": share of the teacher's calls answered from its call "

@@ -662,23 +662,30 @@ def _check_same_run(out: Path, info: dict[str, Any]) -> None:
                          "start over, or choose another train.output_dir")
 
 
-def _finished(run: StageRun) -> dict[str, Any] | None:
-    """The saved summary when the resume checkpoint already completed the run these settings plan.
+def _finished(recipe: Recipe, stage: str) -> dict[str, Any] | None:
+    """The saved summary when the stage's last checkpoint already completed the run these settings plan
+    on the same silver data and base model; checked before any model is loaded.
 
     (The Trainer resumed from a final checkpoint would train one more step and overwrite the summary.)
     """
-    if run.resume is None:
+    t = recipe.train
+    out = stage_output_dir(recipe, stage)
+    resume = last_checkpoint(out) if t.resume else None
+    if resume is None:
         return None
     try:
-        state = json.loads((run.resume / "trainer_state.json").read_text())
-        summary = json.loads((run.output_dir / SUMMARY_NAME).read_text())
+        state = json.loads((resume / "trainer_state.json").read_text())
+        summary = json.loads((out / SUMMARY_NAME).read_text())
     except (OSError, ValueError):
         return None
-    t, hp = run.recipe.train, summary.get("hyperparameters") or {}
-    planned = (t.num_train_epochs, run.trainer.args.max_steps, t.per_device_train_batch_size,
-               t.gradient_accumulation_steps)
+    root = silver_root(recipe)
+    hp = summary.get("hyperparameters") or {}
+    planned = (t.num_train_epochs, t.options.get("max_steps", t.max_steps), t.per_device_train_batch_size,
+               t.gradient_accumulation_steps, silver_fingerprint(load_silver(root, stage), read_manifest(root), stage),
+               recipe.student.model)
     saved = (hp.get("num_train_epochs"), hp.get("max_steps"), hp.get("per_device_train_batch_size"),
-             hp.get("gradient_accumulation_steps"))
+             hp.get("gradient_accumulation_steps"), (summary.get("silver") or {}).get("fingerprint"),
+             summary.get("base_model_arg"))
     step = state.get("global_step", 0)
     if planned == saved and step >= state.get("max_steps", step + 1) and \
             (summary.get("results") or {}).get("global_step") == step:
@@ -694,15 +701,16 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
 
     import torch
 
+    done = _finished(recipe, stage)
+    if done is not None:
+        from accelerate import PartialState
+
+        if PartialState().is_main_process:
+            print(f"[{stage}] already trained ({done['results']['global_step']} steps) in "
+                  f"{stage_output_dir(recipe, stage)}; train.resume=false starts over", flush=True)
+        return done
     run = prepare_stage(recipe, stage)
     trainer, out, t = run.trainer, run.output_dir, recipe.train
-    done = _finished(run)
-    if done is not None:
-        trainer.accelerator.print(f"[{stage}] already trained ({done['results']['global_step']} steps) in {out}; "
-                                  "train.resume=false starts over")
-        del trainer, run
-        gc.collect()
-        return done
     if run.resume is not None:
         trainer.accelerator.print(f"[{stage}] resuming from {run.resume} (train.resume=false starts over)")
     if trainer.accelerator.is_main_process:
