@@ -28,7 +28,11 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stage4", action="store_true", help="also ask whether each turn contradicts earlier turns")
     p.add_argument("--speakers", default="apprentice,wizard",
                    help="user,assistant speaker names in prompts (appendix: apprentice,wizard)")
-    p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32", "float16"))
+    p.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32", "float16"),
+                   help="auto (default): bf16 where the device computes it natively, else float16 on a GPU, "
+                        "float32 on a CPU")
+    p.add_argument("--threads", default="auto",
+                   help="torch CPU threads: auto (default: the cores not busy with other work) or a number")
     p.add_argument("--load-in-4bit", action="store_true", help="4-bit NF4 weights through bitsandbytes")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-claims", type=int, default=16)
@@ -41,16 +45,21 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
 
 def _score(args: argparse.Namespace) -> int:
     from .data.io import read_conversations
+    from .hardware import prepare_run
     from .prompts import Speakers
     from .scorer import VistaScorer
 
+    try:
+        prepare_run(args.dtype, args.threads, where="--dtype")  # says what it will use, first
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
     conversations = read_conversations(args.input)[: args.limit]
     user, _, agent = args.speakers.partition(",")
     scorer = VistaScorer(
         model=args.model, adapters=args.adapters, rule=args.rule, style=args.prompts, stage2=args.stage2,
         stage3=args.stage3, stage4=args.stage4, speakers=Speakers(user=user, assistant=agent or "wizard"),
-        dtype=args.dtype, load_in_4bit=args.load_in_4bit, batch_size=args.batch_size, max_claims=args.max_claims,
-        max_new_tokens=_stage_ints(args.max_new_tokens),
+        dtype=args.dtype, threads=args.threads, load_in_4bit=args.load_in_4bit, batch_size=args.batch_size,
+        max_claims=args.max_claims, max_new_tokens=_stage_ints(args.max_new_tokens),
     )
     result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True)
     out, summary_path = result.write(args.output)
@@ -75,11 +84,49 @@ def _stage_ints(pairs: list[str]) -> dict[str, int]:
     return out
 
 
+def _add_check(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="what this machine will run a recipe with (precision, threads), before any "
+                                     "model loads")
+    p.add_argument("--config", default=None, help="recipe YAML (default: the built-in defaults)")
+    p.add_argument("overrides", nargs="*", metavar="section.key=value", help="recipe overrides")
+    p.set_defaults(func=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    """One line per role: the precision and threads it will use here, and why; exit 1 on a problem."""
+    import os
+
+    from .config import load_recipe
+    from .hardware import choose_dtype, choose_threads, detect, load_average, usable_cores
+    from .train.sft import training_device, training_precision
+
+    recipe = load_recipe(args.config, args.overrides)
+    cap, t = detect(), recipe.teacher
+    print(f"recipe {recipe.path or '<defaults>'} on {cap.describe()}")
+    local_teacher = t.backend == "transformers" or (t.backend == "labels" and t.fallback and not t.base_url)
+    tp = training_precision(recipe, detect(training_device(recipe)))
+    sp = choose_dtype(recipe.student.dtype, cap, "student.dtype")
+    rows = [("teacher (distill)", *((choose_dtype(t.dtype, cap).dtype, choose_dtype(t.dtype, cap).reason)
+                                    if local_teacher else ("-", f"{t.backend}: the server's")), t.threads),
+            ("training", f"weights {tp.model_dtype}, autocast {tp.compute_dtype}", tp.reason, recipe.train.cpu_threads),
+            ("student, base (eval, score)", sp.dtype, sp.reason, recipe.eval.threads)]
+    cores, load, env = usable_cores(), load_average(), os.environ.get("OMP_NUM_THREADS")
+    for role, dtype, reason, threads in rows:
+        th = choose_threads(threads, cores, load, env) if threads is not None else None
+        print(f"  {role:28s} {dtype:34s} {reason}" + (f"; threads {th.threads} ({th.reason})" if th else ""))
+    if not tp.native:
+        print(f"problem: training computes in {tp.compute_dtype} on {cap.describe()}: emulated, many times slower; "
+              "student.dtype=auto train.bf16=auto trains at full speed")
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vista-distill", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_score(sub)
+    _add_check(sub)
     from .demo import add_demo_subcommand
 
     add_demo_subcommand(sub)

@@ -58,8 +58,9 @@ class TeacherConfig:
     extra_body: dict[str, Any] = field(default_factory=dict)       # more request fields (e.g. top_p)
     retry_backoff_s: float = 1.0   # first wait before a retry; doubles up to retry_backoff_max_s
     retry_backoff_max_s: float = 30.0
-    dtype: str = "bfloat16"        # backend "transformers"
+    dtype: str = "auto"            # backend "transformers": auto | bfloat16 | float16 | float32 (hardware.py)
     batch_size: int = 16           # backend "transformers"
+    threads: int | str = "auto"    # backend "transformers": torch CPU threads (auto: the cores not busy)
 
 
 @dataclass
@@ -83,7 +84,7 @@ class DistillConfig:
 @dataclass
 class StudentConfig:
     model: str | None = None       # None: the embedded SmolLM2-135M
-    dtype: str = "bfloat16"
+    dtype: str = "auto"            # auto: bf16 where the device computes it natively, else fp16 (GPU) / fp32
     load_in_4bit: bool = False
     attn_implementation: str | None = None
 
@@ -107,7 +108,7 @@ class TrainSettings:
     gradient_accumulation_steps: int = 1
     max_length: int = 1024
     gradient_checkpointing: bool = False
-    bf16: bool = True
+    bf16: bool | str = "auto"                # bf16 autocast; auto: when student.dtype resolves to bfloat16
     use_cpu: bool = False
     logging_steps: int = 10
     eval_steps: int = 50
@@ -118,7 +119,7 @@ class TrainSettings:
     silver_dir: str | None = None            # silver datasets (stage1/ stage2/ stage3/); None: distill.output_dir
     save_total_limit: int | None = 2         # checkpoints kept for resuming
     resume: bool = True                      # continue from the last checkpoint in the stage's output dir
-    cpu_threads: int | None = None           # torch CPU threads (None: torch's default, one per core)
+    cpu_threads: int | str | None = "auto"   # torch CPU threads (auto: the cores not busy; None: torch's default)
     options: dict[str, Any] = field(default_factory=dict)   # any other TRL SFTConfig field
 
 
@@ -140,7 +141,7 @@ class EvalSettings:
     price_per_1m_tokens: dict[str, dict[str, float]] = field(default_factory=dict)  # {system: {prompt, completion}}
     price_per_hour: dict[str, float] = field(default_factory=dict)  # {system: hardware price per hour}
     heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
-    threads: int | None = None               # torch CPU threads while evaluating (1 is far faster on a busy machine)
+    threads: int | str | None = "auto"       # torch CPU threads while evaluating (auto: the cores not busy)
 
 
 @dataclass
@@ -250,6 +251,28 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None) -> 
             raise RecipeError(f"{path}: expected a mapping at the top level")
         raw.setdefault("name", path.stem)
     raw = _merge(raw, parse_overrides(overrides or []))
-    recipe = _build(Recipe, raw, str(path) if path else "<recipe>")
+    where = str(path) if path else "<recipe>"
+    recipe = _build(Recipe, raw, where)
     recipe.path = str(path) if path else None
+    _check_hardware_fields(recipe, where)
     return recipe
+
+
+def _check_hardware_fields(recipe: Recipe, where: str) -> None:
+    """Precision and thread settings are checked when the recipe is read, not when a model loads."""
+    from .hardware import choose_threads, normalize_dtype
+
+    for section, key in (("teacher", "dtype"), ("student", "dtype")):
+        try:
+            normalize_dtype(getattr(getattr(recipe, section), key), f"{where}: {section}.{key}")
+        except ValueError as e:
+            raise RecipeError(str(e)) from None
+    if not (recipe.train.bf16 == "auto" or isinstance(recipe.train.bf16, bool)):
+        raise RecipeError(f"{where}: train.bf16 {recipe.train.bf16!r}; expected auto, true or false")
+    for section, key in (("teacher", "threads"), ("train", "cpu_threads"), ("eval", "threads")):
+        value = getattr(getattr(recipe, section), key)
+        try:
+            if value is not None:
+                choose_threads(value, 1, None)
+        except ValueError:
+            raise RecipeError(f"{where}: {section}.{key} {value!r}; expected auto or a positive integer") from None

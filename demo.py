@@ -43,6 +43,13 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.teacher_model:
         overrides.append(f"teacher.model={args.teacher_model}")
     recipe = load_recipe(args.recipe, overrides + list(args.overrides))
+    from .hardware import prepare_run
+    from .train.sft import training_hardware
+
+    # One decision for the whole demo (threads: before this process adds load of its own).
+    hw = prepare_run(recipe.student.dtype, recipe.train.cpu_threads, where="student.dtype", announce=False)
+    train_precision, train_hw = training_hardware(recipe)
+    print(f"vista-distill demo: {hw.line()}", flush=True)
     started = time.perf_counter()
     times: dict[str, float] = {}
 
@@ -63,7 +70,9 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"      silver data in {distilled.out_dir}: {json.dumps(counts)}")
     times["distill"] = time.perf_counter() - t
 
-    t = _step(3, "train: one LoRA adapter per stage on the student (CPU, bf16)")
+    t = _step(3, f"train: one LoRA adapter per stage on the student ({train_hw.capability.device}, weights "
+                 f"{train_precision.model_dtype}, autocast {train_precision.compute_dtype}, "
+                 f"{train_hw.threads.threads} thread(s))")
     from .train.sft import train_stages
 
     summaries = train_stages(recipe, "all")
@@ -83,6 +92,16 @@ def run_demo(args: argparse.Namespace) -> int:
           f"({', '.join(f'{k} {v / 60:.1f}' for k, v in times.items())} min)")
     for line in _headline(result.results):
         print("  " + line)
+    print(f"precision: {hw.precision.dtype} ({hw.precision.reason})")
+    print(f"threads:   {hw.threads.threads} ({hw.threads.reason})")
+    print(f"machine:   {hw.capability.describe()}")
+    summary = {"minutes": {k: round(v / 60, 2) for k, v in {**times, "total": total}.items()},
+               "hardware": hw.to_dict(), "training": train_hw.to_dict(),
+               "headline": _headline(result.results), "report": str(result.out_dir / "report.md")}
+    from .data.io import atomic_write_text
+
+    atomic_write_text(out / "demo_summary.json", json.dumps(summary, indent=2) + "\n")
+    print(f"summary:  {out / 'demo_summary.json'}")
     print(f"report:   {result.out_dir / 'report.md'}")
     print(f"plots:    {', '.join(str(p) for p in sorted(result.out_dir.glob('*.png')))}")
     print(f"adapters: {Path(recipe.resolve(recipe.train.output_dir))}  (vista-distill score --adapters ...)")

@@ -51,24 +51,31 @@ class TransformersBackend:
         self,
         model: str | None = None,
         adapters: str | Path | Mapping[str, str | Path] | None = None,
-        dtype: str = "bfloat16",
+        dtype: str = "auto",
         load_in_4bit: bool = False,
         batch_size: int = 16,
         device: str | None = None,
         prefix_cache: bool = True,
+        threads: int | str | None = None,
     ) -> None:
+        """``dtype`` auto: chosen from the device (:mod:`hardware`); ``threads``: None leaves torch's
+        setting alone, ``auto`` or a number sets it (:func:`hardware.apply_threads`)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from .hardware import RunHardware, apply_threads, current_threads, detect, resolve_dtype
         from .models import resolve_model
 
         self.model_path = resolve_model(model)
         self.name = f"transformers:{model or 'embedded'}"
         self.batch_size = batch_size
         self.use_prefix_cache = prefix_cache
-        self.torch_dtype = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32,
-                            "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16}[dtype]
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.precision = resolve_dtype(dtype, self.device)
+        self.torch_dtype = self.precision.torch_dtype
+        thread_choice = apply_threads(threads) if threads is not None else current_threads()
+        self.hardware = RunHardware(self.precision, thread_choice, detect(self.device))
+        log.info("%s: %s", self.name, self.hardware.line())
         kwargs: dict = {"dtype": self.torch_dtype}
         if load_in_4bit:
             from transformers import BitsAndBytesConfig

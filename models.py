@@ -37,9 +37,14 @@ def embedded_gguf() -> Path:
 
 
 def embedded_model_path() -> Path:
-    """A transformers folder holding the embedded model, converted from its GGUF once and cached."""
+    """A transformers folder holding the embedded model, converted from its GGUF once and cached.
+
+    transformers dequantizes GGUF weights on every load (it has no kernels for the packed ones), so the
+    dequantized weights are saved once, in float32: the exact values of the Q4_1 blocks (bfloat16 would
+    round them). Each backend then loads them in the precision chosen for its device
+    (``hardware.choose_dtype``); ``bench/hardware.py`` measures both load paths."""
     gguf = embedded_gguf()
-    target = cache_dir() / "models" / f"{EMBEDDED_NAME}-{gguf.stem.split('.')[-1]}"
+    target = cache_dir() / "models" / f"{EMBEDDED_NAME}-{gguf.stem.split('.')[-1]}-f32"
     if (target / "config.json").exists():
         return target
     import torch
@@ -49,7 +54,15 @@ def embedded_model_path() -> Path:
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
+        kwargs = {}
+        try:  # transformers >= 5.2x: packed GGUF modules unless told to unpack (they cannot be saved)
+            from transformers import GgufConfig
+
+            kwargs["quantization_config"] = GgufConfig(dequantize=True)
+        except ImportError:
+            pass
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+                                                     **kwargs)
         # The dequantised weights are plain tensors now; the GGUF quantisation config would make
         # save_pretrained/from_pretrained expect a GGUF file again.
         if getattr(model, "hf_quantizer", None) is not None:

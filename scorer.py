@@ -48,12 +48,13 @@ class VistaScorer:
         stage3: str = "score",
         stage4: bool = False,
         speakers: Speakers | None = None,
-        dtype: str = "bfloat16",
+        dtype: str = "auto",
         load_in_4bit: bool = False,
         batch_size: int = 16,
         max_claims: int = 16,
         max_new_tokens: Mapping[str, int] | None = None,
         backend: Backend | None = None,
+        threads: int | str | None = "auto",
     ) -> None:
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
@@ -68,7 +69,7 @@ class VistaScorer:
             from .local_backend import TransformersBackend
 
             backend = TransformersBackend(model, adapters=adapters, dtype=dtype, load_in_4bit=load_in_4bit,
-                                          batch_size=batch_size)
+                                          batch_size=batch_size, threads=threads)
         self.backend = backend
 
     def score(
@@ -103,6 +104,9 @@ class VistaScorer:
             "turns_per_s": len(records) / wall if wall else None,
             **{k: v - stats_before.get(k, 0) for k, v in stats.items() if isinstance(v, (int, float))},
         }
+        hw = getattr(self.backend, "hardware", None)
+        if hw is not None:
+            summary["run"]["hardware"] = hw.to_dict()
         return ScoreResult(records, summary)
 
     def _progress_bar(self, conversations: Sequence[Conversation]):

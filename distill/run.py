@@ -213,6 +213,7 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
     student_style = recipe.distill.student_prompt_style
     for stage in silver.STAGES:
         get_template(stage, student_style)   # fail early on a bad style
+    hw = _teacher_hardware(recipe, announce=progress)
     cache = CallCache(out_dir / "calls")
     teacher = build_teacher(recipe, train, cache)
     bar = Progress(teacher, progress)
@@ -224,7 +225,8 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
     finally:
         bar.close()
         run = {"recipe": recipe.name, "status": status, "started": round(time.time() - (time.perf_counter() - start)),
-               **counters(teacher, cache, time.perf_counter() - start, bar.parse_failures)}
+               **counters(teacher, cache, time.perf_counter() - start, bar.parse_failures),
+               "hardware": hw.to_dict() if hw is not None else None}
         if status != "completed":
             _append_run(out_dir, run)
 
@@ -249,6 +251,9 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
                  "leak_check": f"passed: {len(material.test)} test conversation(s) share no dialogue with "
                                f"{len(material.train)} train conversation(s)"},
         "counts": counts,
+        # what the teacher computed in on this machine (threads and timings are in runs.jsonl)
+        "hardware": ({k: hw.to_dict()[k] for k in ("dtype", "dtype_reason", "device", "device_name", "cpu")}
+                     if hw is not None else {"teacher": "served or human labels: precision is the server's"}),
         "fingerprints": fps,
         "fingerprint": silver.fingerprint(fps),
     }
@@ -263,6 +268,21 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
     run["fingerprint"] = manifest["fingerprint"]
     _append_run(out_dir, run)
     return DistillResult(out_dir, manifest, run)
+
+
+def _teacher_hardware(recipe: Recipe, announce: bool):
+    """Precision and threads of a local teacher (None for a served one), said on the first line."""
+    import sys
+
+    from ..hardware import prepare_run
+
+    t = recipe.teacher
+    if t.backend == "transformers" or (t.backend == "labels" and t.fallback and not t.base_url):
+        return prepare_run(t.dtype, t.threads, where="teacher.dtype", announce=announce)
+    if announce:
+        print(f"teacher {t.backend}: precision and threads are the server's (no local model)", file=sys.stderr,
+              flush=True)
+    return None
 
 
 def _record(c: silver.Candidate, teacher: Teacher, teacher_style: str, student_style: str) -> dict[str, Any]:

@@ -162,10 +162,14 @@ def _openai(cfg: TeacherConfig, model: str | None, cache: CallCache) -> OpenAIBa
 
 
 def _local(cfg: TeacherConfig, model: str | None, cache: CallCache) -> CachedBackend:
+    from ..hardware import resolve_dtype
     from ..local_backend import TransformersBackend
 
-    return CachedBackend(lambda: TransformersBackend(model, dtype=cfg.dtype, batch_size=cfg.batch_size), cache,
-                         {"backend": "transformers", "model": model or "embedded:SmolLM2-135M", "dtype": cfg.dtype,
+    # The resolved dtype (not "auto") keys the cache: answers computed in bf16 and in fp32 differ.
+    dtype = resolve_dtype(cfg.dtype, where="teacher.dtype").dtype
+    return CachedBackend(lambda: TransformersBackend(model, dtype=dtype, batch_size=cfg.batch_size,
+                                                     threads=cfg.threads), cache,
+                         {"backend": "transformers", "model": model or "embedded:SmolLM2-135M", "dtype": dtype,
                           "decoding": "greedy"}, name="transformers")
 
 
@@ -182,6 +186,7 @@ def build_teacher(recipe: Recipe, conversations: Iterable[Conversation], cache: 
     elif cfg.backend == "transformers":
         core = chain = _local(cfg, cfg.model, cache)
         name = f"transformers:{cfg.model or 'SmolLM2-135M-Instruct'}"
+        desc["dtype"] = core.identity["dtype"]
     elif cfg.backend == "labels":
         from .labels_teacher import LabelsBackend
 

@@ -231,6 +231,10 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
             "Peak RSS is the whole process's (models loaded earlier stay counted); the base model is loaded once "
             "for base, llm_judge and factscore. \"cached\": share of the teacher's calls answered from its call "
             "cache, so that speed is not the teacher's.", ""]
+    hw = results.get("hardware")
+    if hw:
+        out += [f"Measured on {hw['device']}: {hw['device_name']} (torch {hw['torch']}), local models in "
+                f"{hw['dtype']} ({hw['dtype_reason']}), {hw['threads']} thread(s) ({hw['threads_reason']}).", ""]
 
     out += ["## Reproducibility", "", f"Fingerprint of metrics, tests and intervals: `{results['fingerprint']}` "
             f"(seed {results['settings']['seed']}); total wall time {results['wall_s']:.0f} s."]

@@ -304,6 +304,7 @@ def _free_memory() -> None:
 
 def _describe_local(backend: Any, style: str, adapters: dict[str, str] | None = None) -> dict[str, Any]:
     return {"backend": backend.name, "model_path": str(backend.model_path), "dtype": str(backend.torch_dtype),
+            "hardware": backend.hardware.to_dict(),
             "device": backend.device, "prompts": style, "adapters": adapters, "batch_size": backend.batch_size}
 
 
@@ -537,9 +538,11 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     order = sorted(names, key=lambda n: ("base", "llm_judge", "factscore", "student", "teacher").index(n))
     import torch
 
+    from ..hardware import prepare_run
+
     threads_before = torch.get_num_threads()
-    if e.threads:
-        torch.set_num_threads(e.threads)
+    hw = prepare_run(recipe.student.dtype, e.threads if e.threads is not None else threads_before,
+                     where="student.dtype", announce=progress)
     try:
         for name in order:
             if name in ("student", "teacher"):
@@ -575,7 +578,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         "settings": {"rules": list(e.rules), "systems": names, "seed": e.seed, "bootstrap": e.bootstrap,
                      "mcnemar": e.mcnemar, "match_threshold": e.match_threshold,
                      "match_embeddings": e.match_embeddings, "calibration_bins": e.calibration_bins,
-                     "batch_size": e.batch_size, "threads": e.threads or threads_before},
+                     "batch_size": e.batch_size, "threads": hw.threads.threads},
         "material": material,
         "systems": {n: r.summary() for n, r in runs.items()},
         "metrics": metrics,
@@ -589,6 +592,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     }
     results["fingerprint"] = fingerprint(results)
     results["wall_s"] = round(time.perf_counter() - t_start, 3)
+    results["hardware"] = hw.to_dict()   # beside the timings, outside the fingerprint
     if compare:
         results["compare"] = compare_results(results, compare)
     write_report(out_dir, results)

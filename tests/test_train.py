@@ -17,6 +17,7 @@ import yaml
 
 from conftest import FIXTURES, ROOT, SAMPLE
 
+from vista_distill import hardware
 from vista_distill.config import load_recipe
 from vista_distill.train import sft
 
@@ -232,7 +233,10 @@ def test_recipe_builds_trainer_configs(path):
     assert args.completion_only_loss is True and args.max_length == recipe.train.max_length
     targets = sft.build_lora_config(recipe).target_modules
     assert targets in ("all-linear", set(recipe.lora.target_modules or []))
-    q = sft.build_quantization_config(recipe, args.bf16)
+    precision = sft.training_precision(recipe, hardware.detect("cpu"))
+    assert (args.bf16, args.fp16) == (precision.bf16, precision.fp16)
+    assert args.model_init_kwargs["dtype"] == precision.model_dtype
+    q = sft.build_quantization_config(recipe, precision)
     assert (q is not None) == ("qlora" in path.stem) == recipe.student.load_in_4bit
     assert ("cpu" in path.stem) == (recipe.student.model is None)
     if "cpu" not in path.stem:
@@ -242,7 +246,7 @@ def test_recipe_builds_trainer_configs(path):
 
 def test_cpu_recipe_settings():
     r = load_recipe(ROOT / "recipes" / "smollm2-135m-cpu.yaml")
-    assert (r.student.model, r.train.bf16, r.train.use_cpu, r.lora.dropout) == (None, True, True, 0.0)
+    assert (r.student.model, r.train.bf16, r.train.use_cpu, r.lora.dropout) == (None, "auto", True, 0.0)
     raw = yaml.safe_load((ROOT / "recipes" / "smollm2-135m-cpu.yaml").read_text())
     assert "gradient_checkpointing" in raw["train"]
 

@@ -391,13 +391,59 @@ class _KeepWeights:
 # Configs
 # --------------------------------------------------------------------------------------------------
 
-def bf16_supported(use_cpu: bool) -> bool:
-    """bf16 autocast works on CPU and on Ampere+ GPUs."""
+@dataclass(frozen=True)
+class TrainPrecision:
+    """How a stage trains: the dtype the base model is loaded in and the autocast Trainer uses."""
+
+    model_dtype: str                 # bfloat16 | float16 | float32
+    bf16: bool                       # Trainer bf16 autocast
+    fp16: bool                       # Trainer fp16 autocast (GPUs without bf16)
+    reason: str
+    native: bool = True              # False: the device emulates the chosen half precision (slow)
+
+    @property
+    def compute_dtype(self) -> str:
+        return "bfloat16" if self.bf16 else "float16" if self.fp16 else "float32"
+
+
+def training_device(recipe: Recipe) -> str:
+    """cpu when ``train.use_cpu`` or no accelerator is visible, else the accelerator."""
     import torch
 
-    if use_cpu or not torch.cuda.is_available():
-        return True
-    return torch.cuda.is_bf16_supported()
+    if recipe.train.use_cpu or not _accelerator_available():
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "mps"
+
+
+def training_precision(recipe: Recipe, cap) -> TrainPrecision:
+    """``student.dtype`` and ``train.bf16`` resolved on the device ``cap`` (a :class:`hardware.Capability`).
+
+    auto/auto: bf16 weights and autocast where the device computes bf16 natively; fp16 autocast on GPUs
+    without bf16; float32 otherwise. An explicit ``train.bf16: true`` is honoured where it can run (a CPU
+    without native bf16 emulates it: a warning says so); on a GPU without bf16 it falls back to fp16."""
+    from ..hardware import choose_dtype
+
+    where = f"{recipe.path or '<recipe>'}: student.dtype"
+    try:
+        p = choose_dtype(recipe.student.dtype, cap, where)
+    except ValueError as e:
+        raise RecipeError(str(e)) from None
+    want = recipe.train.bf16
+    reason = p.reason
+    if want == "auto":
+        bf16 = p.dtype == "bfloat16"
+    elif want and cap.device == "cuda" and not cap.cuda_bf16:
+        log.warning("%s: train.bf16 is true but %s; training with fp16 autocast", recipe.path, cap.describe())
+        bf16, reason = False, f"{reason}; train.bf16 true but the GPU has no bf16 -> fp16 autocast"
+    else:
+        bf16 = bool(want)
+        reason = f"{reason}; train.bf16={str(bf16).lower()} as requested"
+    fp16 = not bf16 and p.dtype in ("float16", "bfloat16") and cap.device in ("cuda", "mps")
+    model = "float32" if p.dtype == "bfloat16" and not bf16 and not fp16 else p.dtype
+    if fp16 and model == "bfloat16":
+        model = "float16"
+    native = not (cap.device == "cpu" and (bf16 or model != "float32") and not cap.native_bf16)
+    return TrainPrecision(model, bf16, fp16, reason, native)
 
 
 def _accelerator_available() -> bool:
@@ -405,15 +451,6 @@ def _accelerator_available() -> bool:
 
     mps = getattr(torch.backends, "mps", None)
     return torch.cuda.is_available() or bool(mps is not None and mps.is_available())
-
-
-def model_dtype(recipe: Recipe, bf16: bool) -> str:
-    aliases = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}
-    dtype = aliases.get(recipe.student.dtype, recipe.student.dtype)
-    if dtype not in ("bfloat16", "float32", "float16"):
-        raise RecipeError(f"{recipe.path}: student.dtype {recipe.student.dtype!r}; expected bfloat16, "
-                          "float32 or float16")
-    return "float32" if dtype == "bfloat16" and not bf16 else dtype
 
 
 def build_lora_config(recipe: Recipe):
@@ -425,30 +462,35 @@ def build_lora_config(recipe: Recipe):
                       target_modules=lora.target_modules, bias="none", task_type="CAUSAL_LM")
 
 
-def build_quantization_config(recipe: Recipe, bf16: bool):
-    """4-bit NF4 (double quantisation) for QLoRA, or None."""
+def build_quantization_config(recipe: Recipe, precision: TrainPrecision):
+    """4-bit NF4 (double quantisation) for QLoRA, or None; computes and stores in the training dtype."""
     if not recipe.student.load_in_4bit:
         return None
     import torch
     from transformers import BitsAndBytesConfig
 
+    dtype = getattr(torch, precision.compute_dtype)
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                              bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float32,
-                              bnb_4bit_quant_storage=torch.bfloat16 if bf16 else torch.float32)
+                              bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_storage=dtype)
 
 
-def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has_eval: bool, resuming: bool):
-    """``SFTConfig`` from ``recipe.train``; ``train.options`` may set any other SFTConfig field."""
+def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has_eval: bool, resuming: bool,
+                     precision: TrainPrecision | None = None):
+    """``SFTConfig`` from ``recipe.train``; ``train.options`` may set any other SFTConfig field.
+
+    ``precision``: decided by :func:`training_precision` on this machine when not given."""
     from trl import SFTConfig
+
+    from ..hardware import detect
 
     t = recipe.train
     if not t.use_cpu and not _accelerator_available():
         raise RecipeError(f"{recipe.path}: train.use_cpu is false but no GPU is visible; run on a GPU "
                           "machine or override train.use_cpu=true")
-    bf16 = t.bf16 and bf16_supported(t.use_cpu)
-    if t.bf16 and not bf16:
-        log.warning("%s: bf16 is not supported on this GPU; training in fp32", recipe.path)
-    init_kwargs: dict[str, Any] = {"dtype": model_dtype(recipe, bf16)}
+    if precision is None:
+        precision = training_precision(recipe, detect(training_device(recipe)))
+    bf16, fp16 = precision.bf16, precision.fp16
+    init_kwargs: dict[str, Any] = {"dtype": precision.model_dtype}
     if recipe.student.attn_implementation:
         init_kwargs["attn_implementation"] = recipe.student.attn_implementation
     kwargs: dict[str, Any] = dict(
@@ -456,7 +498,7 @@ def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has
         max_steps=t.max_steps, per_device_train_batch_size=t.per_device_train_batch_size,
         per_device_eval_batch_size=t.per_device_train_batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps, max_length=t.max_length,
-        gradient_checkpointing=t.gradient_checkpointing, bf16=bf16, use_cpu=t.use_cpu,
+        gradient_checkpointing=t.gradient_checkpointing, bf16=bf16, fp16=fp16, use_cpu=t.use_cpu,
         logging_steps=t.logging_steps, save_strategy="steps", save_steps=t.save_steps,
         save_total_limit=t.save_total_limit, eval_strategy="steps" if has_eval and t.eval_steps > 0 else "no",
         eval_steps=t.eval_steps if t.eval_steps > 0 else None,
@@ -526,6 +568,16 @@ def write_model_card(path: Path, summary: dict[str, Any]) -> None:
             lines.append(f"| {c} | {n} | {_fmt(w) if w is not None else '1'} |")
     lines += ["", "## Hyperparameters", "", "| | |", "| --- | --- |"]
     lines += [f"| {k} | {v} |" for k, v in hp.items()]
+    hw = s.get("hardware")
+    if hw:
+        lines += ["", "## Hardware", "", "| | |", "| --- | --- |",
+                  f"| device | {hw['device']}: {hw['device_name']} |",
+                  f"| CPU | {hw['cpu']} (flags: {', '.join(hw['cpu_flags']) or 'n/a'}) |",
+                  f"| precision | weights {hw['dtype']}, autocast "
+                  f"{'bf16' if hw.get('bf16_autocast') else 'fp16' if hw.get('fp16_autocast') else 'none'} "
+                  f"({hw['dtype_reason']}) |",
+                  f"| threads | {hw['threads']} ({hw['threads_reason']}) |",
+                  f"| torch | {hw['torch']} |"]
     r = s["results"]
     weighted = s["class_balance"]["mode"] == "weights" and s["class_balance"]["weights"]
     evals = (f"* eval loss: {_fmt(r['first_eval_loss'])} at step {r['first_eval_step']} -> "
@@ -579,6 +631,28 @@ class StageRun:
     dropped: tuple[int, int]         # (train, test) examples over max_length
     resume: Path | None
     fingerprint: str                 # of the stage's silver data
+    hardware: dict[str, Any] | None = None   # precision, threads and machine (hardware.RunHardware)
+
+
+def training_hardware(recipe: Recipe, announce: bool = False):
+    """Decide (and apply) this machine's training precision and threads; ``(TrainPrecision, RunHardware)``."""
+    from ..hardware import PrecisionChoice, RunHardware, apply_threads, current_threads, detect
+
+    cap = detect(training_device(recipe))
+    precision = training_precision(recipe, cap)
+    t = recipe.train
+    threads = apply_threads(t.cpu_threads) if t.cpu_threads is not None else current_threads()
+    hw = RunHardware(PrecisionChoice(precision.model_dtype, recipe.student.dtype, precision.reason,
+                                     precision.native), threads, cap,
+                     {"bf16_autocast": precision.bf16, "fp16_autocast": precision.fp16})
+    if not precision.native:
+        from ..hardware import EMULATED_BF16_NOTE
+
+        log.warning("%s: training in %s on %s: %s; student.dtype=auto train.bf16=auto trains at full speed",
+                    recipe.path, precision.compute_dtype, cap.describe(), EMULATED_BF16_NOTE)
+    if announce:
+        print(f"train: {hw.line()}; autocast {precision.compute_dtype}", file=sys.stderr, flush=True)
+    return precision, hw
 
 
 def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
@@ -593,10 +667,7 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
     if t.class_balance not in CLASS_BALANCE:
         raise RecipeError(f"{recipe.path}: train.class_balance {t.class_balance!r}; expected one of "
                           f"{list(CLASS_BALANCE)}")
-    if t.cpu_threads:
-        import torch
-
-        torch.set_num_threads(t.cpu_threads)
+    precision, hw = training_hardware(recipe)
     root = silver_root(recipe)
     manifest = read_manifest(root)
     dd = load_silver(root, stage)
@@ -629,14 +700,15 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
     resume = last_checkpoint(out) if t.resume else None
     if resume is not None:
         _check_same_run(out, {"silver_fingerprint": fingerprint, "base_model": recipe.student.model})
-    args = build_sft_config(recipe, out, eot, has_eval=eval_ds is not None, resuming=resume is not None)
+    args = build_sft_config(recipe, out, eot, has_eval=eval_ds is not None, resuming=resume is not None,
+                            precision=precision)
     trainer = _trainer_class()(
         model=model_path, args=args, train_dataset=train_ds, eval_dataset=eval_ds, processing_class=tokenizer,
         peft_config=build_lora_config(recipe), sample_weights=sample_weights,
-        quantization_config=build_quantization_config(recipe, args.bf16),
+        quantization_config=build_quantization_config(recipe, precision),
     )
     return StageRun(recipe, stage, trainer, out, root, manifest, dd, eot, mode, weights,
-                    (dropped_train, dropped_test), resume, fingerprint)
+                    (dropped_train, dropped_test), resume, fingerprint, hw.to_dict())
 
 
 RUN_INFO = "run_info.json"
@@ -733,7 +805,7 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
         "max_length": t.max_length, "lora_r": recipe.lora.r, "lora_alpha": recipe.lora.alpha,
         "lora_dropout": recipe.lora.dropout, "target_modules": recipe.lora.target_modules,
         "load_in_4bit": recipe.student.load_in_4bit, "dtype": str(args.model_init_kwargs["dtype"]),
-        "bf16": args.bf16,
+        "bf16": args.bf16, "fp16": args.fp16,
         "gradient_checkpointing": t.gradient_checkpointing, "seed": t.seed, "eos_token": run.eos_token,
         "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
     }
@@ -759,6 +831,7 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
                           "counts": dict(sorted(Counter(dd["train"]["label"]).items()))
                           if run.class_balance != "none" else {}},
         "hyperparameters": hp,
+        "hardware": run.hardware,
         "resumed_from": str(run.resume) if run.resume is not None else None,
         "results": {
             "global_step": trainer.state.global_step, "train_runtime_s": runtime,
@@ -793,6 +866,9 @@ def train_stages(recipe: Recipe, stages: Sequence[str] | str = "all") -> list[di
     bad = [s for s in todo if s not in STAGES]
     if bad:
         raise TrainError(f"unknown stage(s) {bad}; expected {list(STAGES)}")
+    from accelerate import PartialState
+
+    training_hardware(recipe, announce=PartialState().is_main_process)
     return [train_stage(recipe, s) for s in todo]
 
 
