@@ -97,7 +97,7 @@ def _check(args: argparse.Namespace) -> int:
     import os
 
     from .config import load_recipe
-    from .hardware import choose_dtype, choose_threads, detect, load_average, usable_cores
+    from .hardware import busy_cores, choose_dtype, choose_threads, detect, usable_cores
     from .train.sft import training_device, training_precision
 
     recipe = load_recipe(args.config, args.overrides)
@@ -110,7 +110,7 @@ def _check(args: argparse.Namespace) -> int:
                                     if local_teacher else ("-", f"{t.backend}: the server's")), t.threads),
             ("training", f"weights {tp.model_dtype}, autocast {tp.compute_dtype}", tp.reason, recipe.train.cpu_threads),
             ("student, base (eval, score)", sp.dtype, sp.reason, recipe.eval.threads)]
-    cores, load, env = usable_cores(), load_average(), os.environ.get("OMP_NUM_THREADS")
+    cores, load, env = usable_cores(), busy_cores(), os.environ.get("OMP_NUM_THREADS")
     for role, dtype, reason, threads in rows:
         th = choose_threads(threads, cores, load, env) if threads is not None else None
         print(f"  {role:28s} {dtype:34s} {reason}" + (f"; threads {th.threads} ({th.reason})" if th else ""))

@@ -6,8 +6,8 @@ float16 on other GPUs, float32 otherwise. On a CPU without native bf16 every bf1
 ``bench/hardware.py`` measured it 50-65x slower than float32 on an AVX2-only AMD EPYC. An explicit
 choice is honoured; an explicit bf16 (or fp16) on such a CPU warns once with that cost.
 
-Threads: ``auto`` takes the CPUs this process may use less those busy with other work (the 1-minute
-load average), at least one: on a 2-core machine with another job running one thread is several times
+Threads: ``auto`` takes the CPUs this process may use less those busy with other work (CPU time of the
+whole machine sampled for half a second from /proc/stat, else the load average), at least one: on a 2-core machine with another job running one thread is several times
 faster than two that fight for a core. ``OMP_NUM_THREADS`` set by the user counts as an explicit choice.
 
 The choice functions take the capability as an argument, so they are tested for every device kind;
@@ -237,7 +237,7 @@ def choose_threads(requested: int | str | None, cores: int, load: float | None,
         return ThreadChoice(n, "auto", f"auto: OMP_NUM_THREADS={n} in the environment", cores, load)
     busy = 0 if load is None else int(load + 0.5)
     n = max(1, cores - busy)
-    load_txt = "unknown load" if load is None else f"load average {load:.2f}"
+    load_txt = "unknown load" if load is None else f"{load:.2f} core(s) busy with other work"
     return ThreadChoice(n, "auto", f"auto: {cores} usable core(s), {load_txt} -> {n} free", cores, load)
 
 
@@ -246,6 +246,34 @@ def load_average() -> float | None:
         return round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):
         return None
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies summed over all CPUs, from /proc/stat."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle + iowait
+    total = sum(fields[:8])                                       # guest time is already in user
+    return total - idle, total
+
+
+def busy_cores(interval: float = 0.5) -> float | None:
+    """CPUs kept busy by other work right now: /proc/stat sampled over ``interval`` seconds while this
+    process sleeps (the 1-minute load average lags: right after ``pip install`` it still reads ~1).
+    Falls back to the load average where /proc/stat is missing."""
+    import time
+
+    a = _cpu_times()
+    if a is None:
+        return load_average()
+    time.sleep(interval)
+    b = _cpu_times()
+    if b is None or b[1] <= a[1]:
+        return load_average()
+    n = os.cpu_count() or 1
+    return round((b[0] - a[0]) / (b[1] - a[1]) * n, 2)
 
 
 _thread_choice: ThreadChoice | None = None
@@ -260,7 +288,9 @@ def apply_threads(requested: int | str | None = "auto") -> ThreadChoice:
     if requested in (None, "auto", "") and _thread_choice is not None and _thread_choice.requested == "auto":
         choice = _thread_choice
     else:
-        choice = choose_threads(requested, usable_cores(), load_average(), os.environ.get("OMP_NUM_THREADS"))
+        env = os.environ.get("OMP_NUM_THREADS")
+        auto = requested in (None, "auto", "") and not (env and env.strip().isdigit())
+        choice = choose_threads(requested, usable_cores(), busy_cores() if auto else load_average(), env)
         if choice.requested == "auto":
             _thread_choice = choice
     if torch.get_num_threads() != choice.threads:
@@ -286,7 +316,7 @@ class RunHardware:
             "dtype": self.precision.dtype, "dtype_requested": self.precision.requested,
             "dtype_reason": self.precision.reason, "dtype_native": self.precision.native,
             "threads": self.threads.threads, "threads_reason": self.threads.reason,
-            "load_average_at_start": self.threads.load, "usable_cores": self.threads.cores,
+            "busy_cores_at_start": self.threads.load, "usable_cores": self.threads.cores,
             "device": self.capability.device, "device_name": self.capability.name,
             "capability": asdict(self.capability), "cpu": cpu_model_name(), "cpu_isa": self.capability.cpu_isa,
             "cpu_flags": cpu_flags(),

@@ -195,3 +195,20 @@ def test_check_reports_each_role_and_flags_emulated_training(capsys):
     out = capsys.readouterr().out
     assert forced == (0 if cap.native_bf16 else 1)
     assert ("problem: training computes in bfloat16" in out) == (not cap.native_bf16)
+
+
+def test_busy_cores_sees_a_real_spinning_process():
+    """A process spinning on one core is counted as busy within half a second (the load average would
+    need a minute), and auto threads then leave that core to it."""
+    spinner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 20: pass"])
+    try:
+        import time
+
+        time.sleep(0.3)
+        busy = hardware.busy_cores(1.0)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert busy is not None and busy >= 0.7
+    cores = hardware.usable_cores()
+    assert choose_threads("auto", cores, busy).threads <= max(1, cores - 1)

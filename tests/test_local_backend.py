@@ -68,6 +68,10 @@ def test_batched_generation_equals_one_at_a_time(embedded_backend):
     finally:
         embedded_backend.use_prefix_cache = True
     assert [r.text for r in plain] == [r.text for r in batched]
+    # the batched runs above decoded into a preallocated cache holding the shared prefix (no per-token cat)
+    prefix, suffix = embedded_backend._encode(reqs[0])
+    _, _, cache = embedded_backend._batch_inputs("stage1", tuple(prefix), [suffix, suffix], max_new_tokens=24)
+    assert type(cache).__name__ == "StaticCache" and cache.get_seq_length() == len(prefix)
 
 
 def test_pipeline_batched_equals_one_at_a_time_on_real_model(embedded_backend, sample_path):
