@@ -170,7 +170,7 @@ class TransformersBackend:
     def _static_prefix_cache(self, prefix_cache, batch: int, max_len: int):
         """A preallocated cache for ``batch`` rows holding the prefix, or None where the model's layers are not
         all plain full-attention layers. Generating into it avoids the per-token ``torch.cat`` of a dynamic
-        cache, which was 60% of a decode step on a 2-core CPU (bench/results/score_throughput_static.md)."""
+        cache, which was 60% of a decode step on a 2-core CPU (bench/results/decode_cache_*.md)."""
         from transformers import StaticCache
         from transformers.cache_utils import StaticLayer
 
