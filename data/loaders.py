@@ -60,12 +60,17 @@ def load_benchmark(name: str, source: str | os.PathLike, **options) -> LoadResul
 def guess_benchmark(path: str | os.PathLike) -> str | None:
     """The benchmark a file most likely belongs to, from its path (then its first line)."""
     p = Path(path)
-    s = p.as_posix().lower()
-    for key, name in (("finedialfact", "finedialfact"), ("dialfact", "dialfact"), ("vista", "vista-human"),
+    # Only the file and its two nearest folders: a clone in a folder named "vista-distill" (what
+    # `git clone` makes) must not turn every file below it into the VISTA human set.
+    s = "/".join(p.parts[-3:]).lower()
+    for key, name in (("finedialfact", "finedialfact"), ("dialfact", "dialfact"), ("vista_human", "vista-human"),
+                      ("vista-human", "vista-human"),
                       ("data-audit", "faithdial-audit"), ("faithdial", "faithdial"), ("begin", "begin"),
                       ("fade", "fade")):
         if key in s:
             return name
+    if p.name.lower().startswith("vista"):
+        return "vista-human"
     if p.name.startswith("ann_") and p.suffix == ".csv":
         return "ais"
     try:

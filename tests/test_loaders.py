@@ -499,3 +499,15 @@ def test_every_loader_output_round_trips_through_jsonl(tmp_path):
     write_conversations(convs, tmp_path / "all.jsonl")
     back = read_conversations(tmp_path / "all.jsonl")
     assert [c.to_dict() for c in back] == [json.loads(json.dumps(c.to_dict())) for c in convs]
+
+
+def test_guess_benchmark_ignores_a_clone_folder_named_vista_distill(tmp_path):
+    """`git clone` makes a folder named vista-distill: the files below it keep their own benchmark."""
+    import shutil
+
+    clone = tmp_path / "vista-distill" / "tests" / "fixtures"
+    for sub in ("faithdial", "ais", "vista_human"):
+        shutil.copytree(FIX / sub, clone / sub)
+    assert guess_benchmark(clone / "faithdial" / "test.jsonl") == "faithdial"
+    assert guess_benchmark(clone / "ais" / "ann_wow.csv") == "ais"
+    assert guess_benchmark(clone / "vista_human" / "dev.json") == "vista-human"
