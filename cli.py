@@ -106,8 +106,9 @@ def _check(args: argparse.Namespace) -> int:
     local_teacher = t.backend == "transformers" or (t.backend == "labels" and t.fallback and not t.base_url)
     tp = training_precision(recipe, detect(training_device(recipe)))
     sp = choose_dtype(recipe.student.dtype, cap, "student.dtype")
-    rows = [("teacher (distill)", *((choose_dtype(t.dtype, cap).dtype, choose_dtype(t.dtype, cap).reason)
-                                    if local_teacher else ("-", f"{t.backend}: the server's")), t.threads),
+    tc = choose_dtype(t.dtype, cap, "teacher.dtype") if local_teacher else None
+    rows = [("teacher (distill)", *((tc.dtype, tc.reason) if tc else ("-", f"{t.backend}: the server's")),
+             t.threads),
             ("training", f"weights {tp.model_dtype}, autocast {tp.compute_dtype}", tp.reason, recipe.train.cpu_threads),
             ("student, base (eval, score)", sp.dtype, sp.reason, recipe.eval.threads)]
     cores, load, env = usable_cores(), busy_cores(), os.environ.get("OMP_NUM_THREADS")

@@ -335,9 +335,7 @@ def prepare_run(dtype: str | None = "auto", threads: int | str | None = "auto", 
     import sys
 
     cap = detect(device)
-    precision = choose_dtype(dtype, cap, where)
-    warn_if_emulated(precision, cap)
-    hw = RunHardware(precision, apply_threads(threads), cap)
+    hw = RunHardware(resolve_dtype(dtype, device, where), apply_threads(threads), cap)
     if announce:
         print(hw.line(), file=sys.stderr, flush=True)
     return hw
