@@ -35,7 +35,8 @@ class DataConfig:
     test: list[DataSource] = field(default_factory=list)    # held-out evaluation material
     test_fraction: float = 0.0    # >0: hold out this share of each train source's dialogues (plus data.test)
     seed: int = 0
-    drop_test_leaks: bool = False # data.test conversations sharing a dialogue with train: drop (else an error)
+    leaks: str = "error"          # a test dialogue also in train: error | drop-test | drop-train
+    root: str | None = None       # data root for relative sources (else --data-root / $VISTA_DISTILL_DATA)
 
 
 @dataclass
@@ -61,6 +62,9 @@ class TeacherConfig:
     dtype: str = "auto"            # backend "transformers": auto | bfloat16 | float16 | float32 (hardware.py)
     batch_size: int = 16           # backend "transformers"
     threads: int | str = "auto"    # backend "transformers": torch CPU threads (auto: the cores not busy)
+    # chat-template variables: rendered locally, and sent to OpenAI-compatible servers as
+    # chat_template_kwargs (vLLM, SGLang); thinking off by default. Hosted APIs that reject it: {}.
+    chat_template_kwargs: dict[str, Any] = field(default_factory=lambda: {"enable_thinking": False})
 
 
 @dataclass
@@ -87,6 +91,7 @@ class StudentConfig:
     dtype: str = "auto"            # auto: bf16 where the device computes it natively, else fp16 (GPU) / fp32
     load_in_4bit: bool = False
     attn_implementation: str | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=lambda: {"enable_thinking": False})  # training and scoring
 
 
 @dataclass
@@ -165,6 +170,9 @@ class RecipeError(ValueError):
     pass
 
 
+LEAK_POLICIES = ("error", "drop-test", "drop-train")
+
+
 def _build(cls: type, raw: Any, where: str) -> Any:
     hints = typing.get_type_hints(cls)
     if dataclasses.is_dataclass(cls):
@@ -236,8 +244,10 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def load_recipe(path: str | Path | None, overrides: list[str] | None = None) -> Recipe:
-    """Load a recipe YAML (or defaults when ``path`` is None) and apply dotted CLI overrides."""
+def load_recipe(path: str | Path | None, overrides: list[str] | None = None,
+                data_root: str | None = None) -> Recipe:
+    """Load a recipe YAML (or defaults when ``path`` is None) and apply dotted CLI overrides;
+    ``data_root`` (``--data-root``) sets ``data.root``."""
     raw: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
@@ -254,6 +264,8 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None) -> 
     where = str(path) if path else "<recipe>"
     recipe = _build(Recipe, raw, where)
     recipe.path = str(path) if path else None
+    if data_root:
+        recipe.data.root = str(data_root)
     _check_hardware_fields(recipe, where)
     return recipe
 
@@ -267,6 +279,8 @@ def _check_hardware_fields(recipe: Recipe, where: str) -> None:
             normalize_dtype(getattr(getattr(recipe, section), key), f"{where}: {section}.{key}")
         except ValueError as e:
             raise RecipeError(str(e)) from None
+    if recipe.data.leaks not in LEAK_POLICIES:
+        raise RecipeError(f"{where}: data.leaks {recipe.data.leaks!r}; expected one of {', '.join(LEAK_POLICIES)}")
     if not (recipe.train.bf16 == "auto" or isinstance(recipe.train.bf16, bool)):
         raise RecipeError(f"{where}: train.bf16 {recipe.train.bf16!r}; expected auto, true or false")
     for section, key in (("teacher", "threads"), ("train", "cpu_threads"), ("eval", "threads")):

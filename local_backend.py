@@ -14,9 +14,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .backend import Request, Response
-from .prompts import render
+from .prompts import THINKING_OFF, render
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,12 @@ class TransformersBackend:
         device: str | None = None,
         prefix_cache: bool = True,
         threads: int | str | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        attn_implementation: str | None = None,
     ) -> None:
         """``dtype`` auto: chosen from the device (:mod:`hardware`); ``threads``: None leaves torch's
-        setting alone, ``auto`` or a number sets it (:func:`hardware.apply_threads`)."""
+        setting alone, ``auto`` or a number sets it (:func:`hardware.apply_threads`);
+        ``chat_template_kwargs``: template variables for every prompt (default: thinking off)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -76,7 +80,10 @@ class TransformersBackend:
         thread_choice = apply_threads(threads) if threads is not None else current_threads()
         self.hardware = RunHardware(self.precision, thread_choice, detect(self.device))
         log.info("%s: %s", self.name, self.hardware.line())
+        self.chat_template_kwargs = dict(THINKING_OFF if chat_template_kwargs is None else chat_template_kwargs)
         kwargs: dict = {"dtype": self.torch_dtype}
+        if attn_implementation:
+            kwargs["attn_implementation"] = attn_implementation
         if load_in_4bit:
             from transformers import BitsAndBytesConfig
 
@@ -134,11 +141,12 @@ class TransformersBackend:
     # -- tokenisation ------------------------------------------------------------------------
     def _encode(self, request: Request) -> tuple[list[int], list[int]]:
         """(shared prefix ids, request-specific suffix ids) of the rendered prompt."""
-        text = render(self.tokenizer, list(request.messages))
+        text = render(self.tokenizer, list(request.messages), template_kwargs=self.chat_template_kwargs)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         if not self.use_prefix_cache or len(request.messages) < 2:
             return [], ids
-        prefix_text = render(self.tokenizer, list(request.messages[:-1]), add_generation_prompt=False)
+        prefix_text = render(self.tokenizer, list(request.messages[:-1]), add_generation_prompt=False,
+                             template_kwargs=self.chat_template_kwargs)
         if not text.startswith(prefix_text):
             return [], ids
         prefix_ids = self.tokenizer(prefix_text, add_special_tokens=False)["input_ids"]
@@ -261,13 +269,16 @@ class TransformersBackend:
             )
         results = []
         for row in seqs[:, ids.shape[1]:].tolist():
-            n = len(row)
+            n, finish = len(row), None
             for j, t in enumerate(row):
                 if t in self.eos_ids:
-                    n = j
+                    n, finish = j, "stop"
                     break
             text = self.tokenizer.decode(row[:n], skip_special_tokens=True)
-            results.append(Response(text=text.strip(), completion_tokens=min(n + 1, len(row))))
+            if finish is None:   # no end of turn: a repeated list line stopped it, or the budget ran out
+                finish = "repeat" if stop_on_repeat and _has_repeated_line(text) else "length"
+            results.append(Response(text=text.strip(), completion_tokens=min(n + 1, len(row)),
+                                    meta={"finish_reason": finish}))
         return results
 
     def _choose(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]],
@@ -336,7 +347,12 @@ class _RepeatedLineStop:
             if int(input_ids[row, -1]) not in self.newline_ids:
                 continue
             text = self.tokenizer.decode(input_ids[row, self.prompt_len:], skip_special_tokens=True)
-            lines = [_LIST_NUMBER.sub("", ln).strip().lower() for ln in text.split("\n")[:-1]]
-            lines = [ln for ln in lines if ln]
-            done[row] = len(lines) != len(set(lines))
+            done[row] = _has_repeated_line(text)
         return done
+
+
+def _has_repeated_line(text: str) -> bool:
+    """Does a completed line (one followed by a newline) repeat an earlier one, list numbers aside?"""
+    lines = [_LIST_NUMBER.sub("", ln).strip().lower() for ln in text.split("\n")[:-1]]
+    lines = [ln for ln in lines if ln]
+    return len(lines) != len(set(lines))

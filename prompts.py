@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -774,12 +774,21 @@ def _merge_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     return [{"role": "user", "content": system}, *rest]
 
 
-def render(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+# Variables every render passes to the chat template unless told otherwise: reasoning models
+# (Qwen3, and templates that read the same switch) answer directly instead of opening a <think> block
+# that the VISTA prompts' short budgets would cut off. Templates that do not read a variable ignore it.
+THINKING_OFF: dict[str, Any] = {"enable_thinking": False}
+
+
+def render(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool = True,
+           template_kwargs: Mapping[str, Any] | None = None) -> str:
     """Render messages with the tokenizer's own chat template (the one renderer for all families).
 
-    Templates without a system role (ones that raise on it, like Gemma's or old Mistral's, or that
-    silently drop it) get the system message merged into the first user message.
+    ``template_kwargs`` are passed to the template (default :data:`THINKING_OFF`; ``{}`` passes
+    nothing). Templates without a system role (ones that raise on it, like Gemma's or old Mistral's, or
+    that silently drop it) get the system message merged into the first user message.
     """
+    extra = dict(THINKING_OFF if template_kwargs is None else template_kwargs)
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(
             f"{type(tokenizer).__name__} has no chat template; set tokenizer.chat_template (or load a "
@@ -788,7 +797,7 @@ def render(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt
 
     def apply(msgs: list[dict[str, str]]) -> str:
         return tokenizer.apply_chat_template(
-            msgs, tokenize=False, add_generation_prompt=add_generation_prompt
+            msgs, tokenize=False, add_generation_prompt=add_generation_prompt, **extra
         )
 
     has_system = bool(messages) and messages[0]["role"] == "system"

@@ -116,9 +116,11 @@ def variant_overrides(recipe: Any, variant: str) -> list[str]:
 def variant_recipe(variant: str) -> Any:
     from vista_distill.config import load_recipe
 
-    recipe = load_recipe(str(RECIPE))
+    # benchmarks read ../shared/data unless a data root is set
+    root = os.environ.get("VISTA_DISTILL_DATA") or str(ROOT.parent / "shared" / "data")
+    recipe = load_recipe(str(RECIPE), data_root=root)
     overrides = variant_overrides(recipe, variant)
-    return load_recipe(str(RECIPE), overrides) if overrides else recipe
+    return load_recipe(str(RECIPE), overrides, data_root=root) if overrides else recipe
 
 
 def variant_dir(recipe: Any, variant: str) -> Path:

@@ -22,6 +22,8 @@ def add_distill_subcommand(subparsers: argparse._SubParsersAction) -> argparse.A
     p.add_argument("--limit", type=int, default=None, help="only the first N train conversations")
     p.add_argument("--output-dir", default=None, help="override distill.output_dir")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    p.add_argument("--data-root", default=None, metavar="DIR",
+                   help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)")
     p.add_argument("overrides", nargs="*", metavar="section.key=value",
                    help="recipe overrides, e.g. teacher.base_url=http://127.0.0.1:8000/v1 teacher.concurrency=4")
     p.set_defaults(func=cmd_distill)
@@ -34,7 +36,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
     from .run import TeacherError, TeacherUnavailable, run_distill
 
     try:
-        recipe = load_recipe(args.config, args.overrides)
+        recipe = load_recipe(args.config, args.overrides, data_root=args.data_root)
         result = run_distill(recipe, limit=args.limit, progress=not args.no_progress, output_dir=args.output_dir)
     except TeacherUnavailable as e:
         print(f"stopped: {e}", file=sys.stderr)

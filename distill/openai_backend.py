@@ -95,6 +95,7 @@ class OpenAIBackend:
         temperature: float = 0.0,
         seed: int = 0,
         extra_body: dict[str, Any] | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
         cache: CallCache | None = None,
         backoff_s: float = 1.0,
         backoff_max_s: float = 30.0,
@@ -115,6 +116,9 @@ class OpenAIBackend:
         self.temperature = temperature
         self.seed = seed
         self.extra_body = dict(extra_body or {})
+        # vLLM and SGLang pass these to the model's chat template (thinking off for Qwen3 and the like);
+        # servers that do not know the field ignore it (llama.cpp) or need it emptied (hosted APIs: {}).
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.cache = cache
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
@@ -130,7 +134,7 @@ class OpenAIBackend:
 
     def body(self, req: Request, sample: int = 0, temperature: float | None = None) -> dict[str, Any]:
         """The JSON body of a request; sample ``i`` > 0 uses seed + i (self-consistency)."""
-        return {
+        body = {
             **self.extra_body,
             "model": self.model,
             "messages": [dict(m) for m in req.messages],
@@ -138,6 +142,9 @@ class OpenAIBackend:
             "temperature": self.temperature if temperature is None else temperature,
             "seed": self.seed + sample,
         }
+        if self.chat_template_kwargs:
+            body["chat_template_kwargs"] = {**body.get("chat_template_kwargs", {}), **self.chat_template_kwargs}
+        return body
 
     @staticmethod
     def key(body: dict[str, Any]) -> str:

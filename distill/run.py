@@ -48,18 +48,45 @@ class Material:
     reports: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _resolve(source: str) -> str:
+def resolve_source_path(source: str, root: str | None = None) -> str:
+    """Where a recipe's ``source`` lives: absolute or present as given; else under the data root
+    (``data.root``, ``--data-root`` or ``$VISTA_DISTILL_DATA``); bundled files (``data/samples/...``)
+    from any working directory. A missing file is a :class:`MissingDataError` saying how to get it."""
+    from ..data.root import data_root, resolve_source
+
     p = Path(source)
     if not p.is_absolute() and not p.exists() and (PACKAGE_ROOT / p).exists():
-        return str(PACKAGE_ROOT / p)   # bundled files (data/samples/...) from any working directory
-    return source
+        return str(PACKAGE_ROOT / p)
+    base = data_root(root)
+    path = resolve_source(source, base)
+    if not path.exists() and not _hub_id(source):
+        raise MissingDataError(source, base)
+    return str(path)
 
 
-def load_source(src: DataSource) -> tuple[list[Conversation], dict[str, Any]]:
+def _hub_id(source: str) -> bool:
+    # "McGill-NLP/FaithDial": loaders that accept a Hub dataset id (faithdial) resolve it themselves
+    return source.count("/") == 1 and not Path(source).suffix and not source.startswith((".", "/", "~"))
+
+
+class MissingDataError(FileNotFoundError):
+    """A recipe names a data file that is not there; the message says where it was looked for and how to get it."""
+
+    def __init__(self, source: str, root: Path | None) -> None:
+        from ..data.root import missing_source_message
+
+        self.source, self.root = source, root
+        super().__init__(missing_source_message(source, root))
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def load_source(src: DataSource, root: str | None = None) -> tuple[list[Conversation], dict[str, Any]]:
     """Conversations of one recipe data source (sampled when ``n`` is set) and its load report."""
     from ..data.sampling import sample_conversations
 
-    path = _resolve(src.source)
+    path = resolve_source_path(src.source, root)
     if src.benchmark in FILE_BENCHMARKS:
         convs = read_conversations(path)
         report: dict[str, Any] = {"conversations": len(convs)}
@@ -81,9 +108,10 @@ def load_material(recipe: Recipe) -> Material:
     """Train and test material of a recipe.
 
     With ``data.test_fraction`` > 0 each train source is split by dialogue (so every source is
-    represented on both sides) and ``data.test`` sources are added to the test side. Raises
-    ``LeakageError`` if any test dialogue is in train, unless ``data.drop_test_leaks`` (then the
-    leaking test conversations are dropped and counted in the reports).
+    represented on both sides) and ``data.test`` sources are added to the test side. A test dialogue
+    that is also in train is handled by ``data.leaks``: ``error`` (``LeakageError``), ``drop-test``
+    or ``drop-train`` (the leaking conversations leave that side, counted in the reports). Two
+    conversations with the same id are an error (eval pairs systems by conversation id and turn).
     """
     from ..data.splits import assert_no_leak, drop_leaks, split_by_dialogue
 
@@ -93,8 +121,9 @@ def load_material(recipe: Recipe) -> Material:
     test: list[Conversation] = []
     reports = []
     f = recipe.data.test_fraction
+    root = recipe.data.root
     for src in recipe.data.train:
-        convs, report = load_source(src)
+        convs, report = load_source(src, root)
         if f > 0:
             parts = split_by_dialogue(convs, {"train": 1.0 - f, "test": f}, seed=recipe.data.seed)
             train += parts["train"]
@@ -103,15 +132,37 @@ def load_material(recipe: Recipe) -> Material:
         else:
             train += convs
         reports.append({"role": "train", **report})
+    test_reports = []
     for src in recipe.data.test:
-        convs, report = load_source(src)
-        if recipe.data.drop_test_leaks:
+        convs, report = load_source(src, root)
+        if recipe.data.leaks == "drop-test":
             convs, leaks = drop_leaks(convs, train)
             report["dropped_leaks"] = len(leaks)
         test += convs
-        reports.append({"role": "test", **report})
+        test_reports.append({"role": "test", **report})
+    if recipe.data.leaks == "drop-train" and test:
+        before = len(train)
+        train, leaks = drop_leaks(train, test)
+        reports.append({"role": "train", "dropped_leaks": before - len(train),
+                        "dropped_ids": sorted(lk.test_id for lk in leaks)})
+    reports += test_reports
     assert_no_leak(train, test)
+    check_unique_ids(train + test, recipe.path)
     return Material(train, test, reports)
+
+
+def check_unique_ids(conversations: list[Conversation], where: str | None = None) -> None:
+    """Conversation ids must be unique across the material: eval pairs systems by (id, turn)."""
+    from collections import Counter
+
+    from ..data.io import SchemaError
+
+    dup = sorted(cid for cid, n in Counter(c.id for c in conversations).items() if n > 1)
+    if dup:
+        shown = ", ".join(dup[:10]) + (f" and {len(dup) - 10} more" if len(dup) > 10 else "")
+        raise SchemaError(where or "recipe", f"{len(dup)} conversation id(s) appear more than once across "
+                          f"data.train and data.test: {shown}; ids must be unique (eval pairs systems by "
+                          "conversation id and turn)", field="data")
 
 
 def engine_config(recipe: Recipe) -> EngineConfig:

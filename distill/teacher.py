@@ -157,7 +157,8 @@ def _openai(cfg: TeacherConfig, model: str | None, cache: CallCache) -> OpenAIBa
         raise TeacherError("teacher.model is required for an OpenAI-compatible teacher (the served model name)")
     return OpenAIBackend(model, cfg.base_url, api_key_env=cfg.api_key_env, concurrency=cfg.concurrency,
                          timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, temperature=cfg.temperature,
-                         seed=cfg.seed, extra_body=cfg.extra_body, cache=cache, backoff_s=cfg.retry_backoff_s,
+                         seed=cfg.seed, extra_body=cfg.extra_body, chat_template_kwargs=cfg.chat_template_kwargs,
+                         cache=cache, backoff_s=cfg.retry_backoff_s,
                          backoff_max_s=cfg.retry_backoff_max_s)
 
 
@@ -168,7 +169,8 @@ def _local(cfg: TeacherConfig, model: str | None, cache: CallCache) -> CachedBac
     # The resolved dtype (not "auto") keys the cache: answers computed in bf16 and in fp32 differ.
     dtype = resolve_dtype(cfg.dtype, where="teacher.dtype").dtype
     return CachedBackend(lambda: TransformersBackend(model, dtype=dtype, batch_size=cfg.batch_size,
-                                                     threads=cfg.threads), cache,
+                                                     threads=cfg.threads,
+                                                     chat_template_kwargs=cfg.chat_template_kwargs), cache,
                          {"backend": "transformers", "model": model or "embedded:SmolLM2-135M", "dtype": dtype,
                           "decoding": "greedy"}, name="transformers")
 

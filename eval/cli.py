@@ -37,6 +37,8 @@ def add_eval_subcommand(subparsers: argparse._SubParsersAction) -> argparse.Argu
     p.add_argument("--compare", default=None, metavar="RESULTS_JSON",
                    help="an earlier results.json: report whether metrics, tests and intervals are identical")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--data-root", default=None, metavar="DIR",
+                   help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)")
     p.set_defaults(func=cmd_eval)
     return p
 
@@ -54,7 +56,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .run import EvalError, run_eval
 
     try:
-        recipe = load_recipe(args.config, args.overrides)
+        recipe = load_recipe(args.config, args.overrides, data_root=args.data_root)
         result = run_eval(recipe, input_path=args.input, limit=args.limit,
                           systems=args.systems.split(",") if args.systems else None, output_dir=args.output_dir,
                           progress=not args.no_progress, compare=args.compare, on_system=_announce)

@@ -82,13 +82,13 @@ def load_test_material(recipe: Recipe, input_path: str | None = None) -> tuple[l
     if input_path:
         convs, report = load_source(DataSource(benchmark="file", source=input_path))
         return convs, [{"role": "test", **report}]
-    if recipe.data.test_fraction > 0 or (recipe.data.test and recipe.data.drop_test_leaks):
+    if recipe.data.test_fraction > 0 or (recipe.data.test and recipe.data.leaks == "drop-test"):
         material = load_material(recipe)
         return material.test, list(material.reports)
     if recipe.data.test:
         convs, reports = [], []
         for src in recipe.data.test:
-            c, report = load_source(src)
+            c, report = load_source(src, recipe.data.root)
             convs += c
             reports.append({"role": "test", **report})
         return convs, reports
@@ -262,7 +262,9 @@ class _Backends:
             s = self.recipe.student
             t0 = time.perf_counter()
             self._base = TransformersBackend(s.model, dtype=s.dtype, load_in_4bit=s.load_in_4bit,
-                                             batch_size=self.recipe.eval.batch_size)
+                                             batch_size=self.recipe.eval.batch_size,
+                                             chat_template_kwargs=s.chat_template_kwargs,
+                                             attn_implementation=s.attn_implementation)
             self.load_s["base"] = round(time.perf_counter() - t0, 3)
         return self._base
 
@@ -287,7 +289,9 @@ class _Backends:
         s = self.recipe.student
         t0 = time.perf_counter()
         backend = TransformersBackend(s.model, adapters={st: root / st for st in want}, dtype=s.dtype,
-                                      load_in_4bit=s.load_in_4bit, batch_size=self.recipe.eval.batch_size)
+                                      load_in_4bit=s.load_in_4bit, batch_size=self.recipe.eval.batch_size,
+                                      chat_template_kwargs=s.chat_template_kwargs,
+                                      attn_implementation=s.attn_implementation)
         self.load_s["student"] = round(time.perf_counter() - t0, 3)
         return backend
 

@@ -183,7 +183,7 @@ def test_recipe_errors_name_the_problem(tmp_path):
 def test_mixed_material_split_per_source_and_partial_claims(tmp_path):
     """DialFact (response = one claim) and FineDialFact (one annotated fact per record) feed stages 2
     and 3 only; each train source is split by dialogue; a test source that shares dialogues with the
-    train material is dropped conversation by conversation when data.drop_test_leaks is set."""
+    train material is dropped conversation by conversation when data.leaks is drop-test."""
     from vista_distill.config import load_recipe
     from vista_distill.distill.run import load_material
     from vista_distill.eval.run import load_test_material
@@ -196,7 +196,7 @@ def test_mixed_material_split_per_source_and_partial_claims(tmp_path):
     finedialfact = {"benchmark": "finedialfact", "source": str(FIXTURES / "finedialfact" / "annotated_test_data.json")}
     path = write_recipe(tmp_path / "r.yaml", out, data={
         "train": [{"benchmark": "vista-human", "source": str(SAMPLE)}, dialfact, finedialfact],
-        "test": [dialfact], "test_fraction": 0.0, "drop_test_leaks": True})
+        "test": [dialfact], "test_fraction": 0.0, "leaks": "drop-test"})
     # every DialFact test conversation is also train material: all dropped, none raised
     material = load_material(load_recipe(str(path)))
     assert not [c for c in material.test if c.source == "DialFact"]
@@ -222,7 +222,7 @@ def test_mixed_material_split_per_source_and_partial_claims(tmp_path):
     # test_fraction: every train source contributes to both sides, and eval sees the same held-out set
     path = write_recipe(tmp_path / "r2.yaml", out, data={
         "train": [{"benchmark": "vista-human", "source": str(SAMPLE)}, dialfact],
-        "test": [], "test_fraction": 0.5, "drop_test_leaks": False})
+        "test": [], "test_fraction": 0.5, "leaks": "error"})
     recipe = load_recipe(str(path))
     material = load_material(recipe)
     for src in ("DialFact",):

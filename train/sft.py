@@ -236,7 +236,7 @@ def end_of_turn(tokenizer: Any) -> tuple[str, int]:
 
 
 def encode_example(tokenizer: Any, prompt: list[dict[str, str]], completion: Any,
-                   eot_id: int) -> dict[str, list[int]]:
+                   eot_id: int, template_kwargs: Mapping[str, Any] | None = None) -> dict[str, list[int]]:
     """``input_ids`` and ``completion_mask`` of one example.
 
     Prompt ids are what ``TransformersBackend`` feeds the model (rendered with the generation prompt,
@@ -245,7 +245,8 @@ def encode_example(tokenizer: Any, prompt: list[dict[str, str]], completion: Any
     """
     from ..prompts import render
 
-    prompt_ids = tokenizer(render(tokenizer, list(prompt)), add_special_tokens=False)["input_ids"]
+    prompt_ids = tokenizer(render(tokenizer, list(prompt), template_kwargs=template_kwargs),
+                           add_special_tokens=False)["input_ids"]
     answer = _answer(completion)
     if answer is None:
         raise TrainError(f"completion {completion!r}: expected [{{'role': 'assistant', 'content': ...}}]")
@@ -255,14 +256,14 @@ def encode_example(tokenizer: Any, prompt: list[dict[str, str]], completion: Any
 
 
 def encode_split(ds, tokenizer: Any, eot_id: int, max_length: int | None,
-                 weights: Mapping[str, float] | None = None):
+                 weights: Mapping[str, float] | None = None, template_kwargs: Mapping[str, Any] | None = None):
     """Tokenize a split; drop examples over ``max_length``. Returns ``(dataset, n_dropped)``.
 
     The result keeps ``input_ids``, ``completion_mask`` and ``label`` (plus ``class_weight`` when
     ``weights`` is given), in memory: the silver folder is never written to.
     """
     def fn(row: dict[str, Any]) -> dict[str, Any]:
-        out = encode_example(tokenizer, row["prompt"], row["completion"], eot_id)
+        out = encode_example(tokenizer, row["prompt"], row["completion"], eot_id, template_kwargs)
         if weights is not None:
             out["class_weight"] = float(weights[row["label"]])
         return out
@@ -681,14 +682,15 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
 
     mode = t.class_balance if stage in STAGE_CLASSES else "none"
     weights = class_weights(list(dd["train"]["label"]), t.class_weight_cap) if mode != "none" else {}
+    kw = recipe.student.chat_template_kwargs   # the same template variables the scorer renders with
     train_ds, dropped_train = encode_split(dd["train"], tokenizer, eot_id, t.max_length,
-                                           weights if mode == "weights" else None)
+                                           weights if mode == "weights" else None, kw)
     if len(train_ds) == 0:
         raise TrainError(f"{root / stage}[train]: no example fits train.max_length={t.max_length}")
     test = dd["test"] if "test" in dd and len(dd["test"]) else None
     eval_ds, dropped_test = None, 0
     if test is not None:
-        eval_ds, dropped_test = encode_split(test, tokenizer, eot_id, t.max_length)
+        eval_ds, dropped_test = encode_split(test, tokenizer, eot_id, t.max_length, template_kwargs=kw)
     if eval_ds is not None and len(eval_ds) == 0:
         eval_ds = None
     sample_weights = [weights[lab] for lab in train_ds["label"]] if mode == "sampler" else None
