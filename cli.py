@@ -85,41 +85,24 @@ def _stage_ints(pairs: list[str]) -> dict[str, int]:
 
 
 def _add_check(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="what this machine will run a recipe with (precision, threads), before any "
-                                     "model loads")
+    p = sub.add_parser("check", help="preflight a recipe before any large model loads: hardware, data, leaks, "
+                                     "chat templates, thinking, GPU memory, teacher endpoint",
+                       description="Everything the recipe needs short of loading the large models; one line per "
+                                   "problem, exit 1 when there is any.")
     p.add_argument("--config", default=None, help="recipe YAML (default: the built-in defaults)")
+    p.add_argument("--data-root", default=None, metavar="DIR",
+                   help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)")
+    p.add_argument("--online", action="store_true", help="also send the teacher endpoint one real request")
     p.add_argument("overrides", nargs="*", metavar="section.key=value", help="recipe overrides")
     p.set_defaults(func=_check)
 
 
 def _check(args: argparse.Namespace) -> int:
-    """One line per role: the precision and threads it will use here, and why; exit 1 on a problem."""
-    import os
-
     from .config import load_recipe
-    from .hardware import busy_cores, choose_dtype, choose_threads, detect, usable_cores
-    from .train.sft import training_device, training_precision
+    from .preflight import run_checks
 
-    recipe = load_recipe(args.config, args.overrides)
-    cap, t = detect(), recipe.teacher
-    print(f"recipe {recipe.path or '<defaults>'} on {cap.describe()}")
-    local_teacher = t.backend == "transformers" or (t.backend == "labels" and t.fallback and not t.base_url)
-    tp = training_precision(recipe, detect(training_device(recipe)))
-    sp = choose_dtype(recipe.student.dtype, cap, "student.dtype")
-    tc = choose_dtype(t.dtype, cap, "teacher.dtype") if local_teacher else None
-    rows = [("teacher (distill)", *((tc.dtype, tc.reason) if tc else ("-", f"{t.backend}: the server's")),
-             t.threads),
-            ("training", f"weights {tp.model_dtype}, autocast {tp.compute_dtype}", tp.reason, recipe.train.cpu_threads),
-            ("student, base (eval, score)", sp.dtype, sp.reason, recipe.eval.threads)]
-    cores, load, env = usable_cores(), busy_cores(), os.environ.get("OMP_NUM_THREADS")
-    for role, dtype, reason, threads in rows:
-        th = choose_threads(threads, cores, load, env) if threads is not None else None
-        print(f"  {role:28s} {dtype:34s} {reason}" + (f"; threads {th.threads} ({th.reason})" if th else ""))
-    if not tp.native:
-        print(f"problem: training computes in {tp.compute_dtype} on {cap.describe()}: emulated, many times slower; "
-              "student.dtype=auto train.bf16=auto trains at full speed")
-        return 1
-    return 0
+    recipe = load_recipe(args.config, args.overrides, data_root=args.data_root)
+    return 1 if run_checks(recipe, online=args.online).problems else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,7 +137,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except (SchemaError, RecipeError, FileNotFoundError) as e:
+    except SchemaError as e:  # every problem of the input, one plain line each
+        for line in e.lines():
+            print(f"error: {line}", file=sys.stderr)
+        return 2
+    except (RecipeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -19,7 +19,7 @@ Per conversation (paper section 3; the authors' ``run_metric.py``):
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .backend import Backend, Request, Response
@@ -36,7 +36,8 @@ from .data.schema import (
     VERIFIED,
     Conversation,
 )
-from .parsing import parse_claims, parse_label, strip_think
+from . import parsing
+from .parsing import parse_label, strip_think
 from .prompts import (
     Speakers,
     build_messages,
@@ -62,7 +63,7 @@ class EngineConfig:
     stage2: str = "score"             # "score": pick a label by likelihood; "generate": free text, parsed
     stage3: str = "score"
     stage4: bool = False              # optional: does the turn contradict earlier turns?
-    max_claims: int = 16              # guards against degenerate, endlessly repeating lists
+    max_claims: int = 16              # guards against degenerate lists; claims beyond it are counted, not kept
     max_new_tokens: dict[str, int] = field(
         default_factory=lambda: {"stage1": 256, "stage2": 8, "stage3": 96, "stage4": 96}
     )
@@ -94,6 +95,9 @@ class TurnResult:
     stage1_raw: str = ""
     stage1_think: str = ""
     n_claims_raw: int = 0
+    stage1_truncated: bool = False        # the decomposition hit its token budget even after the retry
+    # claims the turn lost on the way, by reason: duplicate, over_max_claims, truncated_line, not_a_claim
+    claims_dropped: dict[str, int] = field(default_factory=dict)
     background_size: int = 0              # background facts the turn was verified against
     stage4: dict[str, Any] | None = None
     verdicts: dict[str, str] = field(default_factory=dict)     # rule -> faithful / hallucinated / unknown
@@ -119,14 +123,28 @@ def turn_verdict(claims: Sequence[ClaimResult], rule: str) -> tuple[str, float |
     return (FAITHFUL if all(c.category in safe for c in claims) else HALLUCINATED), score, None
 
 
-def _dedupe(claims: list[str], limit: int) -> list[str]:
+def _dedupe(claims: list[str], limit: int) -> tuple[list[str], int, int]:
+    """(claims kept, duplicates dropped, claims beyond ``limit`` dropped)."""
     seen, out = set(), []
     for c in claims:
         key = " ".join(c.lower().split())
         if key not in seen:
             seen.add(key)
             out.append(c)
-    return out[:limit]
+    return out[:limit], len(claims) - len(out), max(0, len(out) - limit)
+
+
+def _parse_claims(text: str, cut: bool):
+    if hasattr(parsing, "parse_claim_list"):   # TEMP until parsing.parse_claim_list lands
+        return parsing.parse_claim_list(text, truncated=cut)
+    from types import SimpleNamespace
+
+    return SimpleNamespace(claims=parsing.parse_claims(text), rejected=[], truncated_line=None, refusal=False)
+
+
+def truncated(resp: Response) -> bool:
+    """Did generation stop at its token budget (after the one retry the scheduler makes)?"""
+    return resp.meta.get("finish_reason") == "length"
 
 
 def _label_result(resp: Response, labels: Sequence[str]) -> tuple[str | None, dict[str, Any], str | None]:
@@ -172,15 +190,22 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
     results: list[TurnResult] = []
     for k, i in enumerate(assistant):
         turn = conv.turns[i]
-        raw = decompositions[k].text
-        claims_raw = parse_claims(raw)
+        resp1 = decompositions[k]
+        raw = resp1.meta.get("raw") or resp1.text
+        cut = truncated(resp1)
+        parsed = _parse_claims(resp1.text, cut)
+        kept, duplicates, over = _dedupe(parsed.claims, cfg.max_claims)
         res = TurnResult(
             conversation_id=conv.id, source=conv.source, turn_index=i, text=turn.text, reference=turn.reference,
-            scored=turn.is_scored, stage1_raw=raw, stage1_think=strip_think(raw)[1],
-            n_claims_raw=len(claims_raw), background_size=len(background), gold_label=turn.gold_label,
+            scored=turn.is_scored, stage1_raw=raw, stage1_think=resp1.meta.get("think") or strip_think(raw)[1],
+            n_claims_raw=len(parsed.claims), background_size=len(background), gold_label=turn.gold_label,
             gold_claims=[asdict(c) for c in turn.gold_claims] if turn.gold_claims is not None else None,
+            stage1_truncated=cut,
         )
-        claims = [ClaimResult(text=c) for c in _dedupe(claims_raw, cfg.max_claims)]
+        dropped = {"duplicate": duplicates, "over_max_claims": over,
+                   "truncated_line": int(parsed.truncated_line is not None), "not_a_claim": len(parsed.rejected)}
+        res.claims_dropped = {r: n for r, n in dropped.items() if n}
+        claims = [ClaimResult(text=c) for c in kept]
         res.claims = claims
         if contradictions:
             label, info, err = _label_result(contradictions[k], ("YES", "NO"))
@@ -217,6 +242,38 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
     return results
 
 
+RETRY_FACTOR = 2   # a generation cut at its budget, or empty, is asked once more with this many times the budget
+
+
+def _needs_retry(req: Request, resp: Response) -> str | None:
+    if req.labels and resp.label is not None:
+        return None   # scored: a label was chosen, nothing was generated
+    if resp.meta.get("finish_reason") == "length":
+        return f"cut at its budget of {req.max_new_tokens} tokens"
+    if not resp.text.strip() and not resp.meta.get("error"):
+        return "empty answer" + (" (only a <think> block)" if resp.meta.get("think") else "")
+    return None
+
+
+def run_requests(backend: Backend, requests: list[Request]) -> list[Response]:
+    """``backend.run`` plus one retry, with ``RETRY_FACTOR`` x the token budget, of every generation that
+    stopped at its budget or came back empty (a reasoning model's unfinished ``<think>`` block strips to
+    nothing). What happened is kept in ``meta["retry"]``; a second failure stays visible as
+    ``finish_reason`` "length" or an empty text (parsed as a failure with its reason, never silently empty)."""
+    answers = backend.run(requests)
+    again = [(i, why) for i, (r, a) in enumerate(zip(requests, answers)) if (why := _needs_retry(r, a))]
+    if not again:
+        return answers
+    bigger = [replace(requests[i], max_new_tokens=requests[i].max_new_tokens * RETRY_FACTOR) for i, _ in again]
+    for (i, why), req, resp in zip(again, bigger, backend.run(bigger)):
+        failed = _needs_retry(req, resp)
+        resp.meta["retry"] = {"reason": why, "budget": req.max_new_tokens, "failed": failed}
+        if failed and not resp.meta.get("error") and not resp.text.strip():
+            resp.meta["error"] = f"{failed} after a retry"
+        answers[i] = resp
+    return answers
+
+
 def run_programs(
     programs: Iterable[Program],
     backend: Backend,
@@ -240,7 +297,7 @@ def run_programs(
                     for r in reqs:
                         if on_issue is not None:
                             on_issue(r.stage, 1)
-                        answers.append(backend.run([r])[0])
+                        answers.append(run_requests(backend, [r])[0])
                     reqs = prog.send(answers)
             except StopIteration as stop:
                 results[p] = stop.value
@@ -261,7 +318,7 @@ def run_programs(
         for stage, slots in by_stage.items():
             if on_issue is not None:
                 on_issue(stage, len(slots))
-            responses = backend.run([pending[p][j] for p, j in slots])
+            responses = run_requests(backend, [pending[p][j] for p, j in slots])
             for (p, j), resp in zip(slots, responses):
                 answers[p][j] = resp
         nxt: dict[int, list[Request]] = {}

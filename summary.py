@@ -48,6 +48,10 @@ def summarize(records: Sequence[dict[str, Any]], rule: str = "safe") -> dict[str
         "scored_turns": len(scored),
         "context_turns": len(records) - len(scored),
         "claims": sum(len(r["claims"]) for r in scored),
+        # nothing dropped uncounted: claims each turn lost (duplicates, beyond max_claims, a line cut at
+        # the token budget, lines that were not claims) and decompositions still cut after the retry
+        "claims_dropped": dict(sum((Counter(r.get("claims_dropped") or {}) for r in records), Counter())),
+        "stage1_truncated_turns": sum(bool(r.get("stage1_truncated")) for r in records),
     }
     by_rule: dict[str, Any] = {}
     for rr in RULES:
