@@ -14,11 +14,18 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
                        description="Score every assistant turn of the input dialogues with VISTA.")
     p.add_argument("--input", required=True, help="conversations: authors' .json or our .jsonl")
     p.add_argument("--output", required=True, help="per-turn records (.jsonl); the summary goes beside it")
+    p.add_argument("--config", default=None,
+                   help="a recipe: its student (model, dtype, 4-bit, attention, chat-template variables) and its "
+                        "trained adapters (train.output_dir) are the defaults of the options below")
     p.add_argument("--model", default=None, help="path or hub id of a causal LM (default: embedded SmolLM2-135M)")
     p.add_argument("--adapters", default=None, help="folder with stage1/ stage2/ stage3/ PEFT adapters")
-    p.add_argument("--rule", choices=("safe", "strict"), default="safe",
-                   help="turn rule: safe = VERIFIED/ABSTENTION/OUT-OF-SCOPE are safe (authors' evaluation); "
-                        "strict = only VERIFIED (paper Table 1 text)")
+    p.add_argument("--rule", choices=("safe", "strict", "authors"), default="safe",
+                   help="headline turn rule (all are computed): safe = VERIFIED/ABSTENTION/OUT-OF-SCOPE are safe, "
+                        "unparseable or claimless turns unknown; strict = only VERIFIED (paper Table 1 text); "
+                        "authors = the released evaluation (see README)")
+    p.add_argument("--chat-template-kwargs", default=None, metavar="JSON",
+                   help='variables for the chat template (default {"enable_thinking": false}: reasoning models answer '
+                        "directly)")
     p.add_argument("--prompts", choices=("fewshot", "compact"), default=None,
                    help="prompt style (default: fewshot, or compact when --adapters is given)")
     p.add_argument("--stage2", choices=("score", "generate"), default="score",
@@ -49,17 +56,18 @@ def _score(args: argparse.Namespace) -> int:
     from .prompts import Speakers
     from .scorer import VistaScorer
 
+    conversations = read_conversations(args.input)[: args.limit]   # bad input fails before torch loads
     try:
         prepare_run(args.dtype, args.threads, where="--dtype")  # says what it will use, first
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
-    conversations = read_conversations(args.input)[: args.limit]
     user, _, agent = args.speakers.partition(",")
+    student = _student_from_recipe(args)
     scorer = VistaScorer(
-        model=args.model, adapters=args.adapters, rule=args.rule, style=args.prompts, stage2=args.stage2,
+        rule=args.rule, style=args.prompts, stage2=args.stage2,
         stage3=args.stage3, stage4=args.stage4, speakers=Speakers(user=user, assistant=agent or "wizard"),
-        dtype=args.dtype, threads=args.threads, load_in_4bit=args.load_in_4bit, batch_size=args.batch_size,
-        max_claims=args.max_claims, max_new_tokens=_stage_ints(args.max_new_tokens),
+        threads=args.threads, batch_size=args.batch_size,
+        max_claims=args.max_claims, max_new_tokens=_stage_ints(args.max_new_tokens), **student,
     )
     result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True)
     out, summary_path = result.write(args.output)
@@ -72,6 +80,28 @@ def _score(args: argparse.Namespace) -> int:
         print(f"  rule {rule:6s}: coverage {r['coverage']:.3f}, verdicts {r['verdicts']}{acc}")
     print(f"records: {out}\nsummary: {summary_path}")
     return 0
+
+
+def _student_from_recipe(args: argparse.Namespace) -> dict:
+    """Model settings: the command line first, then the recipe's student and adapters (``--config``)."""
+    out = {"model": args.model, "adapters": args.adapters, "dtype": args.dtype, "load_in_4bit": args.load_in_4bit,
+           "chat_template_kwargs": None, "attn_implementation": None}
+    if args.config:
+        from .config import load_recipe
+
+        recipe = load_recipe(args.config)
+        s = recipe.student
+        trained = Path(recipe.resolve(recipe.train.output_dir))
+        out.update(model=args.model or s.model, dtype=s.dtype if args.dtype == "auto" else args.dtype,
+                   load_in_4bit=args.load_in_4bit or s.load_in_4bit, attn_implementation=s.attn_implementation,
+                   chat_template_kwargs=s.chat_template_kwargs,
+                   adapters=args.adapters or (str(trained) if trained.is_dir() else None))
+    if args.chat_template_kwargs:
+        try:
+            out["chat_template_kwargs"] = json.loads(args.chat_template_kwargs)
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"error: --chat-template-kwargs is not JSON ({e}): {args.chat_template_kwargs!r}") from None
+    return out
 
 
 def _stage_ints(pairs: list[str]) -> dict[str, int]:

@@ -36,8 +36,7 @@ from .data.schema import (
     VERIFIED,
     Conversation,
 )
-from . import parsing
-from .parsing import parse_label, strip_think
+from .parsing import parse_claim_list, parse_label, strip_think
 from .prompts import (
     Speakers,
     build_messages,
@@ -48,8 +47,18 @@ from .prompts import (
     stage4_input,
 )
 
-# Turn rules. "safe": the authors' released evaluation; "strict": the paper's Table 1 text.
-SAFE_CATEGORIES = {"safe": {VERIFIED, ABSTENTION, OUT_OF_SCOPE}, "strict": {VERIFIED}}
+# Turn rules: the claim categories each counts as safe (README "Turn rules").
+# * "safe": VERIFIED, ABSTENTION, OUT-OF-SCOPE; a turn with no claims, or with any claim whose category
+#   could not be parsed (stage 2 or 3), is unknown.
+# * "strict": the paper's Table 1 text, only VERIFIED; unknown as for "safe".
+# * "authors": the authors' released evaluation (github.com/ashleylew/VISTA): code_base/run_metric.py
+#   drops a claim whose stage 2 answer is neither VERIFIED nor UNVERIFIABLE; evaluation/normalize.py
+#   gives an unreadable stage 3 answer the category None and evaluation/metrics.py ``predict_label``
+#   makes such a turn unknown; a turn with no claims left is faithful (``all()`` of nothing). Its VISTA
+#   score (``turn_vista_score``) leaves None categories out and is None without claims.
+AUTHORS = "authors"
+SAFE_CATEGORIES = {"safe": {VERIFIED, ABSTENTION, OUT_OF_SCOPE}, "strict": {VERIFIED},
+                   AUTHORS: {VERIFIED, ABSTENTION, OUT_OF_SCOPE}}
 RULES = tuple(SAFE_CATEGORIES)
 JOINS_BACKGROUND = {VERIFIED, OUT_OF_SCOPE}
 
@@ -96,7 +105,8 @@ class TurnResult:
     stage1_think: str = ""
     n_claims_raw: int = 0
     stage1_truncated: bool = False        # the decomposition hit its token budget even after the retry
-    # claims the turn lost on the way, by reason: duplicate, over_max_claims, truncated_line, not_a_claim
+    # what the turn's decomposition lost, by reason: duplicate, over_max_claims, truncated_line (the line cut
+    # at the token budget), refusal and not_a_claim (lines of the answer that were not claims)
     claims_dropped: dict[str, int] = field(default_factory=dict)
     background_size: int = 0              # background facts the turn was verified against
     stage4: dict[str, Any] | None = None
@@ -111,8 +121,13 @@ class TurnResult:
 
 
 def turn_verdict(claims: Sequence[ClaimResult], rule: str) -> tuple[str, float | None, str | None]:
-    """(verdict, VISTA score, unknown reason) of a turn under ``rule``."""
+    """(verdict, VISTA score, unknown reason) of a turn under ``rule`` (see ``SAFE_CATEGORIES``)."""
     safe = SAFE_CATEGORIES[rule]
+    if rule == AUTHORS:
+        # a claim without a stage 2 label never reached the authors' turn record; a turn left empty is faithful
+        claims = [c for c in claims if c.category is not None or (c.stage2 or {}).get("label") is not None]
+        if not claims:
+            return FAITHFUL, None, None
     if not claims:
         return UNKNOWN, None, "stage 1 returned no claims"
     bad = [c for c in claims if c.category is None]
@@ -132,14 +147,6 @@ def _dedupe(claims: list[str], limit: int) -> tuple[list[str], int, int]:
             seen.add(key)
             out.append(c)
     return out[:limit], len(claims) - len(out), max(0, len(out) - limit)
-
-
-def _parse_claims(text: str, cut: bool):
-    if hasattr(parsing, "parse_claim_list"):   # TEMP until parsing.parse_claim_list lands
-        return parsing.parse_claim_list(text, truncated=cut)
-    from types import SimpleNamespace
-
-    return SimpleNamespace(claims=parsing.parse_claims(text), rejected=[], truncated_line=None, refusal=False)
 
 
 def truncated(resp: Response) -> bool:
@@ -193,7 +200,7 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
         resp1 = decompositions[k]
         raw = resp1.meta.get("raw") or resp1.text
         cut = truncated(resp1)
-        parsed = _parse_claims(resp1.text, cut)
+        parsed = parse_claim_list(resp1.text, truncated=cut)
         kept, duplicates, over = _dedupe(parsed.claims, cfg.max_claims)
         res = TurnResult(
             conversation_id=conv.id, source=conv.source, turn_index=i, text=turn.text, reference=turn.reference,
@@ -203,7 +210,9 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
             stage1_truncated=cut,
         )
         dropped = {"duplicate": duplicates, "over_max_claims": over,
-                   "truncated_line": int(parsed.truncated_line is not None), "not_a_claim": len(parsed.rejected)}
+                   "truncated_line": int(parsed.truncated_line is not None),
+                   "refusal": sum(why == "refusal" for _, why in parsed.rejected),
+                   "not_a_claim": sum(why != "refusal" for _, why in parsed.rejected)}
         res.claims_dropped = {r: n for r, n in dropped.items() if n}
         claims = [ClaimResult(text=c) for c in kept]
         res.claims = claims

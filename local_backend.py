@@ -296,6 +296,9 @@ class TransformersBackend:
                              past_key_values=cache, use_cache=True)
             first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
             cache = out.past_key_values
+            # A sliding-window layer past its window cannot be cropped back (Mistral v0.1, Gemma...): each
+            # label continues from its own copy of the prompt's cache instead.
+            sliding = any(getattr(layer, "is_sliding", False) for layer in getattr(cache, "layers", ()))
             last_pos = positions[:, -1:]
             scores = torch.zeros(n, len(labels))
             for j, lab in enumerate(label_ids):
@@ -304,12 +307,14 @@ class TransformersBackend:
                     cont = torch.tensor([lab[:-1]], device=self.device).expand(n, -1)
                     ext = torch.cat([mask, torch.ones_like(cont)], dim=1)
                     pos = last_pos + 1 + torch.arange(cont.shape[1], device=self.device)
-                    o = self.model(input_ids=cont, attention_mask=ext, position_ids=pos, past_key_values=cache,
+                    past = copy.deepcopy(cache) if sliding else cache
+                    o = self.model(input_ids=cont, attention_mask=ext, position_ids=pos, past_key_values=past,
                                    use_cache=True)
                     lp = torch.log_softmax(o.logits.float(), dim=-1)
                     tgt = torch.tensor(lab[1:], device=self.device)
                     scores[:, j] += lp[:, torch.arange(len(lab) - 1), tgt].sum(-1).cpu()
-                    cache.crop(-cont.shape[1])
+                    if not sliding:
+                        cache.crop(-cont.shape[1])
         probs = torch.softmax(scores, dim=-1)
         results = []
         for i in range(n):

@@ -55,6 +55,8 @@ class VistaScorer:
         max_new_tokens: Mapping[str, int] | None = None,
         backend: Backend | None = None,
         threads: int | str | None = "auto",
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        attn_implementation: str | None = None,
     ) -> None:
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
@@ -69,7 +71,9 @@ class VistaScorer:
             from .local_backend import TransformersBackend
 
             backend = TransformersBackend(model, adapters=adapters, dtype=dtype, load_in_4bit=load_in_4bit,
-                                          batch_size=batch_size, threads=threads)
+                                          batch_size=batch_size, threads=threads,
+                                          chat_template_kwargs=chat_template_kwargs,
+                                          attn_implementation=attn_implementation)
         self.backend = backend
 
     def score(

@@ -1,4 +1,4 @@
-"""``vista-distill data prepare`` / ``vista-distill data stats``.
+"""``vista-distill data prepare`` / ``vista-distill data stats`` / ``vista-distill data fetch``.
 
 The top-level CLI calls :func:`add_data_subcommands` on its subparsers and dispatches with
 ``args.func(args)``, which returns the exit code (0 ok, 1 error, reported on stderr).
@@ -18,12 +18,12 @@ AMBIGUOUS_HELP = ("labels with no agreed binary mapping (Generic, Uncooperative,
 
 
 def add_data_subcommands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add ``data prepare`` and ``data stats`` to a top-level ``add_subparsers()`` object."""
+    """Add ``data prepare``, ``data stats`` and ``data fetch`` to a top-level ``add_subparsers()`` object."""
     from .loaders import BENCHMARKS  # light: the loaders themselves are imported on use
 
     data = subparsers.add_parser("data", help="prepare benchmark data and inspect conversation files",
                                  description="Benchmark loaders, the paper's sampling, statistics.")
-    sub = data.add_subparsers(dest="data_command", metavar="{prepare,stats}")
+    sub = data.add_subparsers(dest="data_command", metavar="{prepare,stats,fetch}")
     sub.required = True
 
     p = sub.add_parser("prepare", help="load a benchmark in its official format, sample, write conversations",
@@ -67,6 +67,30 @@ def add_data_subcommands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     s.add_argument("file")
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.set_defaults(func=cmd_stats)
+
+    f = sub.add_parser("fetch", help="download benchmarks from their official locations into a data root",
+                       description="Download benchmarks from their official locations (repository files pinned "
+                                   "to a commit, Hugging Face Hub files, archive members) into the layout recipes "
+                                   "name, checking sha256 and recording what was fetched in "
+                                   "DIR/<benchmark>/FETCHED.json. Files already in place are not downloaded again. "
+                                   "Without a network it says, one line per file, what to download and where to "
+                                   "put it. Where each benchmark comes from: --list, or data/SOURCES.md.")
+    f.add_argument("benchmarks", nargs="*", metavar="BENCHMARK", help="benchmark folder name(s), or 'all'")
+    f.add_argument("--to", metavar="DIR",
+                   help="the data root to fill (default: --data-root, then $VISTA_DISTILL_DATA)")
+    f.add_argument("--data-root", metavar="DIR", help=argparse.SUPPRESS)
+    f.add_argument("--list", action="store_true",
+                   help="print every benchmark with its official location, licence and layout, and exit")
+    f.add_argument("--mirror", metavar="URL_OR_DIR",
+                   help="a base URL or local folder that replaces the official hosts, with the same paths "
+                        "(e.g. MIRROR/google/BEGIN-dataset/<commit>/wow/begin_dev_wow.tsv)")
+    f.add_argument("--no-verify", action="store_true",
+                   help="accept files whose sha256 differs from the one recorded for the official release")
+    f.add_argument("--force", action="store_true", help="download again even when the files are in place")
+    f.add_argument("--registry", metavar="FILE",
+                   help="benchmark definitions (JSON, the fields of data/fetch.py's Source) to use instead of "
+                        "the built-in ones, e.g. a private benchmark or a newer pinned commit")
+    f.set_defaults(func=cmd_fetch)
     return data
 
 
@@ -126,7 +150,11 @@ def cmd_prepare(args: argparse.Namespace) -> int:
                      leaks_dropped=[lk.test_id for lk in leaks])
             atomic_write_text(args.report, json.dumps(d, indent=1, ensure_ascii=False) + "\n")
         return 0
-    except (SchemaError, LeakageError, ValueError, FileNotFoundError, RuntimeError) as e:
+    except SchemaError as e:
+        for line in e.lines():
+            print(f"error: {line}", file=sys.stderr)
+        return 1
+    except (LeakageError, ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 
@@ -137,12 +165,41 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     try:
         convs = read_conversations(args.file)
-    except (SchemaError, FileNotFoundError) as e:
+    except SchemaError as e:
+        for line in e.lines():
+            print(f"error: {line}", file=sys.stderr)
+        return 1
+    except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     stats = conversation_stats(convs)
     print(json.dumps(stats, indent=1) if args.json else format_stats(stats, str(Path(args.file))))
     return 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from . import fetch
+
+    try:
+        sources = fetch.load_registry_file(args.registry) if args.registry else fetch.registry()
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    if args.list:
+        print("\n\n".join(fetch.describe(s) for s in sources.values()))
+        return 0
+    if not args.benchmarks:
+        print(f"error: name the benchmark(s) to fetch ({', '.join(sources)}, or all); --list says where each "
+              "comes from", file=sys.stderr)
+        return 1
+    from .root import ENV, data_root
+
+    root = data_root(args.to or args.data_root)
+    if root is None:
+        print(f"error: say where to put the data: --to DIR (or set {ENV}=DIR)", file=sys.stderr)
+        return 1
+    return fetch.run(args.benchmarks, root, mirror=args.mirror, verify=not args.no_verify, force=args.force,
+                     sources=sources)
 
 
 def main(argv: list[str] | None = None) -> int:

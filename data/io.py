@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .schema import (
     ABSTENTION,
     ASSISTANT,
-    CLAIM_CATEGORIES,
     CONTRADICTED,
     LACKING_EVIDENCE,
     OUT_OF_SCOPE,
@@ -28,6 +27,7 @@ from .schema import (
     Claim,
     Conversation,
     Turn,
+    record_problems,
 )
 
 NA = "N/A"
@@ -54,7 +54,14 @@ _AUTHORS_KEYS = {"role", "utterance", "retrieved_document", "gold_label", "human
 
 
 class SchemaError(ValueError):
-    """Bad input, located by file, conversation index, turn index and field."""
+    """Bad input, located by file, conversation index (and JSONL line), turn index and field.
+
+    One error may carry several problems (:meth:`collect`): ``problems`` lists them, each itself a
+    located single-problem ``SchemaError``; ``str()`` / :meth:`lines` give one line per problem,
+    the first :attr:`MAX_LISTED` and then how many more.
+    """
+
+    MAX_LISTED = 20
 
     def __init__(
         self,
@@ -63,10 +70,15 @@ class SchemaError(ValueError):
         conversation: int | None = None,
         turn: int | None = None,
         field: str | None = None,
+        *,
+        line: int | None = None,
     ) -> None:
         self.path, self.conversation, self.turn, self.field = path, conversation, turn, field
-        self.message = message
+        self.message, self.line = message, line
+        self.problems: list[SchemaError] = [self]
         where = [str(path) if path is not None else "<input>"]
+        if line is not None:  # "line 3 of f.jsonl, conversation 2": editors and humans both find it
+            where[0] = f"line {line} of {where[0]}"
         if conversation is not None:
             where.append(f"conversation {conversation}")
         if turn is not None:
@@ -75,46 +87,101 @@ class SchemaError(ValueError):
             where.append(f"field '{field}'")
         super().__init__(f"{', '.join(where)}: {message}")
 
+    @classmethod
+    def collect(cls, problems: Sequence[SchemaError]) -> SchemaError:
+        """One error for several problems (the first one's location is the error's own)."""
+        if not problems:
+            raise ValueError("SchemaError.collect needs at least one problem")
+        if len(problems) == 1:
+            return problems[0]
+        first = problems[0]
+        err = SchemaError(first.path, first.message, first.conversation, first.turn, first.field, line=first.line)
+        err.problems = [q for p in problems for q in p.problems]
+        err.args = ("\n".join(err.lines()),)
+        return err
+
+    def lines(self) -> list[str]:
+        """One line per problem, capped at :attr:`MAX_LISTED` plus a count of the rest."""
+        if len(self.problems) == 1:
+            return [str(self.args[0])]
+        shown = [str(p.args[0]) for p in self.problems[: self.MAX_LISTED]]
+        rest = len(self.problems) - len(shown)
+        if rest:
+            paths = sorted({str(p.path) for p in self.problems})
+            shown.append(f"{', '.join(paths)}: and {rest} more problem{'s' if rest > 1 else ''} "
+                         f"({len(self.problems)} in all)")
+        return shown
+
+
+class _Problems:
+    """Collects located problems in one file so that a reader reports all of them at once."""
+
+    def __init__(self, path: str | os.PathLike | None) -> None:
+        self.path, self.items = path, []
+
+    def add(self, message: str, conversation: int | None = None, turn: int | None = None,
+            field: str | None = None, line: int | None = None) -> None:
+        self.items.append(SchemaError(self.path, message, conversation, turn, field, line=line))
+
+    def check(self) -> None:
+        if self.items:
+            raise SchemaError.collect(self.items)
+
 
 def _expect(cond: bool, path, msg: str, conv=None, turn=None, field=None) -> None:
     if not cond:
         raise SchemaError(path, msg, conv, turn, field)
 
 
-def _turn_from_authors(raw: Any, path, ci: int, ti: int) -> Turn:
-    _expect(isinstance(raw, dict), path, f"expected a JSON object, got {type(raw).__name__}", ci, ti)
+UNIQUE_IDS_WHY = "ids must be unique (eval pairs results by conversation id and turn index)"
+
+
+def _turn_from_authors(raw: Any, out: _Problems, ci: int, ti: int) -> Turn | None:
+    """The Turn of one authors' turn object, or None after adding its problems to ``out``."""
+    if not isinstance(raw, dict):
+        out.add(f"expected a turn object {{role, utterance, retrieved_document, ...}}, got {type(raw).__name__}",
+                ci, ti)
+        return None
+    n = len(out.items)
     for key in ("role", "utterance"):
-        _expect(key in raw, path, "missing", ci, ti, key)
-    role = raw["role"]
-    _expect(role in ROLES, path, f"expected one of {ROLES}, got {role!r}", ci, ti, "role")
-    _expect(isinstance(raw["utterance"], str), path, "expected a string", ci, ti, "utterance")
+        if key not in raw:
+            out.add("missing", ci, ti, key)
+    role = raw.get("role")
+    if "role" in raw and role not in ROLES:
+        out.add(f"expected one of {ROLES}, got {role!r}", ci, ti, "role")
+    if "utterance" in raw and not isinstance(raw["utterance"], str):
+        out.add(f"expected a string, got {type(raw['utterance']).__name__}", ci, ti, "utterance")
     ref = raw.get("retrieved_document")
-    if ref is not None:
-        _expect(isinstance(ref, str), path, "expected a string or \"N/A\"", ci, ti, "retrieved_document")
-    if role == ASSISTANT:
-        _expect(ref is not None, path, 'missing (use "N/A" for context-only assistant turns)', ci, ti,
-                "retrieved_document")
-    reference = None if ref is None or ref.strip() == NA else ref
+    if ref is not None and not isinstance(ref, str):
+        out.add(f'expected a string or "N/A", got {type(ref).__name__}', ci, ti, "retrieved_document")
+    if role == ASSISTANT and ref is None:
+        out.add('missing (use "N/A" for context-only assistant turns)', ci, ti, "retrieved_document")
     gold = raw.get("gold_label")
-    if gold is not None:
-        _expect(gold in TURN_LABELS, path, f"expected one of {TURN_LABELS}, got {gold!r}", ci, ti, "gold_label")
+    if gold is not None and gold not in TURN_LABELS:
+        out.add(f"expected one of {TURN_LABELS} or null, got {gold!r}", ci, ti, "gold_label")
     claims = None
-    if raw.get("human_claims") is not None:
-        hc = raw["human_claims"]
-        _expect(isinstance(hc, list), path, "expected a list", ci, ti, "human_claims")
+    hc = raw.get("human_claims")
+    if hc is not None and not isinstance(hc, list):
+        out.add(f"expected a list of {{claim_text, human_judgement}} objects, got {type(hc).__name__}",
+                ci, ti, "human_claims")
+    elif hc is not None:
         claims = []
         for k, c in enumerate(hc):
             f = f"human_claims[{k}]"
-            _expect(isinstance(c, dict) and isinstance(c.get("claim_text"), str), path,
-                    "expected an object with a string 'claim_text'", ci, ti, f)
+            if not (isinstance(c, dict) and isinstance(c.get("claim_text"), str)):
+                out.add("expected an object with a string 'claim_text'", ci, ti, f)
+                continue
             judgement = c.get("human_judgement")
             label = None
             if judgement is not None:
                 label = HUMAN_JUDGEMENT_TO_CATEGORY.get(str(judgement).strip().lower())
-                _expect(label is not None, path,
-                        f"unknown human_judgement {judgement!r}; expected one of "
-                        f"{sorted(HUMAN_JUDGEMENT_TO_CATEGORY)}", ci, ti, f)
+                if label is None:
+                    out.add(f"unknown human_judgement {judgement!r}; expected one of "
+                            f"{sorted(HUMAN_JUDGEMENT_TO_CATEGORY)}", ci, ti, f)
             claims.append(Claim(c["claim_text"], label))
+    if len(out.items) > n:
+        return None
+    reference = None if ref is None or ref.strip() == NA else ref
     meta = {k: v for k, v in raw.items() if k not in _AUTHORS_KEYS}
     if role == ASSISTANT and reference is None:
         meta["retrieved_document"] = ref  # keep the exact marker for round trips
@@ -123,18 +190,37 @@ def _turn_from_authors(raw: Any, path, ci: int, ti: int) -> Turn:
 
 
 def conversations_from_authors_json(data: Any, path=None, source: str | None = None) -> list[Conversation]:
-    """Parse the authors' list-of-lists JSON (already decoded)."""
+    """Parse the authors' list-of-lists JSON (already decoded); every problem is reported at once."""
     _expect(isinstance(data, list), path, f"expected a JSON list of conversations, got {type(data).__name__}")
+    _expect(len(data) > 0, path, "the list holds no conversations")
     stem = Path(path).stem if path is not None else "conv"
+    problems = _Problems(path)
     out = []
+    first_index: dict[str, int] = {}
     for ci, raw_conv in enumerate(data):
-        _expect(isinstance(raw_conv, list), path, f"expected a list of turns, got {type(raw_conv).__name__}", ci)
-        _expect(len(raw_conv) > 0, path, "conversation has no turns", ci)
-        turns = [_turn_from_authors(t, path, ci, ti) for ti, t in enumerate(raw_conv)]
+        if not isinstance(raw_conv, list):
+            problems.add(f"expected a list of turns, got {type(raw_conv).__name__}", ci)
+            continue
+        if not raw_conv:
+            problems.add("conversation has no turns", ci)
+            continue
+        turns = [_turn_from_authors(t, problems, ci, ti) for ti, t in enumerate(raw_conv)]
+        if any(t is None for t in turns):
+            continue
+        if not any(t.role == ASSISTANT for t in turns):
+            problems.add("no assistant turn: nothing to score", ci)
+            continue
         ids = {(t.meta.get("dataset"), t.meta.get("conversation_id")) for t in turns if "conversation_id" in t.meta}
         dataset = next((d for d, _ in ids if d), source or "unknown")
         conv_id = f"{dataset}-{next(iter(ids))[1]}" if len(ids) == 1 else f"{stem}-{ci}"
+        if conv_id in first_index:
+            problems.add(f"conversation id {conv_id!r} is also that of conversation {first_index[conv_id]} "
+                         f"(ids come from the turns' dataset and conversation_id); {UNIQUE_IDS_WHY}", ci,
+                         field="conversation_id")
+            continue
+        first_index[conv_id] = ci
         out.append(Conversation(id=conv_id, source=dataset, turns=turns, meta={"index": ci}))
+    problems.check()
     return out
 
 
@@ -162,51 +248,75 @@ def conversations_to_authors_json(conversations: Iterable[Conversation]) -> list
     return out
 
 
-def _validate(conv: Conversation, path, ci: int) -> Conversation:
-    for ti, t in enumerate(conv.turns):
-        _expect(t.role in ROLES, path, f"expected one of {ROLES}, got {t.role!r}", ci, ti, "role")
-        _expect(isinstance(t.text, str), path, "expected a string", ci, ti, "text")
-        if t.gold_label is not None:
-            _expect(t.gold_label in TURN_LABELS, path, f"expected one of {TURN_LABELS}, got {t.gold_label!r}",
-                    ci, ti, "gold_label")
-        for k, c in enumerate(t.gold_claims or []):
-            _expect(c.label is None or c.label in CLAIM_CATEGORIES, path,
-                    f"expected one of {CLAIM_CATEGORIES}, got {c.label!r}", ci, ti, f"gold_claims[{k}].label")
-    return conv
+def _read_text(path: Path) -> str:
+    """The file as text: UTF-8 (a BOM is allowed), else an error naming the byte offset and line."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise SchemaError(path, f"not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {e.start} ({e.reason}); "
+                          "save the file as UTF-8", line=line) from None
+    if not text.strip():
+        what = "one JSON conversation per line" if path.suffix == ".jsonl" else "a JSON list of conversations"
+        raise SchemaError(path, f"empty file; expected {what}")
+    return text
 
 
 def read_jsonl(path: str | os.PathLike) -> list[Conversation]:
+    """Our JSONL: one :meth:`Conversation.to_dict` per line (blank lines are skipped). Conversations
+    are numbered from 0 in file order; problems name the line and the conversation."""
+    path = Path(path)
+    problems = _Problems(path)
     out = []
-    with open(path, encoding="utf-8") as f:
-        for ci, line in enumerate(f):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise SchemaError(path, f"line {ci + 1} is not valid JSON ({e.msg})", ci) from e
-            _expect(isinstance(d, dict), path, "expected a JSON object per line", ci)
-            for key in ("id", "source", "turns"):
-                _expect(key in d, path, "missing", ci, field=key)
-            try:
-                conv = Conversation.from_dict(d)
-            except (TypeError, KeyError) as e:
-                raise SchemaError(path, f"malformed record ({e})", ci) from e
-            out.append(_validate(conv, path, ci))
+    first_line: dict[str, tuple[int, int]] = {}
+    ci = -1
+    # split on "\n" only: str.splitlines() would also split inside texts holding U+2028, U+0085, ...
+    for lineno, line in enumerate(_read_text(path).split("\n"), 1):
+        if not line.strip():
+            continue
+        ci += 1
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as e:
+            problems.add(f"not valid JSON (column {e.colno}: {e.msg})", ci, line=lineno)
+            continue
+        found = record_problems(d)
+        for turn, field, message in found:
+            problems.add(message, ci, turn, field, line=lineno)
+        if found:
+            continue
+        conv = Conversation.from_dict(d)
+        if conv.id in first_line:
+            k, n = first_line[conv.id]
+            problems.add(f"conversation id {conv.id!r} is also that of conversation {k} (line {n}); "
+                         f"{UNIQUE_IDS_WHY}", ci, field="id", line=lineno)
+            continue
+        first_line[conv.id] = (ci, lineno)
+        out.append(conv)
+    problems.check()
     return out
 
 
 def read_conversations(path: str | os.PathLike) -> list[Conversation]:
-    """Read conversations from ``.jsonl`` (ours) or ``.json`` (the authors' format)."""
+    """Read conversations from ``.jsonl`` (ours) or ``.json`` (the authors' format).
+
+    Every problem in the file (types, encoding, JSON syntax, empty conversations, duplicate ids)
+    is checked before anything is returned and reported together in one :class:`SchemaError`.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
+    if path.is_dir():
+        raise SchemaError(path, "is a directory; expected a .jsonl or .json conversation file")
     if path.suffix == ".jsonl":
         return read_jsonl(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read_text(path))
     except json.JSONDecodeError as e:
-        raise SchemaError(path, f"not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from e
+        hint = ("; a .json file holds the authors' list of conversations, a .jsonl file one conversation "
+                "per line") if e.msg == "Extra data" else ""
+        raise SchemaError(path, f"not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}){hint}") from None
     return conversations_from_authors_json(data, path)
 
 

@@ -14,12 +14,12 @@ import csv
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .io import SchemaError
+from .io import UNIQUE_IDS_WHY, SchemaError
 from .schema import ASSISTANT, FAITHFUL, HALLUCINATED, USER, Conversation, Turn
 
 AMBIGUOUS = "ambiguous"
@@ -299,3 +299,33 @@ def exchange(conv_id: str, source: str, history: Sequence[str], response: str, r
     turns = context_turns(history)
     turns.append(Turn(role=ASSISTANT, text=response, reference=reference, gold_label=gold, meta=turn_meta))
     return Conversation(id=conv_id, source=source, turns=turns, meta=conv_meta)
+
+
+def duplicate_id_problems(sources: Sequence[tuple[str, Sequence[Conversation]]],
+                          keep: Callable[[Conversation], bool] | None = None) -> list[SchemaError]:
+    """One located problem per conversation whose id an earlier one (in the same or an earlier
+    source) already has; ``sources`` are (name, conversations as loaded) pairs, e.g. a recipe's
+    files. ``keep`` leaves out conversations dropped later (e.g. leaks) while the reported
+    positions stay those of the loaded lists."""
+    first: dict[str, tuple[str, int]] = {}
+    problems = []
+    for name, convs in sources:
+        for ci, conv in enumerate(convs):
+            if keep is not None and not keep(conv):
+                continue
+            if conv.id not in first:
+                first[conv.id] = (name, ci)
+                continue
+            other, k = first[conv.id]
+            there = f"conversation {k}" if other == name else f"{other}, conversation {k}"
+            problems.append(SchemaError(name, f"conversation id {conv.id!r} is also that of {there}; "
+                                        f"{UNIQUE_IDS_WHY}", ci, field="id"))
+    return problems
+
+
+def check_unique_ids(sources: Sequence[tuple[str, Sequence[Conversation]]],
+                     keep: Callable[[Conversation], bool] | None = None) -> None:
+    """Raise a :class:`SchemaError` naming both places of every repeated conversation id."""
+    problems = duplicate_id_problems(sources, keep)
+    if problems:
+        raise SchemaError.collect(problems)

@@ -113,6 +113,7 @@ def load_material(recipe: Recipe) -> Material:
     or ``drop-train`` (the leaking conversations leave that side, counted in the reports). Two
     conversations with the same id are an error (eval pairs systems by conversation id and turn).
     """
+    from ..data.loading import check_unique_ids
     from ..data.splits import assert_no_leak, drop_leaks, split_by_dialogue
 
     if not recipe.data.train:
@@ -122,8 +123,10 @@ def load_material(recipe: Recipe) -> Material:
     reports = []
     f = recipe.data.test_fraction
     root = recipe.data.root
-    for src in recipe.data.train:
+    loaded: list[tuple[str, list[Conversation]]] = []   # (where, as loaded): duplicate ids are named by both places
+    for i, src in enumerate(recipe.data.train):
         convs, report = load_source(src, root)
+        loaded.append((f"data.train[{i}] {src.source}", list(convs)))
         if f > 0:
             parts = split_by_dialogue(convs, {"train": 1.0 - f, "test": f}, seed=recipe.data.seed)
             train += parts["train"]
@@ -133,8 +136,9 @@ def load_material(recipe: Recipe) -> Material:
             train += convs
         reports.append({"role": "train", **report})
     test_reports = []
-    for src in recipe.data.test:
+    for i, src in enumerate(recipe.data.test):
         convs, report = load_source(src, root)
+        loaded.append((f"data.test[{i}] {src.source}", list(convs)))
         if recipe.data.leaks == "drop-test":
             convs, leaks = drop_leaks(convs, train)
             report["dropped_leaks"] = len(leaks)
@@ -147,22 +151,9 @@ def load_material(recipe: Recipe) -> Material:
                         "dropped_ids": sorted(lk.test_id for lk in leaks)})
     reports += test_reports
     assert_no_leak(train, test)
-    check_unique_ids(train + test, recipe.path)
+    kept = {id(c) for c in train + test}
+    check_unique_ids(loaded, keep=lambda c: id(c) in kept)
     return Material(train, test, reports)
-
-
-def check_unique_ids(conversations: list[Conversation], where: str | None = None) -> None:
-    """Conversation ids must be unique across the material: eval pairs systems by (id, turn)."""
-    from collections import Counter
-
-    from ..data.io import SchemaError
-
-    dup = sorted(cid for cid, n in Counter(c.id for c in conversations).items() if n > 1)
-    if dup:
-        shown = ", ".join(dup[:10]) + (f" and {len(dup) - 10} more" if len(dup) > 10 else "")
-        raise SchemaError(where or "recipe", f"{len(dup)} conversation id(s) appear more than once across "
-                          f"data.train and data.test: {shown}; ids must be unique (eval pairs systems by "
-                          "conversation id and turn)", field="data")
 
 
 def engine_config(recipe: Recipe) -> EngineConfig:

@@ -30,7 +30,7 @@ from typing import Any
 from ..config import DataSource, Recipe
 from ..data.io import atomic_write_text
 from ..data.schema import Conversation
-from ..engine import EngineConfig, run_programs, vista_program
+from ..engine import RULES, EngineConfig, run_programs, vista_program
 from ..prompts import Speakers
 from . import metrics as M
 from .baselines import BaselineConfig, baseline_programs
@@ -86,11 +86,15 @@ def load_test_material(recipe: Recipe, input_path: str | None = None) -> tuple[l
         material = load_material(recipe)
         return material.test, list(material.reports)
     if recipe.data.test:
-        convs, reports = [], []
-        for src in recipe.data.test:
+        from ..data.loading import check_unique_ids
+
+        convs, reports, loaded = [], [], []
+        for i, src in enumerate(recipe.data.test):
             c, report = load_source(src, recipe.data.root)
             convs += c
+            loaded.append((f"data.test[{i}] {src.source}", c))
             reports.append({"role": "test", **report})
+        check_unique_ids(loaded)
         return convs, reports
     raise EvalError(f"{recipe.path or 'recipe'}: no test material: pass --input FILE, or list data.test "
                     "sources, or set data.test_fraction")
@@ -434,6 +438,21 @@ def significance(runs: dict[str, SystemRun], rules: Sequence[str], variant: str)
     return out
 
 
+def add_common_coverage(metrics: dict[str, Any], runs: dict[str, SystemRun], rules: Sequence[str]) -> dict[str, Any]:
+    """Accuracy over the gold turns every system that ran gave a verdict (``M.common_coverage``), per rule:
+    written beside each system's own accuracy (``accuracy_common``, ``n_common``) and returned as
+    ``{"systems": [...], "by_rule": {rule: {group: ...}}}``."""
+    ok = {n: r.records for n, r in runs.items() if r.status == "ok"}
+    by_rule = {rule: M.common_coverage(ok, rule) for rule in rules}
+    for rule, groups in by_rule.items():
+        for group, c in groups.items():
+            for name in ok:
+                t = metrics[name].get(group, {}).get("turn", {}).get(rule)
+                if t is not None:
+                    t.update(accuracy_common=c["accuracy"][name], n_common=c["n"])
+    return {"systems": list(ok), "by_rule": by_rule}
+
+
 def bootstrap_intervals(runs: dict[str, SystemRun], rules: Sequence[str], n_resamples: int,
                         seed: int) -> dict[str, Any]:
     """Seeded percentile intervals on accuracy (turns with a verdict) and accuracy_all (unknown = wrong)."""
@@ -459,7 +478,7 @@ def bootstrap_intervals(runs: dict[str, SystemRun], rules: Sequence[str], n_resa
 
 def fingerprint(results: dict[str, Any]) -> str:
     """sha256 over everything that must be identical on a re-run (metrics, tests, intervals; no timings)."""
-    keys = ("material", "metrics", "majority", "significance", "bootstrap", "claim_matching")
+    keys = ("material", "metrics", "common_coverage", "majority", "significance", "bootstrap", "claim_matching")
     payload = json.dumps({k: results.get(k) for k in keys}, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -484,7 +503,7 @@ def compare_results(current: dict[str, Any], previous_path: str | Path) -> dict[
         elif a != b:
             diffs.append(f"{path}: {b!r} -> {a!r}")
 
-    for k in ("material", "metrics", "majority", "significance", "bootstrap", "claim_matching"):
+    for k in ("material", "metrics", "common_coverage", "majority", "significance", "bootstrap", "claim_matching"):
         walk(current.get(k), prev.get(k), k)
     return {"previous": str(previous_path), "previous_fingerprint": prev.get("fingerprint"),
             "identical": current["fingerprint"] == prev.get("fingerprint"), "differences": diffs}
@@ -502,9 +521,9 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     e = recipe.eval
     if e.mcnemar not in MCNEMAR_VARIANTS:
         raise EvalError(f"eval.mcnemar must be one of {MCNEMAR_VARIANTS}, got {e.mcnemar!r}")
-    bad_rules = [r for r in e.rules if r not in ("safe", "strict")]
+    bad_rules = [r for r in e.rules if r not in RULES]
     if bad_rules or not e.rules:
-        raise EvalError(f"eval.rules must list safe and/or strict, got {e.rules!r}")
+        raise EvalError(f"eval.rules must list one or more of {', '.join(RULES)}, got {e.rules!r}")
     names = list(systems or e.systems)
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
@@ -574,6 +593,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         matches = M.match_records(run.records, matcher) if name != "llm_judge" else None
         metrics[name] = M.system_metrics(run.records, e.rules, matches, five_labels=name in FIVE_LABEL_SYSTEMS,
                                          n_bins=e.calibration_bins)
+    common = add_common_coverage(metrics, runs, e.rules)
     any_records = next((r.records for r in runs.values() if r.status == "ok"), [])
     majority = {group: {"turn": M.majority_turn_metrics(rs), "claim": M.majority_claim_metrics(rs)}
                 for group, rs in M.by_source(any_records).items()}
@@ -586,6 +606,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         "material": material,
         "systems": {n: r.summary() for n, r in runs.items()},
         "metrics": metrics,
+        "common_coverage": common,
         "majority": majority,
         "claim_matching": {"method": "normalised text, then " + (matcher.embedding_status if e.match_embeddings
                                                                 else "no embeddings (eval.match_embeddings false)"),
@@ -604,4 +625,4 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
 
 
 __all__ = ["run_eval", "run_system", "load_test_material", "EvalResult", "SystemRun", "EvalError", "SYSTEMS",
-           "significance", "bootstrap_intervals", "compare_results", "fingerprint", "cost_per_1k_turns"]
+           "significance", "bootstrap_intervals", "add_common_coverage", "compare_results", "fingerprint", "cost_per_1k_turns"]

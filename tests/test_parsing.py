@@ -37,7 +37,7 @@ def test_parse_claims(text, expected):
         ("unverifiable", S2, "UNVERIFIABLE", ""),
         ("CATEGORY: VERIFIED", S2, "VERIFIED", ""),
         ("**Category:** Unverifiable", S2, "UNVERIFIABLE", ""),
-        ("The claim is NOT verified by the reference.", S2, "UNVERIFIABLE", "by the reference."),
+        ("NOT verified by the reference.", S2, "UNVERIFIABLE", "by the reference."),
         ("UNVERIFIED", S2, "UNVERIFIABLE", ""),
         ("<think>Is it VERIFIED? no.</think>UNVERIFIABLE", S2, "UNVERIFIABLE", ""),
         ("CONTRADICTED. The wizard has said x.", S3, "CONTRADICTED", "The wizard has said x."),
@@ -46,7 +46,7 @@ def test_parse_claims(text, expected):
         ("Category: **ABSTENTION**\nThe wizard says it does not know.", S3, "ABSTENTION",
          "The wizard says it does not know."),
         ("2. CONTRADICTED", S3, "CONTRADICTED", ""),
-        ("I would say this is LACKING EVIDENCE, not CONTRADICTED.", S3, "LACKING EVIDENCE", "not CONTRADICTED."),
+        ("LACKING EVIDENCE, not CONTRADICTED.", S3, "LACKING EVIDENCE", "not CONTRADICTED."),
         ("NOT SUPPORTED", ("SUPPORTED", "NOT SUPPORTED"), "NOT SUPPORTED", ""),
         ("Supported.", ("SUPPORTED", "NOT SUPPORTED"), "SUPPORTED", ""),
     ],
@@ -57,10 +57,17 @@ def test_parse_label(text, labels, label, explanation):
 
 
 @pytest.mark.parametrize("text, error", [("", "empty output"), ("I cannot decide.", "no valid label"),
-                                         ("<think>VERIFIED maybe</think>", "empty output")])
+                                         ("<think>VERIFIED maybe</think>", "empty output"),
+                                         # a label counts only at the start of the answer (VISTA authors' code)
+                                         ("The claim is NOT verified by the reference.", "does not start with a label")])
 def test_parse_label_failures_say_why(text, error):
     parsed = parse_label(text, S2)
     assert parsed.label is None and error in parsed.error
+
+
+def test_label_later_in_the_answer_is_not_read():
+    parsed = parse_label("I would say this is LACKING EVIDENCE, not CONTRADICTED.", S3)
+    assert parsed.label is None and "does not start with a label" in parsed.error
 
 
 def test_strip_think_keeps_thoughts_aside():

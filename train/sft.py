@@ -833,6 +833,11 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
                           "counts": dict(sorted(Counter(dd["train"]["label"]).items()))
                           if run.class_balance != "none" else {}},
         "hyperparameters": hp,
+        # under DDP each process draws its own shard: batches per epoch per process shrink with world size
+        "distributed": {"world_size": args.world_size,
+                        "examples_per_step": t.per_device_train_batch_size * args.world_size
+                        * t.gradient_accumulation_steps,
+                        "process_batches_per_epoch": len(trainer.get_train_dataloader())},
         "hardware": run.hardware,
         "resumed_from": str(run.resume) if run.resume is not None else None,
         "results": {
