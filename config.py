@@ -240,7 +240,8 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for k, v in over.items():
-        merged[k] = _merge(merged[k], v) if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
+        # an empty mapping replaces (``teacher.chat_template_kwargs={}`` clears it); others merge key by key
+        merged[k] = _merge(merged[k], v) if isinstance(v, dict) and v and isinstance(merged.get(k), dict) else v
     return merged
 
 

@@ -56,6 +56,9 @@ def cmd_distill(args: argparse.Namespace) -> int:
     print(f"teacher {m['teacher']}: {r['requests']} requests, {r['cache_hits']} cache hits, "
           f"{r['calls']} new calls, {r['failures']} failures, {r['retries']} retries, "
           f"{r['parse_failures']} parse failures in {r['wall_s']:.1f}s")
+    dropped = ", ".join(f"{k} {v}" for k, v in r.get("claims_dropped", {}).items()) or "none"
+    print(f"  stage 1: {r.get('stage1_truncated_turns', 0)} answer(s) still cut at the token budget after a retry; "
+          f"claims dropped: {dropped}")
     for stage, rep in m["filters"]["report"].items():
         c = m["counts"][stage]
         dropped = ", ".join(f"{k} {v}" for k, v in rep["dropped"].items()) or "none dropped"

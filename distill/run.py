@@ -191,6 +191,8 @@ class Progress:
 
         self.stats = getattr(teacher.core, "stats", {})
         self.parse_failures = 0
+        self.truncated_turns = 0                  # stage 1 still cut at its budget after the retry
+        self.claims_dropped: dict[str, int] = {}  # by reason (duplicate, over_max_claims, truncated_line, ...)
         self.start = time.perf_counter()
         self.bar = tqdm(desc="distill", unit="req", dynamic_ncols=True, disable=not enabled, mininterval=0.5)
         if hasattr(teacher.core, "progress"):
@@ -202,6 +204,9 @@ class Progress:
 
     def on_turn(self, res: TurnResult) -> None:
         self.parse_failures += (not res.claims) + sum(c.error is not None for c in res.claims)
+        self.truncated_turns += res.stage1_truncated
+        for why, n in res.claims_dropped.items():
+            self.claims_dropped[why] = self.claims_dropped.get(why, 0) + n
         self._postfix()
 
     def _postfix(self) -> None:
@@ -222,10 +227,11 @@ class DistillResult:
     run: dict[str, Any]
 
 
-def counters(teacher: Teacher, cache: CallCache, wall: float, parse_failures: int) -> dict[str, Any]:
+def counters(teacher: Teacher, cache: CallCache, wall: float, bar: Progress) -> dict[str, Any]:
     s = dict(getattr(teacher.core, "stats", {}))
     return {"requests": teacher.backend.requests, "cache_hits": s.get("hits", 0), "calls": s.get("calls", 0),
-            "failures": s.get("failures", 0), "retries": s.get("retries", 0), "parse_failures": parse_failures,
+            "failures": s.get("failures", 0), "retries": s.get("retries", 0), "parse_failures": bar.parse_failures,
+            "stage1_truncated_turns": bar.truncated_turns, "claims_dropped": dict(sorted(bar.claims_dropped.items())),
             "cache_entries": len(cache), "cache_overwrites": cache.stats["overwrites"], "wall_s": round(wall, 3),
             "calls_per_s": round(s.get("calls", 0) / wall, 3) if wall else None,
             "prompt_tokens": s.get("prompt_tokens", 0), "completion_tokens": s.get("completion_tokens", 0)}
@@ -267,7 +273,7 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
     finally:
         bar.close()
         run = {"recipe": recipe.name, "status": status, "started": round(time.time() - (time.perf_counter() - start)),
-               **counters(teacher, cache, time.perf_counter() - start, bar.parse_failures),
+               **counters(teacher, cache, time.perf_counter() - start, bar),
                "hardware": hw.to_dict() if hw is not None else None}
         if status != "completed":
             _append_run(out_dir, run)
@@ -336,7 +342,8 @@ def _record(c: silver.Candidate, teacher: Teacher, teacher_style: str, student_s
         "prompt_version": PROMPTS_VERSION, "template": get_template(c.stage, teacher_style).fingerprint,
         "cache_key": meta.get("cache_key"),
         "raw": meta.get("raw", c.response.text if c.response is not None else None),
-        "think": meta.get("think", ""), "parsed": c.parsed, "parse_status": "failed" if c.error else "ok",
+        "think": meta.get("think", ""), "finish_reason": meta.get("finish_reason"), "retry": meta.get("retry"),
+        "parsed": c.parsed, "parse_status": "failed" if c.error else "ok",
         "error": c.error, "agreement": c.agreement, "votes": meta.get("votes"),
         "latency_s": meta.get("latency_s"), "attempts": meta.get("attempts"),
         "prompt_tokens": getattr(c.response, "prompt_tokens", None),

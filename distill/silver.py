@@ -35,7 +35,7 @@ from ..prompts import PROMPTS_VERSION, Speakers, build_messages, get_template, s
 STAGES = ("stage1", "stage2", "stage3")
 COLUMNS = ("prompt", "completion", "label", "stage", "conversation_id", "dialogue_id", "source", "teacher",
            "prompt_style", "prompt_version")
-DROP_REASONS = ("parse failure", "verdict unknown", "gold disagreement", "partial claims", "self-consistency",
+DROP_REASONS = ("parse failure", "truncated", "verdict unknown", "gold disagreement", "partial claims", "self-consistency",
                 "duplicate", "class balance")
 
 
@@ -121,6 +121,8 @@ def collect_candidates(conversations: Sequence[Conversation], results: Sequence[
                 err = (c1.response.meta.get("error") if c1.response is not None else None) or "no claims in output"
                 c1.error = f"stage 1: {err}"
                 c1.reject("parse failure", c1.error)
+            elif res.stage1_truncated:   # an incomplete list would teach the student to leave claims out
+                c1.reject("truncated", "stage 1 answer cut at its token budget after a retry")
             elif turn_drop:
                 c1.reject(*turn_drop)
             elif conv.turns[i].meta.get("claims_complete") is False:

@@ -248,10 +248,37 @@ def test_malformed_output_is_a_parse_failure_left_out(reference, server, tmp_pat
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     failed = [x for x in records if x["stage"] == "stage2" and x["parse_status"] == "failed"]
     assert failed and rep["dropped"]["parse failure"] == len(failed)
-    assert all("no valid label" in x["error"] or "empty output" in x["error"] for x in failed)
+    # each cut answer was asked once more with twice the budget before it counted as a failure
+    assert all(x["finish_reason"] == "length" and x["retry"]["budget"] == 2 for x in failed)
+    assert all("label" in x["error"] or "empty output" in x["error"] for x in failed)
     assert all(not x["kept"] for x in failed)
     exported = sum(manifest["counts"]["stage2"][s]["examples"] for s in ("train", "test"))
     assert exported == rep["kept"] == rep["candidates"] - sum(rep["dropped"].values())
+
+
+def test_decomposition_cut_at_its_budget_is_retried_then_flagged_and_kept_out(server, tmp_path):
+    """The real server stops at max_tokens with finish_reason "length": the engine asks once more with twice
+    the budget; a list still cut loses its last line (counted), the turn is flagged, and its stage 1 example
+    is not exported (an incomplete list would teach the student to leave claims out)."""
+    out = tmp_path / "silver"
+    config = recipe(tmp_path, out, server.base_url, teacher={"max_new_tokens": {"stage1": 10, "stage2": 6, "stage3": 20}})
+    r = run(config)
+    assert r.returncode == 0, r.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    stage1 = [x for x in records if x["stage"] == "stage1"]
+    retried = [x for x in stage1 if x["retry"]]
+    assert retried and all(x["retry"]["budget"] == 20 and "cut at its budget of 10" in x["retry"]["reason"]
+                           for x in retried)
+    cut = [x for x in stage1 if x["finish_reason"] == "length"]
+    assert all(x in retried for x in cut) and all(not x["kept"] for x in cut)
+    assert all(x["drop_reason"] in ("truncated", "parse failure") for x in cut)
+    last = runs(out)[-1]
+    assert last["stage1_truncated_turns"] == len(cut) > 0
+    assert last["claims_dropped"].get("truncated_line", 0) >= 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    dropped = manifest["filters"]["report"]["stage1"]["dropped"]
+    assert dropped.get("truncated", 0) + dropped.get("parse failure", 0) >= len(cut)
+    assert "answer(s) still cut at the token budget after a retry" in r.stdout
 
 
 def test_self_consistency_votes_over_k_samples(reference, server, tmp_path):
