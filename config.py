@@ -76,7 +76,7 @@ class DistillConfig:
     self_consistency_k: int = 1
     test_fraction: float = 0.1               # dialogue-level split of the exported datasets
     options: dict[str, Any] = field(default_factory=dict)
-    rule: str = "safe"                       # turn rule for the gold-agreement filter: safe | strict
+    rule: str = "safe"                       # turn rule for the gold-agreement filter: safe | strict | authors
     speakers: str = "apprentice,wizard"      # user,assistant names in teacher and student prompts
     dedup: bool = True                       # drop repeated student prompts (first one kept)
     balance_max_ratio: float = 1.0           # balance_classes: cap each label at ratio x the rarest

@@ -56,6 +56,8 @@ def cmd_distill(args: argparse.Namespace) -> int:
     print(f"teacher {m['teacher']}: {r['requests']} requests, {r['cache_hits']} cache hits, "
           f"{r['calls']} new calls, {r['failures']} failures, {r['retries']} retries, "
           f"{r['parse_failures']} parse failures in {r['wall_s']:.1f}s")
+    if r.get("cache_unreadable"):
+        print(f"  cache: {r['cache_unreadable']} unreadable entr(y/ies) called again and rewritten (see the log)")
     dropped = ", ".join(f"{k} {v}" for k, v in r.get("claims_dropped", {}).items()) or "none"
     print(f"  stage 1: {r.get('stage1_truncated_turns', 0)} answer(s) still cut at the token budget after a retry; "
           f"claims dropped: {dropped}")

@@ -25,7 +25,7 @@ from typing import Any
 from ..config import DataSource, Recipe
 from ..data.io import atomic_write_text, read_conversations
 from ..data.schema import Conversation
-from ..engine import EngineConfig, TurnResult, run_programs, vista_program
+from ..engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
 from ..prompts import PROMPTS_VERSION, Speakers, get_template
 from . import silver
 from .cache import CallCache
@@ -172,8 +172,8 @@ def engine_config(recipe: Recipe) -> EngineConfig:
 
 def filter_settings(recipe: Recipe) -> silver.FilterSettings:
     d = recipe.distill
-    if d.rule not in ("safe", "strict"):
-        raise ValueError(f"distill.rule must be safe or strict, got {d.rule!r}")
+    if d.rule not in RULES:
+        raise ValueError(f"distill.rule must be one of {', '.join(RULES)}, got {d.rule!r}")
     if not 0.0 <= d.test_fraction < 1.0:
         raise ValueError(f"distill.test_fraction must be in [0, 1), got {d.test_fraction}")
     return silver.FilterSettings(rule=d.rule, gold_agreement=d.filter_gold_agreement,
@@ -232,7 +232,8 @@ def counters(teacher: Teacher, cache: CallCache, wall: float, bar: Progress) -> 
     return {"requests": teacher.backend.requests, "cache_hits": s.get("hits", 0), "calls": s.get("calls", 0),
             "failures": s.get("failures", 0), "retries": s.get("retries", 0), "parse_failures": bar.parse_failures,
             "stage1_truncated_turns": bar.truncated_turns, "claims_dropped": dict(sorted(bar.claims_dropped.items())),
-            "cache_entries": len(cache), "cache_overwrites": cache.stats["overwrites"], "wall_s": round(wall, 3),
+            "cache_entries": len(cache), "cache_overwrites": cache.stats["overwrites"],
+            "cache_misses": cache.stats["misses"], "cache_unreadable": cache.stats["unreadable"], "wall_s": round(wall, 3),
             "calls_per_s": round(s.get("calls", 0) / wall, 3) if wall else None,
             "prompt_tokens": s.get("prompt_tokens", 0), "completion_tokens": s.get("completion_tokens", 0)}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..backend import Backend, Request, Response
@@ -162,6 +163,23 @@ def _openai(cfg: TeacherConfig, model: str | None, cache: CallCache) -> OpenAIBa
                          backoff_max_s=cfg.retry_backoff_max_s)
 
 
+def local_identity(model: str | None, dtype: str, chat_template_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What keys a local teacher's cached answers: the weights and chat template it renders with (digests
+    of the files on disk, see :mod:`.model_fingerprint`; a hub id not downloaded yet: its name and
+    revision), the template variables, the resolved dtype and greedy decoding. A local folder is keyed by
+    its content, not its path, so a moved or copied model keeps its cache."""
+    from ..models import EMBEDDED_NAME, resolve_model
+    from .model_fingerprint import model_fingerprint
+
+    path = resolve_model(model)   # the embedded model: its converted copy in the cache (converted once)
+    if model in (None, "", "embedded", EMBEDDED_NAME):
+        name = "embedded:SmolLM2-135M"
+    else:
+        name = "local folder" if Path(model).expanduser().is_dir() else model
+    return {"backend": "transformers", "model": name, **model_fingerprint(path), "dtype": dtype,
+            "chat_template_kwargs": dict(chat_template_kwargs), "decoding": "greedy"}
+
+
 def _local(cfg: TeacherConfig, model: str | None, cache: CallCache) -> CachedBackend:
     from ..hardware import resolve_dtype
     from ..local_backend import TransformersBackend
@@ -171,8 +189,7 @@ def _local(cfg: TeacherConfig, model: str | None, cache: CallCache) -> CachedBac
     return CachedBackend(lambda: TransformersBackend(model, dtype=dtype, batch_size=cfg.batch_size,
                                                      threads=cfg.threads,
                                                      chat_template_kwargs=cfg.chat_template_kwargs), cache,
-                         {"backend": "transformers", "model": model or "embedded:SmolLM2-135M", "dtype": dtype,
-                          "decoding": "greedy"}, name="transformers")
+                         local_identity(model, dtype, cfg.chat_template_kwargs), name="transformers")
 
 
 def build_teacher(recipe: Recipe, conversations: Iterable[Conversation], cache: CallCache) -> Teacher:

@@ -7,8 +7,8 @@
   iff every fact is supported.
 
 Both yield :class:`~vista_distill.backend.Request` lists and return one :class:`TurnResult` per
-assistant turn, with ``verdicts`` under both rules (the baselines have no out-of-scope or abstention
-category, so the rules agree), ``unknown_reason`` and the raw outputs. FActScore claims carry
+assistant turn, with ``verdicts`` under every rule in ``engine.RULES`` (the baselines have no out-of-scope or
+abstention category, so the rules agree except where the authors' rule treats a failed answer), ``unknown_reason`` and the raw outputs. FActScore claims carry
 ``category`` VERIFIED / UNVERIFIABLE and their probabilities in ``stage2`` (``probs`` keyed by
 VERIFIED / UNVERIFIABLE), so claim matching and calibration read them like VISTA claims.
 """
@@ -142,7 +142,7 @@ def factscore_program(conv: Conversation, cfg: BaselineConfig) -> Program:
     for res, dec in zip(scored, decompositions):
         raw_claims = parse_claims(dec.text)
         res.stage1_raw, res.stage1_think, res.n_claims_raw = dec.text, strip_think(dec.text)[1], len(raw_claims)
-        res.claims = [ClaimResult(text=c) for c in _dedupe(raw_claims, cfg.max_claims)]
+        res.claims = [ClaimResult(text=c) for c in _dedupe(raw_claims, cfg.max_claims)[0]]
     pending = [(res, c) for res in scored for c in res.claims]
     verdicts = (yield [
         Request("factscore_verify", tuple(build_messages(t_ver, factscore_verify_input(res.reference or "", c.text),

@@ -76,8 +76,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         c = r["metrics"][name][OVERALL].get("claim") or {}
         acc = t.get("accuracy")
         claim = f", claim acc {c['accuracy']:.3f}" if c.get("accuracy") is not None else ""
+        common = (f", on the {t['n_common']} turns every system scored {t['accuracy_common']:.3f}"
+                  if t.get("accuracy_common") is not None else "")
         print(f"  {name:10s} turn acc ({rule}) {acc if acc is None else round(acc, 3)}, coverage "
-              f"{t.get('coverage') if t.get('coverage') is None else round(t['coverage'], 3)}{claim}, "
+              f"{t.get('coverage') if t.get('coverage') is None else round(t['coverage'], 3)}{common}{claim}, "
               f"{s['efficiency']['wall_s']:.0f}s")
     if "compare" in r:
         print(f"compare with {r['compare']['previous']}: "

@@ -2,7 +2,8 @@
 
 * Turn level, under each rule: accuracy, balanced accuracy, precision / recall / F1 with
   "hallucinated" positive, macro-F1, coverage (share of gold turns with a verdict), plus
-  ``accuracy_all`` (an ``unknown`` verdict counted wrong, the basis of the paired tests).
+  ``accuracy_all`` (an ``unknown`` verdict counted wrong, the basis of the paired tests); across
+  systems, ``common_coverage``: each one's accuracy over the turns all of them gave a verdict.
 * Claim level, on data with human claims (the VISTA human set, as in the paper's Table 5): predicted
   claims are matched one-to-one to human claims (normalised text equal, else sentence-embedding
   cosine > threshold with all-MiniLM-L6-v2), then claim accuracy and macro-F1 over the five claim
@@ -19,7 +20,7 @@ import logging
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +97,27 @@ def turn_metrics(records: Sequence[Record], rule: str) -> dict[str, Any]:
         # ROC-AUC of the share of unsafe claims as a hallucination score
         out["auc_vista_score"] = float(roc_auc_score([r["gold_label"] == HALLUCINATED for r in scored],
                                                      [1.0 - r["vista_scores"][rule] for r in scored]))
+    return out
+
+
+def common_coverage(systems: Mapping[str, Sequence[Record]], rule: str) -> dict[str, dict[str, Any]]:
+    """Accuracy of each system over the gold turns that *every* one of ``systems`` gave a verdict under
+    ``rule`` (their common coverage), per benchmark and overall: ``{group: {"n", "n_gold", "coverage",
+    "accuracy": {system: ...}}}``. Unlike each system's own accuracy, these compare like with like."""
+    gold = {name: {turn_key(r): r for r in gold_turns(rs)} for name, rs in systems.items()}
+    if not gold:
+        return {}
+    shared = set.intersection(*(set(g) for g in gold.values()))
+    common = {k for k in shared if all(g[k]["verdicts"].get(rule, UNKNOWN) != UNKNOWN for g in gold.values())}
+    first = next(iter(gold.values()))
+    out: dict[str, dict[str, Any]] = {}
+    for group, rs in by_source([first[k] for k in sorted(shared)]).items():
+        keys = [turn_key(r) for r in rs if turn_key(r) in common]
+        out[group] = {
+            "n": len(keys), "n_gold": len(rs), "coverage": len(keys) / len(rs) if rs else None,
+            "accuracy": {name: sum(g[k]["verdicts"][rule] == g[k]["gold_label"] for k in keys) / len(keys)
+                         if keys else None for name, g in gold.items()},
+        }
     return out
 
 
@@ -347,6 +369,6 @@ def system_metrics(records: Sequence[Record], rules: Sequence[str],
 
 __all__ = [
     "ClaimMatcher", "ClaimMatch", "normalise_claim", "match_records", "turn_metrics", "claim_metrics",
-    "majority_turn_metrics", "majority_claim_metrics", "system_metrics", "correctness", "gold_turns",
+    "majority_turn_metrics", "majority_claim_metrics", "common_coverage", "system_metrics", "correctness", "gold_turns",
     "by_source", "expected_calibration_error", "turn_key", "OVERALL", "FAITHFUL", "HALLUCINATED",
 ]

@@ -1,8 +1,9 @@
 """The run folder: ``results.json`` (everything), ``report.md`` and PNG plots (matplotlib, Agg).
 
 Plots: ``accuracy.png`` (turn accuracy with bootstrap 95% intervals per system and benchmark, one
-panel per rule), ``confusion_stage3.png`` (predicted vs human claim categories on matched claims,
-per system) and ``calibration.png`` (stage 2 reliability curve: P(VERIFIED) vs share verified).
+panel per rule; a diamond marks the accuracy on the turns every system covered),
+``confusion_stage3.png`` (predicted vs human claim categories on matched claims, per system) and
+``calibration.png`` (stage 2 reliability curve: P(VERIFIED) vs share verified).
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ from .metrics import OVERALL
 from .significance import significance_mark
 
 PLOTS = ("accuracy.png", "confusion_stage3.png", "calibration.png")
+RULE_TEXT = {   # how each turn rule of engine.SAFE_CATEGORIES judges a turn (README "Turn rules")
+    "safe": "VERIFIED, OUT-OF-SCOPE, ABSTENTION are safe; no claims or an unparseable category -> unknown",
+    "strict": "only VERIFIED is safe (the paper's Table 1 text); unknown as for `safe`",
+    "authors": "the authors' released evaluation: safe as `safe`, but a claim with no stage 2 label is dropped "
+               "and a turn with no claims (left) is faithful; an unparseable stage 3 category -> unknown",
+}
 
 
 def _f(x: Any, digits: int = 3) -> str:
@@ -54,6 +61,17 @@ def _groups(results: dict[str, Any]) -> list[str]:
     return [g for g in groups if g != OVERALL] + [OVERALL]
 
 
+def _common(turn: dict[str, Any]) -> str:
+    """Accuracy over the turns every system covered, with their number."""
+    if turn.get("n_common") is None:
+        return "–"
+    return f"{_pct(turn.get('accuracy_common'))} ({turn['n_common']})"
+
+
+def _common_systems(results: dict[str, Any]) -> list[str]:
+    return list(results.get("common_coverage", {}).get("systems", []))
+
+
 def _pair(results: dict[str, Any], rule: str, group: str, a: str, b: str) -> dict[str, Any] | None:
     """The McNemar entry for (a, b) with b/c and Δ oriented as a - b."""
     for p in results["significance"]["by_rule"].get(rule, {}).get(group, []):
@@ -83,9 +101,12 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
         out.append(f"\n**Caution:** {ov['evaluated_conversations_in_student_training']} of the evaluated "
                    f"conversations are in the student's silver training split ({ov['checked_against']}): the "
                    "student's numbers on them are not held-out (set `eval.heldout_only=true` to drop them).")
-    out += ["", f"Rules: {', '.join(rules)} (`safe`: VERIFIED, OUT-OF-SCOPE, ABSTENTION are safe — the authors' "
-            "released evaluation; `strict`: only VERIFIED — the paper's Table 1 text). Turn accuracy is over turns "
-            "with a verdict (coverage beside it); `acc_all` counts an `unknown` verdict as wrong and is what the "
+    described = [f"`{r}`: {RULE_TEXT[r]}" for r in rules if r in RULE_TEXT]
+    common = _common_systems(results)
+    out += ["", f"Rules: {', '.join(rules)} ({'; '.join(described)}). Turn accuracy is over each system's own "
+            "turns with a verdict (coverage beside it); `acc common` is over the gold turns that every system that "
+            f"ran ({', '.join(common) or 'none'}) gave a verdict, so systems compare on the same turns (their "
+            "number beside it); `acc_all` counts an `unknown` verdict as wrong and is what the "
             "paired tests compare. Significance: " + results["significance"]["test"]
             + "; marks * p<.05, ** p<.01, *** p<.001, ns otherwise. Intervals: "
             f"{results['settings']['bootstrap']} seeded bootstrap resamples (seed {results['settings']['seed']}).", ""]
@@ -105,28 +126,25 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
              if s["description"].get("note")]
     out += notes + ([""] if notes else [])
 
-    # headline turn metrics, rules side by side
+    # headline turn metrics, one table per rule
     out += ["## Turn level, all benchmarks", ""]
-    header = ["system"]
+    header = ["system", "acc [95% CI]", "coverage", "acc common (turns)", "acc_all", "bal. acc",
+              "P / R / F1 (halluc.)", "macro-F1"]
+    maj = results["majority"].get(OVERALL, {}).get("turn") or {}
     for rule in rules:
-        header += [f"{rule} acc [95% CI]", f"{rule} acc_all", f"{rule} bal. acc", f"{rule} P / R / F1 (halluc.)",
-                   f"{rule} macro-F1", f"{rule} coverage"]
-    rows = []
-    for name in ok:
-        row = [name]
-        for rule in rules:
+        rows = []
+        for name in ok:
             t = results["metrics"][name][OVERALL]["turn"][rule]
             ci = results["bootstrap"][name][rule][OVERALL]["accuracy"]
-            row += [f"{_pct(t.get('accuracy'))} [{_pct(ci.get('low'))}, {_pct(ci.get('high'))}]",
-                    _pct(t.get("accuracy_all")), _pct(t.get("balanced_accuracy")),
-                    f"{_pct(t.get('precision'))} / {_pct(t.get('recall'))} / {_pct(t.get('f1'))}",
-                    _pct(t.get("macro_f1")), _pct(t.get("coverage"))]
-        rows.append(row)
-    maj = results["majority"].get(OVERALL, {}).get("turn") or {}
-    if maj.get("accuracy") is not None:
-        rows.append([f"majority ({maj['label']})"] + sum(([_pct(maj["accuracy"]), _pct(maj["accuracy"]),
-                                                           "50.0", "–", "–", "100.0"] for _ in rules), []))
-    out += [markdown_table(header, rows), ""]
+            rows.append([name, f"{_pct(t.get('accuracy'))} [{_pct(ci.get('low'))}, {_pct(ci.get('high'))}]",
+                         _pct(t.get("coverage")), _common(t), _pct(t.get("accuracy_all")),
+                         _pct(t.get("balanced_accuracy")),
+                         f"{_pct(t.get('precision'))} / {_pct(t.get('recall'))} / {_pct(t.get('f1'))}",
+                         _pct(t.get("macro_f1"))])
+        if maj.get("accuracy") is not None:
+            acc = _pct(maj["accuracy"])
+            rows.append([f"majority ({maj['label']})", acc, "100.0", "–", acc, "50.0", "–", "–"])
+        out += [f"Rule `{rule}`:", "", markdown_table(header, rows), ""]
 
     # teacher vs student per benchmark
     out += ["## Teacher vs student, per benchmark", ""]
@@ -137,13 +155,14 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                 st = results["metrics"]["student"].get(g, {}).get("turn", {}).get(rule, {})
                 te = results["metrics"]["teacher"].get(g, {}).get("turn", {}).get(rule, {})
                 p = _pair(results, rule, g, "student", "teacher") or {}
-                rows.append([g, st.get("n_gold"), _pct(st.get("accuracy")), _pct(st.get("accuracy_all")),
-                             _pct(te.get("accuracy")), _pct(te.get("accuracy_all")),
+                rows.append([g, st.get("n_gold"), _pct(st.get("accuracy")), _common(st), _pct(st.get("accuracy_all")),
+                             _pct(te.get("accuracy")), _common(te), _pct(te.get("accuracy_all")),
                              _pct(p.get("delta")), _p(p.get("pvalue")), p.get("mark", ""),
                              f"b={p.get('b')}, c={p.get('c')}" if p else "–"])
             out += [f"Rule `{rule}`:", "",
-                    markdown_table(["benchmark", "gold turns", "student acc", "student acc_all", "teacher acc",
-                            "teacher acc_all", "Δ acc_all (student − teacher)", "p", "sig.", "discordant"], rows), ""]
+                    markdown_table(["benchmark", "gold turns", "student acc", "student acc common (turns)",
+                                    "student acc_all", "teacher acc", "teacher acc common (turns)", "teacher acc_all",
+                                    "Δ acc_all (student − teacher)", "p", "sig.", "discordant"], rows), ""]
     else:
         missing = [n for n in ("student", "teacher") if n not in ok]
         why = [f"{n} {results['systems'][n]['status']} (see Systems)" if n in results["systems"]
@@ -163,9 +182,12 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                 if ref and name != ref:
                     p = _pair(results, rule, g, ref, name)
                     mark = f" {p['mark']}" if p else ""
-                row.append(f"{_pct(t.get('accuracy'))} ({_pct(t.get('coverage'))}){mark}")
-            rows.append(row)
-        out += [f"Rule `{rule}` — accuracy (coverage):", "", markdown_table(["benchmark", *ok], rows), ""]
+                row.append(f"{_pct(t.get('accuracy'))} ({_pct(t.get('coverage'))}); common "
+                           f"{_pct(t.get('accuracy_common'))}{mark}")
+            c = results.get("common_coverage", {}).get("by_rule", {}).get(rule, {}).get(g, {})
+            rows.append([*row, c.get("n", "–")])
+        out += [f"Rule `{rule}` — accuracy (coverage); common: accuracy on the turns every system covered:", "",
+                markdown_table(["benchmark", *ok, "common turns"], rows), ""]
 
     # claim level, as Table 5
     rule0 = rules[0]
@@ -178,17 +200,17 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
         c = results["metrics"][name][OVERALL].get("claim")
         t = results["metrics"][name][OVERALL]["turn"][rule0]
         if not c:
-            rows.append([name, _pct(t.get("accuracy"))] + ["–"] * 9)
+            rows.append([name, _pct(t.get("accuracy")), _common(t)] + ["–"] * 9)
             continue
         cal = c.get("stage2_calibration") or {}
-        rows.append([name, _pct(t.get("accuracy")), _pct(c.get("accuracy")), _pct(c.get("macro_f1")),
+        rows.append([name, _pct(t.get("accuracy")), _common(t), _pct(c.get("accuracy")), _pct(c.get("macro_f1")),
                      _pct(c.get("binary_accuracy")), f"{c['matched']}/{c['human_claims']} ({c['matched_exact']} exact)",
                      _pct(c.get("set_f1")), _pct(c.get("set_jaccard")), _f(cal.get("roc_auc")), _f(cal.get("ece")),
                      _f(cal.get("brier"))])
     mc = results["majority"].get(OVERALL, {}).get("claim")
     if mc:
-        rows.append([f"majority ({mc['label']})", "–", _pct(mc["accuracy"]), _pct(mc["macro_f1"])] + ["–"] * 7)
-    out += [markdown_table(["system", f"turn acc ({rule0})", "claim acc", "macro-F1", "binary acc", "matched",
+        rows.append([f"majority ({mc['label']})", "–", "–", _pct(mc["accuracy"]), _pct(mc["macro_f1"])] + ["–"] * 7)
+    out += [markdown_table(["system", f"turn acc ({rule0})", "turn acc common (turns)", "claim acc", "macro-F1", "binary acc", "matched",
                     "set F1", "Jaccard", "AUC", "ECE", "Brier"], rows), ""]
     # per benchmark claim accuracy
     rows = []
@@ -279,6 +301,10 @@ def plot_accuracy(results: dict[str, Any], path: Path) -> None:
                 hi.append(0 if a is None else ci["high"] - a)
             pos = x + (k - (len(ok) - 1) / 2) * width
             ax.bar(pos, vals, width, yerr=[lo, hi], capsize=2, color=colours[name], label=name)
+            common = [results["metrics"][name].get(g, {}).get("turn", {}).get(rule, {}).get("accuracy_common")
+                      for g in groups]
+            ax.plot(pos, [np.nan if c is None else c for c in common], "D", ms=4, mfc="white", mec="black",
+                    ls="none", label="accuracy on the turns every system covered" if k == 0 else None, zorder=4)
             for xp, v in zip(pos, vals):
                 if np.isnan(v):   # no verdict at all (coverage 0): say so instead of an empty slot
                     ax.text(xp, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7)
@@ -288,7 +314,7 @@ def plot_accuracy(results: dict[str, Any], path: Path) -> None:
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("turn accuracy (turns with a verdict)")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=max(1, len(ok)), fontsize=8, frameon=False)
+    fig.legend(handles, labels, loc="upper center", ncol=max(1, len(ok) + 1), fontsize=8, frameon=False)
     fig.suptitle("turn accuracy per benchmark with 95% bootstrap intervals", fontsize=10, y=0.95)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path, dpi=110)

@@ -301,7 +301,10 @@ def test_self_consistency_votes_over_k_samples(reference, server, tmp_path):
         assert (x["drop_reason"] == "self-consistency") == (x["agreement"] < 0.75)
     last = runs(out)[-1]
     n_voted = sum(1 for x in records if x["stage"] in ("stage2", "stage3"))
-    assert last["calls"] <= (k - 1) * n_voted and last["cache_hits"] >= n_voted
+    # a request cut at its budget is asked again with twice the budget (engine.run_requests): its
+    # greedy answer is in the reference's cache too, its sample is a new call
+    n_retried = sum(1 for x in records if x["stage"] in ("stage2", "stage3") and x["retry"])
+    assert last["calls"] <= (k - 1) * (n_voted + n_retried) and last["cache_hits"] >= n_voted
 
 
 class FaultProxy:

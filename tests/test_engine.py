@@ -132,7 +132,7 @@ def test_unparseable_category_gives_unknown_with_reason_and_lowers_coverage():
                   Turn("user", "And?"), _scored("t2", "R2", [("C", VERIFIED)], gold=FAITHFUL)])
     result = VistaScorer(backend=LabelsBackend([conv]), stage2="generate").score([conv])
     first, second = result.records
-    assert first["verdicts"] == {"safe": UNKNOWN, "strict": UNKNOWN}
+    assert first["verdicts"] == {"safe": UNKNOWN, "strict": UNKNOWN, "authors": FAITHFUL}
     assert first["unknown_reason"] == "claim 'B': empty output (no gold label for this request)"
     assert first["claims"][1]["stage2"]["raw"] == ""  # raw output kept
     assert second["verdicts"]["safe"] == FAITHFUL

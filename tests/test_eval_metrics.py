@@ -150,3 +150,34 @@ def test_macro_f1_ignores_labels_absent_from_human_and_predicted(sample, human_r
     c = M.claim_metrics(one, M.match_records(one, M.ClaimMatcher(use_embeddings=False)))
     assert c["accuracy"] == 1.0 and c["macro_f1"] == 1.0
     assert c["macro_f1_labels"] == ["VERIFIED", "OUT-OF-SCOPE", "LACKING EVIDENCE", "ABSTENTION"]
+
+
+def test_authors_rule_counts_turns_without_claims_as_faithful(sample):
+    # the labels teacher knows only sample-1's claims: the four other turns get no claims
+    records = _records(sample, sample[:1])
+    safe, authors = M.turn_metrics(records, "safe"), M.turn_metrics(records, "authors")
+    assert (safe["n"], authors["n"]) == (2, 6) and authors["coverage"] == 1.0
+    # sample-1 right; of the four empty turns (sample-2, sample-3: hallucinated, faithful) two are faithful
+    assert authors["accuracy"] == pytest.approx(4 / 6)
+    assert M.turn_metrics(_records(sample, sample), "authors")["accuracy"] == 1.0
+
+
+def test_common_coverage_compares_systems_on_the_same_turns(sample, human_records, second_annotator):
+    partial = _records(sample, sample[:1])        # verdicts (safe) on sample-1's two turns only
+    systems = {"human": human_records, "second": second_annotator, "partial": partial}
+    # the second annotator gets sample-1 turn 1 wrong (1889 LACKING EVIDENCE -> hallucinated), the rest right
+    assert M.turn_metrics(second_annotator, "safe")["accuracy"] == pytest.approx(5 / 6)
+    safe = M.common_coverage(systems, "safe")
+    assert list(safe) == ["sample", M.OVERALL]
+    assert safe[M.OVERALL] == {"n": 2, "n_gold": 6, "coverage": pytest.approx(1 / 3),
+                               "accuracy": {"human": 1.0, "second": 0.5, "partial": 1.0}}
+    # strict: sample-1 turn 1 holds an OUT-OF-SCOPE claim -> hallucinated, wrong for all three
+    assert M.common_coverage(systems, "strict")[M.OVERALL]["accuracy"] == {"human": 0.5, "second": 0.5,
+                                                                          "partial": 0.5}
+    # authors: every turn has a verdict, so the common turns are all six
+    authors = M.common_coverage(systems, "authors")[M.OVERALL]
+    assert authors["n"] == 6 and authors["accuracy"]["partial"] == pytest.approx(4 / 6)
+    # one system alone: its own coverage
+    alone = M.common_coverage({"partial": partial}, "safe")[M.OVERALL]
+    assert (alone["n"], alone["accuracy"]) == (2, {"partial": 1.0})
+    assert M.common_coverage({}, "safe") == {}

@@ -13,6 +13,7 @@ import pytest
 
 from vista_distill.cli import main
 from vista_distill.config import load_recipe
+from vista_distill.engine import RULES
 from vista_distill.eval.baselines import parse_judge
 from vista_distill.eval.report import PLOTS
 from vista_distill.eval.run import run_eval
@@ -25,7 +26,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def _overrides(tmp: Path) -> list[str]:
     # short generation budgets and one thread (far faster on a busy 2-core machine) keep the model runs short
     return [f"train.output_dir={tmp / 'checkpoints'}", f"distill.output_dir={tmp / 'silver'}",
-            "eval.bootstrap=200", "eval.threads=1", "eval.max_new_tokens={llm_judge: 48, factscore_decompose: 64, stage1: 64}"]
+            "eval.bootstrap=200", "eval.threads=1", f"eval.rules=[{', '.join(RULES)}]", "eval.max_new_tokens={llm_judge: 48, factscore_decompose: 64, stage1: 64}"]
 
 
 def _identity_adapters(root: Path) -> None:
@@ -85,7 +86,7 @@ def test_student_runs_with_adapters_and_compact_prompts(run):
     assert s["description"]["prompts"] == "compact"
     assert sorted(s["description"]["adapters"]) == ["stage1", "stage2", "stage3"]
     records = [r for r in run.systems["student"].records if r["scored"]]
-    assert len(records) == 2 and all(set(r["verdicts"]) == {"safe", "strict"} for r in records)
+    assert len(records) == 2 and all(set(r["verdicts"]) == set(RULES) for r in records)
     report = (run.out_dir / "report.md").read_text()
     assert "student acc" in report          # the teacher vs student table is there
     pairs = run.results["significance"]["by_rule"]["safe"]["sample"]
@@ -97,7 +98,7 @@ def test_baseline_records_have_verdicts_and_raw_outputs(run):
     scored = [r for r in judge if r["scored"]]
     assert len(scored) == 2 and all(r["baseline"] == "llm_judge" for r in judge)
     for r in scored:
-        assert set(r["verdicts"]) == {"safe", "strict"}
+        assert set(r["verdicts"]) == set(RULES)
         assert r["judge"]["raw"] == r["judge"]["raw"].strip() and "raw" in r["judge"]
         assert (r["verdicts"]["safe"] == "unknown") == (r["unknown_reason"] is not None)
     fact = [r for r in run.systems["factscore"].records if r["scored"]]
@@ -124,12 +125,32 @@ def test_run_folder_is_complete_and_readable(run):
     pairs = {(p["system_1"], p["system_2"]) for p in results["significance"]["by_rule"]["safe"]["overall"]}
     assert len(pairs) == 6 and ("llm_judge", "factscore") in pairs
     assert results["bootstrap"]["teacher"]["strict"]["overall"]["accuracy"]["n"] == 2
+    # accuracy over the turns every system covered, beside each system's own
+    common = results["common_coverage"]
+    assert common["systems"] == ["student", "teacher", "llm_judge", "factscore"]
+    assert set(common["by_rule"]) == set(RULES) == set(results["settings"]["rules"])
+    for rule in RULES:
+        c = common["by_rule"][rule]["overall"]
+        covered = [{(r["conversation_id"], r["turn_index"]) for r in run.systems[n].records
+                    if r["scored"] and r["gold_label"] and r["verdicts"][rule] != "unknown"} for n in common["systems"]]
+        assert c["n_gold"] == 2 and c["n"] == len(set.intersection(*covered))
+        for name in common["systems"]:
+            t = results["metrics"][name]["overall"]["turn"][rule]
+            assert t["n_common"] == c["n"] and t["accuracy_common"] == c["accuracy"][name]
+            assert t["n_common"] <= t["n"]
+    assert results["metrics"]["teacher"]["overall"]["turn"]["authors"]["accuracy"] == 1.0
     for name in ("student", "teacher", "llm_judge", "factscore"):
         assert (out / "records" / f"{name}.jsonl").exists()
     report = (out / "report.md").read_text()
     for section in ("## Systems", "## Turn level", "## Teacher vs student", "## Claim level", "## McNemar",
                     "## Speed and cost", "## Reproducibility"):
         assert section in report
+    for rule in RULES:
+        assert f"Rule `{rule}`:" in report and f"`{rule}`: " in report   # its table and what it means
+    t = results["metrics"]["teacher"]["overall"]["turn"]["safe"]
+    n_common = results["common_coverage"]["by_rule"]["safe"]["overall"]["n"]
+    acc = "–" if t["accuracy_common"] is None else f"{100 * t['accuracy_common']:.1f}"
+    assert "acc common (turns)" in report and f"{acc} ({n_common})" in report
     for plot in PLOTS:
         data = (out / plot).read_bytes()
         assert data[:8] == PNG_MAGIC, plot
