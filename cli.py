@@ -53,7 +53,7 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
 def _score(args: argparse.Namespace) -> int:
     from .data.io import read_conversations
     from .hardware import prepare_run
-    from .prompts import Speakers
+    from .pipeline.prompts import Speakers
     from .scorer import VistaScorer
 
     conversations = read_conversations(args.input)[: args.limit]   # bad input fails before torch loads

@@ -114,7 +114,7 @@ def check_data(recipe: Recipe, report: Report) -> None:
 
 def _local_model_dir(model: str | None) -> Path | None:
     if model is None:
-        from .models import resolve_model
+        from .backends.models import resolve_model
 
         return Path(resolve_model(None))
     p = Path(model).expanduser()
@@ -123,7 +123,7 @@ def _local_model_dir(model: str | None) -> Path | None:
 
 def check_template(role: str, model: str | None, kwargs: dict[str, Any], report: Report) -> None:
     """Render a stage 2 prompt with the model's own template and the recipe's template variables."""
-    from .prompts import build_messages, get_template, render, stage2_input
+    from .pipeline.prompts import build_messages, get_template, render, stage2_input
 
     where = _local_model_dir(model)
     if where is None:
@@ -200,7 +200,7 @@ def check_endpoint(recipe: Recipe, report: Report, timeout_s: float = 30.0) -> N
     if t.backend != "openai" and not (t.backend == "labels" and t.fallback and t.base_url):
         report.info("  teacher endpoint: none (the teacher runs locally or is the human labels)")
         return
-    from .distill.openai_backend import redact_url
+    from .backends.openai_compat import redact_url
 
     model = t.model if t.backend == "openai" else t.fallback
     base = (t.base_url or "").rstrip("/")

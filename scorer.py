@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .backend import Backend
+from .backends.base import Backend
 from .data.io import atomic_write_text
 from .data.schema import ASSISTANT, Conversation
-from .engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
-from .prompts import Speakers
+from .pipeline.engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
+from .pipeline.prompts import Speakers
 from .summary import summarize
 
 
@@ -68,7 +68,7 @@ class VistaScorer:
         if max_new_tokens:
             self.config.max_new_tokens.update(max_new_tokens)
         if backend is None:
-            from .local_backend import TransformersBackend
+            from .backends.transformers import TransformersBackend
 
             backend = TransformersBackend(model, adapters=adapters, dtype=dtype, load_in_4bit=load_in_4bit,
                                           batch_size=batch_size, threads=threads,

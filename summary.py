@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .data.schema import CLAIM_CATEGORIES, FAITHFUL, HALLUCINATED, TURN_LABELS, UNKNOWN
-from .engine import RULES
+from .pipeline.engine import RULES
 
 
 def _proportions(counts: Counter) -> dict[str, float]:

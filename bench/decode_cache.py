@@ -30,10 +30,9 @@ def main() -> int:
     a = ap.parse_args()
 
     import torch
-    from transformers import AutoModelForCausalLM, DynamicCache
-
+    from transformers import DynamicCache
     from vista_distill import hardware
-    from vista_distill.local_backend import TransformersBackend
+    from vista_distill.backends.transformers import TransformersBackend
 
     torch.set_num_threads(a.threads)
     backend = TransformersBackend(dtype="float32", batch_size=a.batch)

@@ -166,14 +166,12 @@ def step_claims(recipe: Any, threads: int) -> dict[str, Any]:
     """Stage 2 and 3 labels of every held-out human claim: student vs base, McNemar."""
     import torch
     from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
-
-    from vista_distill.backend import Request
-    from vista_distill.eval.significance import paired_mcnemar
-    from vista_distill.local_backend import TransformersBackend
-    from vista_distill.prompts import build_messages, get_template
-    from vista_distill.train.sft import load_silver, stage_output_dir
-
+    from vista_distill.backends.base import Request
+    from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
+    from vista_distill.eval.significance import paired_mcnemar
+    from vista_distill.pipeline.prompts import build_messages, get_template
+    from vista_distill.train.sft import load_silver, stage_output_dir
 
     torch.set_num_threads(threads)
     silver = _heldout_silver(recipe)

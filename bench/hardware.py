@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import subprocess
 import sys
 import time
@@ -105,9 +104,8 @@ def main() -> int:
 
     import torch
     from transformers import AutoModelForCausalLM
-
     from vista_distill import hardware
-    from vista_distill.models import embedded_gguf, embedded_model_path
+    from vista_distill.backends.models import embedded_gguf, embedded_model_path
 
     cores = hardware.usable_cores()
     threads = [int(t) for t in a.threads.split(",")] if a.threads else sorted({1, cores})

@@ -14,7 +14,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from vista_distill import prompts as P
+from vista_distill.pipeline import prompts as P
 
 HISTORY = [
     ("user", "Hi! Is this the space exhibit? What can I do here?"),

@@ -97,7 +97,7 @@ class Tally:
         self.examples: list[dict[str, Any]] = []
 
     def label(self, stage: str, raw: str | None, old: str | None, labels: tuple[str, ...]) -> str | None:
-        from vista_distill.parsing import parse_label
+        from vista_distill.pipeline.parsing import parse_label
 
         parsed = parse_label(raw or "", labels)
         self.labels[stage]["reparsed"] += 1
@@ -108,7 +108,7 @@ class Tally:
         return parsed.label
 
     def stage1(self, raw: str, old: list[str], truncated: bool, limit: int) -> bool:
-        from vista_distill.parsing import parse_claim_list
+        from vista_distill.pipeline.parsing import parse_claim_list
 
         parsed = parse_claim_list(raw, truncated=truncated)
         new = _dedupe(parsed.claims, limit)
@@ -142,8 +142,8 @@ class Tally:
 
 
 def _turn(rec: dict[str, Any], t: Tally, limit: int) -> None:
-    from vista_distill.engine import RULES, ClaimResult, turn_verdict
-    from vista_distill.prompts import get_template
+    from vista_distill.pipeline.engine import RULES, ClaimResult, turn_verdict
+    from vista_distill.pipeline.prompts import get_template
 
     s2_labels = tuple(get_template("stage2", "fewshot").labels)
     s3_labels = tuple(get_template("stage3", "fewshot").labels)
@@ -211,7 +211,7 @@ def _silver_scored(rec: dict[str, Any], path: Path) -> bool:
 
 
 def _silver(rec: dict[str, Any], path: Path, t: Tally, limit: int) -> None:
-    from vista_distill.prompts import get_template
+    from vista_distill.pipeline.prompts import get_template
 
     stage, parsed = rec["stage"], rec.get("parsed") or {}
     if stage == "stage1":
@@ -223,7 +223,7 @@ def _silver(rec: dict[str, Any], path: Path, t: Tally, limit: int) -> None:
 
 
 def reparse(paths: list[Path], out_dir: Path) -> dict[str, Any]:
-    from vista_distill.engine import EngineConfig
+    from vista_distill.pipeline.engine import EngineConfig
 
     limit = EngineConfig().max_claims
     files: dict[str, Any] = {}

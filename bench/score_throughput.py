@@ -378,9 +378,8 @@ def main() -> None:
         a if " " not in a else repr(a) for a in __import__("sys").argv[1:])
 
     import torch
-
+    from vista_distill.backends.transformers import TransformersBackend, _RepeatedLineStop
     from vista_distill.data.io import read_conversations
-    from vista_distill.local_backend import TransformersBackend, _RepeatedLineStop
     from vista_distill.scorer import VistaScorer
 
     if args.threads:

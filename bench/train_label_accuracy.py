@@ -30,10 +30,9 @@ def main() -> None:
     a = ap.parse_args()
 
     import torch
-
-    from vista_distill.backend import Request
-    from vista_distill.local_backend import TransformersBackend
-    from vista_distill.prompts import get_template
+    from vista_distill.backends.base import Request
+    from vista_distill.backends.transformers import TransformersBackend
+    from vista_distill.pipeline.prompts import get_template
     from vista_distill.train.sft import load_silver
 
     if a.threads:

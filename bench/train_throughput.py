@@ -50,8 +50,7 @@ def random_model(arch: str, folder: Path, layers: int | None, hidden: int | None
     returns (folder, note on any departure from the real architecture)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    from vista_distill.models import resolve_model
+    from vista_distill.backends.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(None))
     spec = dict(ARCHS[arch])
@@ -81,7 +80,6 @@ def run_variant(recipe: str, silver: str, stage: str, overrides: list[str], step
     """One measurement, in this process."""
     import torch
     from transformers import TrainerCallback
-
     from vista_distill.config import load_recipe
     from vista_distill.train import sft
 

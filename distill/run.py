@@ -22,15 +22,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..backends.cache import CallCache
+from ..backends.openai_compat import TeacherError, TeacherUnavailable
+from ..backends.teacher import Teacher, build_teacher
 from ..config import DataSource, Recipe
 from ..data.io import atomic_write_text, read_conversations
 from ..data.schema import Conversation
-from ..engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
-from ..prompts import PROMPTS_VERSION, Speakers, get_template
+from ..pipeline.engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
+from ..pipeline.prompts import PROMPTS_VERSION, Speakers, get_template
 from . import silver
-from .cache import CallCache
-from .openai_backend import TeacherError, TeacherUnavailable
-from .teacher import Teacher, build_teacher
 
 log = logging.getLogger(__name__)
 

@@ -28,9 +28,16 @@ from typing import Any
 from ..data.io import atomic_write_text
 from ..data.schema import TURN_LABELS, UNKNOWN, UNVERIFIABLE, Conversation
 from ..data.splits import dialogue_key, split_by_dialogue
-from ..engine import JOINS_BACKGROUND, TurnResult
-from ..prompts import PROMPTS_VERSION, Speakers, build_messages, get_template, stage1_input, stage2_input, \
-    stage3_input
+from ..pipeline.engine import JOINS_BACKGROUND, TurnResult
+from ..pipeline.prompts import (
+    PROMPTS_VERSION,
+    Speakers,
+    build_messages,
+    get_template,
+    stage1_input,
+    stage2_input,
+    stage3_input,
+)
 
 STAGES = ("stage1", "stage2", "stage3")
 COLUMNS = ("prompt", "completion", "label", "stage", "conversation_id", "dialogue_id", "source", "teacher",

@@ -30,8 +30,8 @@ from typing import Any
 from ..config import DataSource, Recipe
 from ..data.io import atomic_write_text
 from ..data.schema import Conversation
-from ..engine import RULES, EngineConfig, run_programs, vista_program
-from ..prompts import Speakers
+from ..pipeline.engine import RULES, EngineConfig, run_programs, vista_program
+from ..pipeline.prompts import Speakers
 from . import metrics as M
 from .baselines import BaselineConfig, baseline_programs
 from .significance import MCNEMAR_VARIANTS, bootstrap_accuracy, paired_mcnemar
@@ -261,7 +261,7 @@ class _Backends:
 
     def base(self) -> Any:
         if self._base is None:
-            from ..local_backend import TransformersBackend
+            from ..backends.transformers import TransformersBackend
 
             s = self.recipe.student
             t0 = time.perf_counter()
@@ -280,7 +280,7 @@ class _Backends:
         return Path(self.recipe.resolve(self.recipe.train.output_dir))
 
     def student(self) -> Any:
-        from ..local_backend import TransformersBackend
+        from ..backends.transformers import TransformersBackend
 
         root = self.adapters_dir()
         want = [s for s in self.recipe.train.stages if s in STUDENT_STAGES] or list(STUDENT_STAGES)
@@ -391,9 +391,9 @@ class _TeacherChain:
 
 
 def _teacher(recipe: Recipe, conversations: list[Conversation], out_dir: Path) -> tuple[Any, list, dict[str, Any]]:
-    from ..distill.cache import CallCache
+    from ..backends.cache import CallCache
+    from ..backends.teacher import build_teacher
     from ..distill.run import engine_config
-    from ..distill.teacher import build_teacher
 
     distill_dir = Path(recipe.resolve(recipe.distill.output_dir))
     calls = distill_dir / "calls"

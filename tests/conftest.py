@@ -19,7 +19,7 @@ def sample_path() -> Path:
 @pytest.fixture(scope="session")
 def embedded_backend():
     """The embedded SmolLM2-135M in fp32 (deterministic enough for exact batched-vs-single checks)."""
-    from vista_distill.local_backend import TransformersBackend
+    from vista_distill.backends.transformers import TransformersBackend
 
     return TransformersBackend(dtype="float32", batch_size=8)
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, SAMPLE
 from tiny_models import build_tiny_model, family_of
 
@@ -104,7 +103,7 @@ def test_recipe_flow_on_its_tiny_architecture(src, tmp_path, tiny_models, capsys
     assert summary["claims_dropped"].get("truncated_line", 0) >= 1
     assert all(r["verdicts"] for r in records if r["scored"])
 
-    from vista_distill.local_backend import TransformersBackend
+    from vista_distill.backends.transformers import TransformersBackend
 
     backend = TransformersBackend(str(model), adapters=tmp_path / "ck", dtype="float32",
                                   load_in_4bit=recipe.student.load_in_4bit,
@@ -131,8 +130,8 @@ def test_ddp_on_two_cpu_processes_shards_data_and_saves_one_adapter(tmp_path, ti
     gloo without CUDA): the README's multi-GPU command. Each process draws its own shard of the examples; one
     adapter is saved and the scorer loads it. (bf16 mixed precision is the config's GPU setting, switched
     off here: this CPU has no native bf16.)"""
+    from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.cli import main
-    from vista_distill.local_backend import TransformersBackend
 
     src = ROOT / "recipes" / "llama-3.1-8b-lora-80gb.yaml"
     recipe_path = tiny_recipe(src, tmp_path, tiny_models["llama-3.1"])

@@ -8,14 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from vista_distill.backend import Request
+from vista_distill.backends.base import Request
+from vista_distill.backends.cache import CallCache, call_key
+from vista_distill.backends.fingerprint import file_digest, folder_digest
+from vista_distill.backends.labels import LabelsBackend
+from vista_distill.backends.teacher import CachedBackend, build_teacher
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
-from vista_distill.distill.cache import CallCache, call_key
-from vista_distill.distill.labels_teacher import LabelsBackend
-from vista_distill.distill.model_fingerprint import file_digest, folder_digest
-from vista_distill.distill.teacher import CachedBackend, build_teacher
 
 REQUEST = Request("stage2", ({"role": "user", "content": "CLAIM:\nThe Eiffel Tower is in Paris."},), max_new_tokens=8)
 
@@ -83,8 +82,7 @@ def test_cached_backend_asks_again_for_an_unreadable_entry_and_rewrites_it(tmp_p
 @pytest.fixture(scope="module")
 def embedded_tokenizer():
     from transformers import AutoTokenizer
-
-    from vista_distill.models import resolve_model
+    from vista_distill.backends.models import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(None))
 
@@ -157,7 +155,7 @@ def test_hub_id_not_on_disk_is_keyed_by_id_and_revision(tmp_path):
 
 
 def test_embedded_model_is_keyed_by_its_cached_copy(tmp_path):
-    from vista_distill.models import resolve_model
+    from vista_distill.backends.models import resolve_model
 
     t = _teacher(None, tmp_path)
     assert t.identity["model"] == "embedded:SmolLM2-135M"

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from vista_distill.data.schema import STAGE2_LABELS, STAGE3_LABELS
 
 pytestmark = pytest.mark.slow
@@ -152,8 +151,7 @@ def test_silver_data_has_three_stages(demo: DemoRuns) -> None:
 
 def test_adapters_exist_are_trained_and_load(demo: DemoRuns) -> None:
     import torch
-
-    from vista_distill.local_backend import TransformersBackend
+    from vista_distill.backends.transformers import TransformersBackend
 
     torch.set_num_threads(1)
     ckpt = demo.out / "checkpoints"

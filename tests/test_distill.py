@@ -10,11 +10,9 @@ import sys
 from pathlib import Path
 
 import yaml
-
-from vista_distill.distill.cache import CallCache, call_key
-from vista_distill.distill.silver import COLUMNS, STAGES
-
 from conftest import SAMPLE
+from vista_distill.backends.cache import CallCache, call_key
+from vista_distill.distill.silver import COLUMNS, STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -145,7 +143,7 @@ def test_leak_check_runs_before_the_teacher(tmp_path):
 
 
 def test_server_absent_is_a_clear_error(tmp_path):
-    from vista_distill.distill.llama_server import free_port
+    from vista_distill.backends.llama_server import free_port
 
     url = f"http://127.0.0.1:{free_port()}/v1"
     recipe = write_recipe(tmp_path / "r.yaml", tmp_path / "silver",
@@ -184,11 +182,10 @@ def test_mixed_material_split_per_source_and_partial_claims(tmp_path):
     """DialFact (response = one claim) and FineDialFact (one annotated fact per record) feed stages 2
     and 3 only; each train source is split by dialogue; a test source that shares dialogues with the
     train material is dropped conversation by conversation when data.leaks is drop-test."""
+    from conftest import FIXTURES
     from vista_distill.config import load_recipe
     from vista_distill.distill.run import load_material
     from vista_distill.eval.run import load_test_material
-
-    from conftest import FIXTURES
 
     out = tmp_path / "silver"
     dialfact = {"benchmark": "dialfact", "source": str(FIXTURES / "dialfact" / "test_split.jsonl"),

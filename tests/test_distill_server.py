@@ -24,13 +24,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import SAMPLE
 from test_distill import check_export
-from vista_distill.backend import Request
-from vista_distill.distill.llama_server import MODEL_ALIAS, LlamaServer, free_port
-from vista_distill.distill.openai_backend import OpenAIBackend
-from vista_distill.prompts import build_messages, get_template, stage2_input
+from vista_distill.backends.base import Request
+from vista_distill.backends.llama_server import MODEL_ALIAS, LlamaServer, free_port
+from vista_distill.backends.openai_compat import OpenAIBackend
+from vista_distill.pipeline.prompts import build_messages, get_template, stage2_input
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-
-from vista_distill.backend import Request, Response
+from vista_distill.backends.base import Request, Response
+from vista_distill.backends.labels import LabelsBackend, message_fields
 from vista_distill.data.io import read_conversations
 from vista_distill.data.schema import (
     ABSTENTION,
@@ -21,8 +21,7 @@ from vista_distill.data.schema import (
     Conversation,
     Turn,
 )
-from vista_distill.distill.labels_teacher import LabelsBackend, message_fields
-from vista_distill.engine import EngineConfig, run_programs, turn_verdict, ClaimResult, vista_program
+from vista_distill.pipeline.engine import ClaimResult, EngineConfig, run_programs, turn_verdict, vista_program
 from vista_distill.scorer import VistaScorer
 
 

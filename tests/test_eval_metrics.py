@@ -11,12 +11,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-
+from vista_distill.backends.labels import LabelsBackend
 from vista_distill.data.io import read_conversations
 from vista_distill.data.schema import Claim
-from vista_distill.distill.labels_teacher import LabelsBackend
-from vista_distill.engine import EngineConfig, run_programs, vista_program
 from vista_distill.eval import metrics as M
+from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
 
 
 def _records(conversations, answer_from):

@@ -10,13 +10,12 @@ import json
 from pathlib import Path
 
 import pytest
-
 from vista_distill.cli import main
 from vista_distill.config import load_recipe
-from vista_distill.engine import RULES
 from vista_distill.eval.baselines import parse_judge
 from vista_distill.eval.report import PLOTS
 from vista_distill.eval.run import run_eval
+from vista_distill.pipeline.engine import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipes" / "smollm2-135m-cpu.yaml"
@@ -34,8 +33,7 @@ def _identity_adapters(root: Path) -> None:
     enough to exercise adapter loading and the student's prompts without a training run."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
-
-    from vista_distill.models import resolve_model
+    from vista_distill.backends.models import resolve_model
 
     path = resolve_model(None)
     for stage in ("stage1", "stage2", "stage3"):

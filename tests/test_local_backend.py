@@ -6,12 +6,11 @@ import copy
 
 import pytest
 import torch
-
 from conftest import assert_same_records
-from vista_distill.backend import Request
+from vista_distill.backends.base import Request
 from vista_distill.data.io import read_conversations
-from vista_distill.engine import EngineConfig, run_programs, vista_program
-from vista_distill.prompts import build_messages, get_template, stage1_input, stage2_input, stage3_input
+from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
+from vista_distill.pipeline.prompts import build_messages, get_template, stage1_input, stage2_input, stage3_input
 
 REF = ("The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It is 330 metres tall and was "
        "completed in 1889.")
@@ -36,7 +35,7 @@ def test_label_scoring_returns_a_valid_label_with_probabilities(embedded_backend
 
 def test_label_scoring_matches_full_sequence_likelihood(embedded_backend):
     """The prefix-cache + continuation path gives the same label log-likelihood as one plain forward pass."""
-    from vista_distill.prompts import render
+    from vista_distill.pipeline.prompts import render
 
     b = embedded_backend
     t = get_template("stage3", "compact")
@@ -107,7 +106,7 @@ def adapters_dir(tmp_path_factory, embedded_backend):
 
 
 def test_stage_adapters_switch_without_reloading(adapters_dir, embedded_backend):
-    from vista_distill.local_backend import TransformersBackend
+    from vista_distill.backends.transformers import TransformersBackend
 
     b = TransformersBackend(adapters=adapters_dir, dtype="float32")
     assert sorted(b.model.peft_config) == ["stage1", "stage2", "stage3"]
@@ -128,7 +127,7 @@ def test_stage_adapters_switch_without_reloading(adapters_dir, embedded_backend)
 
 
 def test_missing_adapters_folder_is_a_clear_error(tmp_path):
-    from vista_distill.local_backend import find_stage_adapters
+    from vista_distill.backends.transformers import find_stage_adapters
 
     with pytest.raises(FileNotFoundError, match="no stage adapters found"):
         find_stage_adapters(tmp_path)
@@ -139,7 +138,7 @@ def test_missing_adapters_folder_is_a_clear_error(tmp_path):
 
 def test_four_bit_loading_through_bitsandbytes(embedded_backend):
     pytest.importorskip("bitsandbytes")
-    from vista_distill.local_backend import TransformersBackend
+    from vista_distill.backends.transformers import TransformersBackend
 
     b = TransformersBackend(load_in_4bit=True, dtype="bfloat16")
     assert any("4bit" in type(m).__name__ for m in b.model.modules())

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from vista_distill.parsing import parse_claims, parse_label, strip_think
+from vista_distill.pipeline.parsing import parse_claims, parse_label, strip_think
 
 S2 = ("VERIFIED", "UNVERIFIABLE")
 S3 = ("OUT-OF-SCOPE", "CONTRADICTED", "LACKING EVIDENCE", "ABSTENTION")

@@ -7,8 +7,7 @@ read (a label named later, negated, hedged or next to another label), with a sub
 from __future__ import annotations
 
 import pytest
-
-from vista_distill.parsing import ParsedClaims, parse_claim_list, parse_claims, parse_label
+from vista_distill.pipeline.parsing import ParsedClaims, parse_claim_list, parse_claims, parse_label
 
 S2 = ("VERIFIED", "UNVERIFIABLE")
 S3 = ("OUT-OF-SCOPE", "CONTRADICTED", "LACKING EVIDENCE", "ABSTENTION")

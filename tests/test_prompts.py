@@ -1,4 +1,4 @@
-"""Tests for vista_distill.prompts.
+"""Tests for vista_distill.pipeline.prompts.
 
 Golden tests compare the few-shot templates with ``fixtures/vista_appendix_a.txt``, a verbatim copy
 of Appendix A (A.1 + A.2) of the VISTA paper's text extraction, after whitespace normalisation (the
@@ -12,9 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
-
-from vista_distill import prompts as P
-from vista_distill.prompts import (
+from vista_distill.pipeline import prompts as P
+from vista_distill.pipeline.prompts import (
     Example,
     PromptTemplate,
     Speakers,

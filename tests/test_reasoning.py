@@ -12,19 +12,16 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, SAMPLE
 from tiny_models import TEMPLATES
-
-from vista_distill.backend import Request
+from vista_distill.backends.base import Request
+from vista_distill.backends.openai_compat import OpenAIBackend
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
-from vista_distill.distill.openai_backend import OpenAIBackend
-from vista_distill.engine import run_requests
-from vista_distill.prompts import build_messages, get_template, render, stage2_input
+from vista_distill.pipeline.engine import run_requests
+from vista_distill.pipeline.prompts import build_messages, get_template, render, stage2_input
 from vista_distill.scorer import VistaScorer
 
 
@@ -119,8 +116,7 @@ def test_thinking_left_on_is_retried_once_then_a_recorded_failure_never_silently
 
 def test_local_rendering_switches_qwen3_thinking_off():
     from transformers import AutoTokenizer
-
-    from vista_distill.models import resolve_model
+    from vista_distill.backends.models import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model(None))
     tok.chat_template = (TEMPLATES / "qwen3.jinja").read_text()

@@ -8,7 +8,7 @@ unknown and a turn with no claims faithful.
 from __future__ import annotations
 
 import pytest
-
+from vista_distill.backends.labels import LabelsBackend
 from vista_distill.data.schema import (
     ABSTENTION,
     CONTRADICTED,
@@ -23,8 +23,7 @@ from vista_distill.data.schema import (
     Conversation,
     Turn,
 )
-from vista_distill.distill.labels_teacher import LabelsBackend
-from vista_distill.engine import RULES, ClaimResult, EngineConfig, run_programs, turn_verdict, vista_program
+from vista_distill.pipeline.engine import RULES, ClaimResult, EngineConfig, run_programs, turn_verdict, vista_program
 from vista_distill.summary import summarize
 
 

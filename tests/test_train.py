@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import FIXTURES, ROOT, SAMPLE
-
 from vista_distill import hardware
 from vista_distill.config import load_recipe
 from vista_distill.train import sft
@@ -71,8 +69,7 @@ def write_recipe(tmp: Path, silver: Path, **train: object) -> Path:
 @pytest.fixture(scope="module")
 def tokenizer():
     from transformers import AutoTokenizer
-
-    from vista_distill.models import resolve_model
+    from vista_distill.backends.models import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(None))
 
@@ -88,7 +85,7 @@ def stage2_run(tmp_path_factory, silver) -> sft.StageRun:
 
 
 def test_training_example_matches_scorer_prompt_and_ends_with_trained_eos(stage2_run, embedded_backend):
-    from vista_distill.backend import Request
+    from vista_distill.backends.base import Request
 
     run = stage2_run
     tok = run.trainer.processing_class
@@ -282,7 +279,7 @@ def _wait_for_checkpoint(proc: subprocess.Popen, folder: Path, timeout: float) -
 
 
 def test_sigkill_then_resume_then_scorer_loads_adapter(tmp_path, silver):
-    from vista_distill.backend import Request
+    from vista_distill.backends.base import Request
     from vista_distill.scorer import VistaScorer
 
     recipe_path = write_recipe(tmp_path, silver, max_steps=4, save_steps=2, eval_steps=4)
@@ -335,8 +332,8 @@ def test_sigkill_then_resume_then_scorer_loads_adapter(tmp_path, silver):
 
 
 def test_cli_trains_all_stages_in_order_with_cards(tmp_path, silver, capsys):
+    from vista_distill.backends.transformers import find_stage_adapters
     from vista_distill.cli import main
-    from vista_distill.local_backend import find_stage_adapters
 
     recipe = write_recipe(tmp_path, silver)
     assert main(["train", "--config", str(recipe), "--stage", "all", "--train.max_steps", "1",
@@ -355,8 +352,7 @@ def test_qlora_trains_a_4bit_model_on_cpu(tmp_path, silver):
     class-balanced sampler."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    from vista_distill.models import resolve_model
+    from vista_distill.backends.models import resolve_model
 
     base = resolve_model(None)
     cfg = AutoConfig.from_pretrained(base)

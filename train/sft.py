@@ -10,7 +10,7 @@ What a stage does:
 
 * reads ``<silver_dir>/<stage>/`` (a ``DatasetDict`` with ``train``/``test`` splits and conversational
   ``prompt``/``completion`` columns) and ``<silver_dir>/manifest.json``;
-* renders each prompt with :func:`vista_distill.prompts.render` (the student's own chat template, the
+* renders each prompt with :func:`vista_distill.pipeline.prompts.render` (the student's own chat template, the
   renderer the scorer uses at inference) and tokenizes it exactly as ``TransformersBackend`` does, so
   training and inference see the same prompt ids; the completion is the answer's tokens plus the
   template's end-of-turn token (``<|im_end|>``, ``<|eot_id|>``, ``</s>``...), so the student stops;
@@ -213,7 +213,7 @@ def end_of_turn(tokenizer: Any) -> tuple[str, int]:
     Found by rendering a probe answer; the first special (or known end-of-turn) token after it wins,
     else the tokenizer's EOS.
     """
-    from ..prompts import render
+    from ..pipeline.prompts import render
 
     probe = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
              {"role": "assistant", "content": _MARKER}]
@@ -243,7 +243,7 @@ def encode_example(tokenizer: Any, prompt: list[dict[str, str]], completion: Any
     ``add_special_tokens=False``); completion ids are the stripped answer tokenized on its own (as
     label scoring does) plus ``eot_id``.
     """
-    from ..prompts import render
+    from ..pipeline.prompts import render
 
     prompt_ids = tokenizer(render(tokenizer, list(prompt), template_kwargs=template_kwargs),
                            add_special_tokens=False)["input_ids"]
@@ -660,7 +660,7 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
     """Load and tokenize the stage's silver data and build the trainer (model + LoRA); no training yet."""
     from transformers import AutoTokenizer
 
-    from ..models import resolve_model
+    from ..backends.models import resolve_model
 
     if stage not in STAGES:
         raise TrainError(f"unknown stage {stage!r}; expected one of {list(STAGES)}")

@@ -8,16 +8,16 @@ computed once (per adapter) and shared; each request only pays for its own targe
 from __future__ import annotations
 
 import copy
-import re
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .backend import Request, Response
-from .prompts import THINKING_OFF, render
+from ..pipeline.prompts import THINKING_OFF, render
+from .base import Request, Response
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class TransformersBackend:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from .hardware import RunHardware, apply_threads, current_threads, detect, resolve_dtype
+        from ..hardware import RunHardware, apply_threads, current_threads, detect, resolve_dtype
         from .models import resolve_model
 
         self.model_path = resolve_model(model)

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..backend import Request, Response
-from ..parsing import strip_think
+from ..pipeline.parsing import strip_think
+from .base import Request, Response
 from .cache import CallCache, call_key, messages_digest
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def _run_coroutine(coro: Any) -> Any:
 
 
 class OpenAIBackend:
-    """:class:`~vista_distill.backend.Backend` over ``POST {base_url}/chat/completions``."""
+    """:class:`~vista_distill.backends.base.Backend` over ``POST {base_url}/chat/completions``."""
 
     name = "openai"
 

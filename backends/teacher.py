@@ -2,7 +2,7 @@
 provenance.
 
 * ``openai``: :class:`OpenAIBackend`, caching each call as it completes;
-* ``transformers``: the local :class:`~vista_distill.local_backend.TransformersBackend` behind
+* ``transformers``: the local :class:`~vista_distill.backends.transformers.TransformersBackend` behind
   :class:`CachedBackend` (cached per batch);
 * ``labels``: human claim labels (:class:`LabelsBackend`), with ``teacher.fallback`` (a model on
   ``base_url`` when one is set, else a local model) for the requests the labels do not cover.
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..backend import Backend, Request, Response
 from ..config import Recipe, TeacherConfig
 from ..data.schema import STAGE2_LABELS, STAGE3_LABELS, Conversation
-from ..parsing import parse_label
+from ..pipeline.parsing import parse_label
+from .base import Backend, Request, Response
 from .cache import CallCache, call_key, messages_digest
-from .openai_backend import OpenAIBackend, TeacherError, redact_url
+from .openai_compat import OpenAIBackend, TeacherError, redact_url
 
 VOTED_STAGES = {"stage2": STAGE2_LABELS, "stage3": STAGE3_LABELS}
 
@@ -168,8 +168,8 @@ def local_identity(model: str | None, dtype: str, chat_template_kwargs: Mapping[
     of the files on disk, see :mod:`.model_fingerprint`; a hub id not downloaded yet: its name and
     revision), the template variables, the resolved dtype and greedy decoding. A local folder is keyed by
     its content, not its path, so a moved or copied model keeps its cache."""
-    from ..models import EMBEDDED_NAME, resolve_model
-    from .model_fingerprint import model_fingerprint
+    from .fingerprint import model_fingerprint
+    from .models import EMBEDDED_NAME, resolve_model
 
     path = resolve_model(model)   # the embedded model: its converted copy in the cache (converted once)
     if model in (None, "", "embedded", EMBEDDED_NAME):
@@ -182,7 +182,7 @@ def local_identity(model: str | None, dtype: str, chat_template_kwargs: Mapping[
 
 def _local(cfg: TeacherConfig, model: str | None, cache: CallCache) -> CachedBackend:
     from ..hardware import resolve_dtype
-    from ..local_backend import TransformersBackend
+    from .transformers import TransformersBackend
 
     # The resolved dtype (not "auto") keys the cache: answers computed in bf16 and in fp32 differ.
     dtype = resolve_dtype(cfg.dtype, where="teacher.dtype").dtype
@@ -207,7 +207,7 @@ def build_teacher(recipe: Recipe, conversations: Iterable[Conversation], cache: 
         name = f"transformers:{cfg.model or 'SmolLM2-135M-Instruct'}"
         desc["dtype"] = core.identity["dtype"]
     elif cfg.backend == "labels":
-        from .labels_teacher import LabelsBackend
+        from .labels import LabelsBackend
 
         fallback = None
         name = "labels"

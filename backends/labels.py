@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..backend import Backend, Request, Response
 from ..data.schema import UNVERIFIABLE, VERIFIED, Conversation
+from .base import Backend, Request, Response
 
 _FIELD = re.compile(r"^([A-Z][A-Z ()]+):\n", re.MULTILINE)
 
@@ -28,7 +28,7 @@ def _norm(text: str) -> str:
 
 
 class LabelsBackend:
-    """A :class:`~vista_distill.backend.Backend` that answers from gold claims."""
+    """A :class:`~vista_distill.backends.base.Backend` that answers from gold claims."""
 
     name = "labels"
 

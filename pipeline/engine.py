@@ -22,8 +22,8 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .backend import Backend, Request, Response
-from .data.schema import (
+from ..backends.base import Backend, Request, Response
+from ..data.schema import (
     ABSTENTION,
     ASSISTANT,
     FAITHFUL,

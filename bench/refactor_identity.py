@@ -1,0 +1,153 @@
+"""Outputs before and after a refactor: silver data, ``score`` records and eval ``results.json``.
+
+Runs the command-line tools (stable across refactors) on the bundled sample with fixed seeds and one
+torch thread, drops what changes from run to run (wall times, latencies, timestamps, temporary paths,
+versions of the code itself), and writes one digest per output plus the normalised outputs:
+
+    python bench/refactor_identity.py --tag before      # on the old commit
+    python bench/refactor_identity.py --tag after       # on the new one
+    python bench/refactor_identity.py --compare before after
+
+Writes ``bench/results/refactor_identity/<tag>.json``; ``--compare`` writes ``comparison.md`` there and
+exits 1 when any output differs.
+
+Runs: distill with the labels teacher (the VISTA human fixture) and with the embedded SmolLM2-135M as
+a few-shot teacher (one conversation of the FaithDial sample: stage 1 generated, stages 2-3 scored);
+``score`` with the embedded model (one conversation); eval with the labels teacher, untrained
+(identity) student adapters, the LLM judge and FActScore baselines (one conversation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "results" / "refactor_identity"
+RECIPE = ROOT / "recipes" / "smollm2-135m-cpu.yaml"
+DEMO = ROOT / "recipes" / "demo-cpu.yaml"
+VISTA_FIXTURE = ROOT / "tests" / "fixtures" / "vista_human" / "dev.json"
+SAMPLE = ROOT / "data" / "samples" / "faithdial_wow_sample.jsonl"
+VOLATILE = {"wall_s", "latency_s", "created", "started", "finished", "timestamp", "time", "calls_per_s",
+            "code_version", "git", "python", "torch", "transformers", "peft", "trl", "platform", "hostname",
+            "efficiency", "hardware", "environment", "versions", "threads", "elapsed_s", "cpu", "load"}
+
+
+def _cli(*args: str) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false"}
+    r = subprocess.run([sys.executable, "-m", "vista_distill", *args], cwd=ROOT.parent, env=env,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"vista-distill {' '.join(args)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
+
+
+def _normalise(obj: Any, tmp: str) -> Any:
+    if isinstance(obj, dict):
+        return {k: _normalise(v, tmp) for k, v in sorted(obj.items()) if k not in VOLATILE}
+    if isinstance(obj, list):
+        return [_normalise(v, tmp) for v in obj]
+    if isinstance(obj, str):
+        return obj.replace(tmp, "<tmp>").replace(str(ROOT), "<repo>")
+    if isinstance(obj, float):
+        return round(obj, 6)
+    return obj
+
+
+def _load(path: Path) -> Any:
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return json.loads(path.read_text())
+
+
+def _resolve_model():
+    try:
+        from vista_distill.models import resolve_model  # before the refactor
+    except ImportError:
+        from vista_distill.backends.transformers import resolve_model
+    return resolve_model(None)
+
+
+def _adapters(root: Path) -> None:
+    """Untrained LoRA adapters (B = 0: the student is the base with the compact prompts)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    for stage in ("stage1", "stage2", "stage3"):
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(_resolve_model()),
+                               LoraConfig(r=2, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+        model.save_pretrained(root / stage)
+
+
+def collect() -> dict[str, Any]:
+    outputs: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        # 1. distill, labels teacher
+        silver = t / "silver_labels"
+        _cli("distill", "--config", str(RECIPE), "--no-progress", "--output-dir", str(silver),
+             f"data.train=[{{benchmark: vista-human, source: {VISTA_FIXTURE}}}]", "data.root=null")
+        outputs["distill_labels/manifest"] = _load(silver / "manifest.json")
+        outputs["distill_labels/records"] = _load(silver / "records.jsonl")
+        # 2. distill, embedded few-shot teacher (generation for stage 1)
+        silver = t / "silver_local"
+        _cli("distill", "--config", str(DEMO), "--no-progress", "--limit", "1", "--output-dir", str(silver),
+             f"data.train=[{{benchmark: file, source: {SAMPLE}}}]", "data.test_fraction=0.0",
+             "teacher.max_new_tokens={stage1: 96}")
+        outputs["distill_local/manifest"] = _load(silver / "manifest.json")
+        outputs["distill_local/records"] = _load(silver / "records.jsonl")
+        # 3. score, embedded model
+        _cli("score", "--input", str(SAMPLE), "--output", str(t / "score.jsonl"), "--limit", "1",
+             "--threads", "1", "--max-new-tokens", "stage1=96")
+        outputs["score/records"] = _load(t / "score.jsonl")
+        outputs["score/summary"] = _load(t / "score.summary.json")
+        # 4. eval
+        _adapters(t / "checkpoints")
+        _cli("eval", "--config", str(RECIPE), "--input", str(VISTA_FIXTURE), "--limit", "1", "--no-progress",
+             "--systems", "student,teacher,llm_judge,factscore", "--output-dir", str(t / "eval"),
+             f"train.output_dir={t / 'checkpoints'}", f"distill.output_dir={silver}", "eval.bootstrap=200",
+             "eval.threads=1", "eval.max_new_tokens={llm_judge: 48, factscore_decompose: 64, stage1: 64}")
+        outputs["eval/results"] = _load(t / "eval" / "results.json")
+        return {k: _normalise(v, tmp) for k, v in outputs.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tag")
+    ap.add_argument("--compare", nargs=2, metavar=("A", "B"))
+    args = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    if args.compare:
+        a, b = (json.loads((OUT / f"{tag}.json").read_text()) for tag in args.compare)
+        lines = [f"# Outputs {args.compare[0]} vs {args.compare[1]}", "",
+                 "Written by `python bench/refactor_identity.py --compare A B` (see its docstring for the runs).", "",
+                 "| output | " + " | ".join(args.compare) + " | identical |", "|---|---|---|---|"]
+        same = True
+        for key in sorted(set(a["digests"]) | set(b["digests"])):
+            da, db = a["digests"].get(key), b["digests"].get(key)
+            same &= da == db
+            lines.append(f"| {key} | `{(da or '-')[:12]}` | `{(db or '-')[:12]}` | {'yes' if da == db else 'NO'} |")
+        lines += ["", f"Commits: {a['commit']} -> {b['commit']}."]
+        (OUT / "comparison.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return 0 if same else 1
+    outputs = collect()
+    digests = {k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest() for k, v in outputs.items()}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    (OUT / f"{args.tag}.json").write_text(json.dumps({"commit": commit, "digests": digests, "outputs": outputs},
+                                                     indent=1, sort_keys=True) + "\n")
+    print(json.dumps(digests, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
