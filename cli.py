@@ -8,67 +8,82 @@ import logging
 import sys
 from pathlib import Path
 
+from .pipeline.engine import RULES
+from .pipeline.stages import ALL_STAGES
+
 
 def _add_score(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("score", help="score dialogues with the VISTA pipeline on a local model",
-                       description="Score every assistant turn of the input dialogues with VISTA.")
+                       description="Score every assistant turn of the input dialogues with VISTA. Settings come "
+                                   "from the recipe (--config; default: the built-in defaults); the options "
+                                   "marked [recipe KEY] and the trailing section.key=value overrides change it.")
     p.add_argument("--input", required=True, help="conversations: authors' .json or our .jsonl")
     p.add_argument("--output", required=True, help="per-turn records (.jsonl); the summary goes beside it")
     p.add_argument("--config", default=None,
-                   help="a recipe: its student (model, dtype, 4-bit, attention, chat-template variables) and its "
-                        "trained adapters (train.output_dir) are the defaults of the options below")
-    p.add_argument("--model", default=None, help="path or hub id of a causal LM (default: embedded SmolLM2-135M)")
-    p.add_argument("--adapters", default=None, help="folder with stage1/ stage2/ stage3/ PEFT adapters")
-    p.add_argument("--rule", choices=("safe", "strict", "authors"), default="safe",
+                   help="a recipe: its student, its pipeline settings and its trained adapters (train.output_dir)")
+    p.add_argument("--adapters", default=None, help="folder with stage1/ stage2/ stage3/ PEFT adapters "
+                                                    "(default: the recipe's trained adapters, when --config has any)")
+    p.add_argument("--rule", choices=RULES, default="safe",
                    help="headline turn rule (all are computed): safe = VERIFIED/ABSTENTION/OUT-OF-SCOPE are safe, "
                         "unparseable or claimless turns unknown; strict = only VERIFIED (paper Table 1 text); "
                         "authors = the released evaluation (see README)")
-    p.add_argument("--chat-template-kwargs", default=None, metavar="JSON",
-                   help='variables for the chat template (default {"enable_thinking": false}: reasoning models answer '
-                        "directly)")
     p.add_argument("--prompts", choices=("fewshot", "compact"), default=None,
-                   help="prompt style (default: fewshot, or compact when --adapters is given)")
+                   help="prompt style (default: fewshot, or pipeline.student_prompt_style with adapters)")
     p.add_argument("--stage2", choices=("score", "generate"), default="score",
                    help="score = pick the label by log-likelihood; generate = free text, parsed")
     p.add_argument("--stage3", choices=("score", "generate"), default="score",
                    help="generate keeps the model's explanation")
     p.add_argument("--stage4", action="store_true", help="also ask whether each turn contradicts earlier turns")
-    p.add_argument("--speakers", default="apprentice,wizard",
-                   help="user,assistant speaker names in prompts (appendix: apprentice,wizard)")
-    p.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32", "float16"),
-                   help="auto (default): bf16 where the device computes it natively, else float16 on a GPU, "
-                        "float32 on a CPU")
     p.add_argument("--threads", default="auto",
                    help="torch CPU threads: auto (default: the cores not busy with other work) or a number")
-    p.add_argument("--load-in-4bit", action="store_true", help="4-bit NF4 weights through bitsandbytes")
     p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--max-claims", type=int, default=16)
-    p.add_argument("--max-new-tokens", action="append", default=[], metavar="STAGE=N",
-                   help="generation budget per stage, e.g. stage1=128 (defaults: stage1 256, stage3 96)")
     p.add_argument("--limit", type=int, default=None, help="score only the first N conversations")
     p.add_argument("--one-at-a-time", action="store_true", help="one request per call, like the authors' loop")
+    for flag, key, kw in _SCORE_OVERRIDES:
+        p.add_argument(flag, dest=key.replace(".", "__"), **kw)
+    p.add_argument("overrides", nargs="*", metavar="section.key=value", help="more recipe overrides")
     p.set_defaults(func=_score)
 
 
+# score options that are recipe keys: each one given becomes an override of that key
+_SCORE_OVERRIDES: list[tuple[str, str, dict]] = [
+    ("--model", "student.model", {"help": "path or hub id of a causal LM (default: embedded SmolLM2-135M) "
+                                          "[recipe student.model]"}),
+    ("--dtype", "student.dtype", {"choices": ("auto", "bfloat16", "float32", "float16"),
+                                  "help": "auto: bf16 where the device computes it natively, else float16 on a GPU, "
+                                          "float32 on a CPU [recipe student.dtype]"}),
+    ("--load-in-4bit", "student.load_in_4bit", {"action": "store_const", "const": True,
+                                                "help": "4-bit NF4 weights through bitsandbytes "
+                                                        "[recipe student.load_in_4bit]"}),
+    ("--chat-template-kwargs", "student.chat_template_kwargs",
+     {"metavar": "JSON", "help": 'chat-template variables (default {"enable_thinking": false}: reasoning models '
+                                 "answer directly) [recipe student.chat_template_kwargs]"}),
+    ("--speakers", "pipeline.speakers", {"help": "user,assistant speaker names in prompts (appendix: "
+                                                 "apprentice,wizard) [recipe pipeline.speakers]"}),
+    ("--max-claims", "pipeline.max_claims", {"type": int, "help": "[recipe pipeline.max_claims]"}),
+    ("--max-new-tokens", "pipeline.max_new_tokens",
+     {"action": "append", "metavar": "STAGE=N", "help": "generation budget per stage, e.g. stage1=128 (defaults: "
+                                                        "stage1 256, stage3 96) [recipe pipeline.max_new_tokens]"}),
+]
+
+
 def _score(args: argparse.Namespace) -> int:
+    from .config import RecipeError, load_recipe
     from .data.io import read_conversations
     from .hardware import prepare_run
-    from .pipeline.prompts import Speakers
     from .scorer import VistaScorer
 
     conversations = read_conversations(args.input)[: args.limit]   # bad input fails before torch loads
     try:
-        prepare_run(args.dtype, args.threads, where="--dtype")  # says what it will use, first
-    except ValueError as e:
+        recipe = load_recipe(args.config, _score_overrides(args) + list(args.overrides))
+        prepare_run(recipe.student.dtype, args.threads, where="--dtype")  # says what it will use, first
+    except (RecipeError, ValueError) as e:
         raise SystemExit(f"error: {e}") from None
-    user, _, agent = args.speakers.partition(",")
-    student = _student_from_recipe(args)
-    scorer = VistaScorer(
-        rule=args.rule, style=args.prompts, stage2=args.stage2,
-        stage3=args.stage3, stage4=args.stage4, speakers=Speakers(user=user, assistant=agent or "wizard"),
-        threads=args.threads, batch_size=args.batch_size,
-        max_claims=args.max_claims, max_new_tokens=_stage_ints(args.max_new_tokens), **student,
-    )
+    trained = Path(recipe.resolve(recipe.train.output_dir)) if args.config else None
+    adapters = args.adapters or (str(trained) if trained is not None and trained.is_dir() else None)
+    scorer = VistaScorer.from_recipe(recipe, adapters=adapters, style=args.prompts, rule=args.rule,
+                                     stage2=args.stage2, stage3=args.stage3, stage4=args.stage4,
+                                     threads=args.threads, batch_size=args.batch_size)
     result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True)
     out, summary_path = result.write(args.output)
     s = result.summary
@@ -82,25 +97,23 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
-def _student_from_recipe(args: argparse.Namespace) -> dict:
-    """Model settings: the command line first, then the recipe's student and adapters (``--config``)."""
-    out = {"model": args.model, "adapters": args.adapters, "dtype": args.dtype, "load_in_4bit": args.load_in_4bit,
-           "chat_template_kwargs": None, "attn_implementation": None}
-    if args.config:
-        from .config import load_recipe
-
-        recipe = load_recipe(args.config)
-        s = recipe.student
-        trained = Path(recipe.resolve(recipe.train.output_dir))
-        out.update(model=args.model or s.model, dtype=s.dtype if args.dtype == "auto" else args.dtype,
-                   load_in_4bit=args.load_in_4bit or s.load_in_4bit, attn_implementation=s.attn_implementation,
-                   chat_template_kwargs=s.chat_template_kwargs,
-                   adapters=args.adapters or (str(trained) if trained.is_dir() else None))
-    if args.chat_template_kwargs:
-        try:
-            out["chat_template_kwargs"] = json.loads(args.chat_template_kwargs)
-        except json.JSONDecodeError as e:
-            raise SystemExit(f"error: --chat-template-kwargs is not JSON ({e}): {args.chat_template_kwargs!r}") from None
+def _score_overrides(args: argparse.Namespace) -> list[str]:
+    """The score options that were given, as recipe overrides (``section.key=value``)."""
+    out = []
+    for _, key, _ in _SCORE_OVERRIDES:
+        value = getattr(args, key.replace(".", "__"))
+        if value is None:
+            continue
+        if key == "pipeline.max_new_tokens":
+            value = json.dumps(_stage_ints(value))
+        elif key == "student.chat_template_kwargs":
+            try:
+                value = json.dumps(json.loads(value))
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"error: --chat-template-kwargs is not JSON ({e}): {value!r}") from None
+        else:
+            value = json.dumps(value)
+        out.append(f"{key}={value}")
     return out
 
 
@@ -108,7 +121,7 @@ def _stage_ints(pairs: list[str]) -> dict[str, int]:
     out = {}
     for pair in pairs:
         stage, sep, n = pair.partition("=")
-        if not sep or not n.isdigit() or stage not in ("stage1", "stage2", "stage3", "stage4"):
+        if not sep or not n.isdigit() or stage not in ALL_STAGES:
             raise SystemExit(f"error: --max-new-tokens expects STAGE=N with STAGE in stage1..stage4, got {pair!r}")
         out[stage] = int(n)
     return out

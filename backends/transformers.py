@@ -16,12 +16,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..pipeline.prompts import THINKING_OFF, render
+from ..pipeline.render import THINKING_OFF
+from ..pipeline.stages import ALL_STAGES
 from .base import Request, Response
+from .models import encode_prompt
 
 log = logging.getLogger(__name__)
 
-STAGES = ("stage1", "stage2", "stage3", "stage4")
 
 
 def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) -> dict[str, Path]:
@@ -34,10 +35,10 @@ def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) 
         root = Path(adapters)
         if not root.is_dir():
             raise FileNotFoundError(f"{root}: adapters folder not found")
-        found = {s: root / s for s in STAGES if (root / s / "adapter_config.json").exists()}
+        found = {s: root / s for s in ALL_STAGES if (root / s / "adapter_config.json").exists()}
         if not found:
             raise FileNotFoundError(
-                f"{root}: no stage adapters found (expected {', '.join(f'{s}/adapter_config.json' for s in STAGES)})"
+                f"{root}: no stage adapters found (expected {', '.join(f'{s}/adapter_config.json' for s in ALL_STAGES)})"
             )
     for stage, path in found.items():
         if not (path / "adapter_config.json").exists():
@@ -68,7 +69,7 @@ class TransformersBackend:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from ..hardware import RunHardware, apply_threads, current_threads, detect, resolve_dtype
-        from .models import resolve_model
+        from .models import four_bit_config, resolve_model
 
         self.model_path = resolve_model(model)
         self.name = f"transformers:{model or 'embedded'}"
@@ -85,12 +86,7 @@ class TransformersBackend:
         if attn_implementation:
             kwargs["attn_implementation"] = attn_implementation
         if load_in_4bit:
-            from transformers import BitsAndBytesConfig
-
-            kwargs["quantization_config"] = BitsAndBytesConfig(
-                load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=self.torch_dtype,
-                bnb_4bit_use_double_quant=True,
-            )
+            kwargs["quantization_config"] = four_bit_config(self.torch_dtype)
             kwargs["device_map"] = {"": self.device}
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         if self.tokenizer.pad_token_id is None:
@@ -141,23 +137,8 @@ class TransformersBackend:
     # -- tokenisation ------------------------------------------------------------------------
     def _encode(self, request: Request) -> tuple[list[int], list[int]]:
         """(shared prefix ids, request-specific suffix ids) of the rendered prompt."""
-        text = render(self.tokenizer, list(request.messages), template_kwargs=self.chat_template_kwargs)
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if not self.use_prefix_cache or len(request.messages) < 2:
-            return [], ids
-        prefix_text = render(self.tokenizer, list(request.messages[:-1]), add_generation_prompt=False,
-                             template_kwargs=self.chat_template_kwargs)
-        if not text.startswith(prefix_text):
-            return [], ids
-        prefix_ids = self.tokenizer(prefix_text, add_special_tokens=False)["input_ids"]
-        # Token boundaries may differ at the seam; fall back to the common token prefix.
-        n = 0
-        for a, b in zip(prefix_ids, ids):
-            if a != b:
-                break
-            n += 1
-        n = min(n, len(ids) - 1)  # the last prompt token must be run to get next-token logits
-        return ids[:n], ids[n:]
+        return encode_prompt(self.tokenizer, request.messages, self.chat_template_kwargs,
+                             split_prefix=self.use_prefix_cache)
 
     def _prefix_cache(self, stage: str, prefix: tuple[int, ...]):
         import torch

@@ -170,7 +170,7 @@ def step_claims(recipe: Any, threads: int) -> dict[str, Any]:
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
     from vista_distill.eval.significance import paired_mcnemar
-    from vista_distill.pipeline.prompts import build_messages, get_template
+    from vista_distill.pipeline.templates import build_messages, get_template
     from vista_distill.train.sft import load_silver, stage_output_dir
 
     torch.set_num_threads(threads)

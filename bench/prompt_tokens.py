@@ -14,7 +14,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from vista_distill.pipeline import prompts as P
+from vista_distill.pipeline import templates as P
+from vista_distill.pipeline.render import render
 
 HISTORY = [
     ("user", "Hi! Is this the space exhibit? What can I do here?"),
@@ -69,7 +70,7 @@ def load_tokenizer() -> tuple[Any, str]:
 
 
 def count(tok: Any, template: P.PromptTemplate, target: str) -> int:
-    text = P.render(tok, P.build_messages(template, target))
+    text = render(tok, P.build_messages(template, target))
     return len(tok(text, add_special_tokens=False)["input_ids"])
 
 

@@ -87,6 +87,12 @@ def _adapters(root: Path) -> None:
         model.save_pretrained(root / stage)
 
 
+def _budgets_key() -> str:
+    """Where a recipe keeps the eval systems' token budgets (moved by the refactor)."""
+    from vista_distill import config
+    return "pipeline.max_new_tokens" if hasattr(config, "PipelineConfig") else "eval.max_new_tokens"
+
+
 def collect() -> dict[str, Any]:
     outputs: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,7 +120,7 @@ def collect() -> dict[str, Any]:
         _cli("eval", "--config", str(RECIPE), "--input", str(VISTA_FIXTURE), "--limit", "1", "--no-progress",
              "--systems", "student,teacher,llm_judge,factscore", "--output-dir", str(t / "eval"),
              f"train.output_dir={t / 'checkpoints'}", f"distill.output_dir={silver}", "eval.bootstrap=200",
-             "eval.threads=1", "eval.max_new_tokens={llm_judge: 48, factscore_decompose: 64, stage1: 64}")
+             "eval.threads=1", f"{_budgets_key()}={{llm_judge: 48, factscore_decompose: 64, stage1: 64}}")
         outputs["eval/results"] = _load(t / "eval" / "results.json")
         return {k: _normalise(v, tmp) for k, v in outputs.items()}
 

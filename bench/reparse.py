@@ -143,7 +143,7 @@ class Tally:
 
 def _turn(rec: dict[str, Any], t: Tally, limit: int) -> None:
     from vista_distill.pipeline.engine import RULES, ClaimResult, turn_verdict
-    from vista_distill.pipeline.prompts import get_template
+    from vista_distill.pipeline.templates import get_template
 
     s2_labels = tuple(get_template("stage2", "fewshot").labels)
     s3_labels = tuple(get_template("stage3", "fewshot").labels)
@@ -211,7 +211,7 @@ def _silver_scored(rec: dict[str, Any], path: Path) -> bool:
 
 
 def _silver(rec: dict[str, Any], path: Path, t: Tally, limit: int) -> None:
-    from vista_distill.pipeline.prompts import get_template
+    from vista_distill.pipeline.templates import get_template
 
     stage, parsed = rec["stage"], rec.get("parsed") or {}
     if stage == "stage1":

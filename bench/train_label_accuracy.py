@@ -32,7 +32,7 @@ def main() -> None:
     import torch
     from vista_distill.backends.base import Request
     from vista_distill.backends.transformers import TransformersBackend
-    from vista_distill.pipeline.prompts import get_template
+    from vista_distill.pipeline.templates import get_template
     from vista_distill.train.sft import load_silver
 
     if a.threads:

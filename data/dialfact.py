@@ -63,10 +63,7 @@ def load_dialfact(source: str | os.PathLike, *, split: str | None = None, ambigu
     check_options(ambiguous, on_error)
     if claims not in CLAIMS_CHOICES:
         raise ValueError(f"claims must be one of {CLAIMS_CHOICES}, got {claims!r}")
-    try:
-        files = source_files(source, split, SPLIT_PATTERNS, "DialFact JSONL")
-    except FileNotFoundError as e:
-        raise FileNotFoundError(f"{e}; DialFact is published at {DOWNLOAD}") from e
+    files = source_files(source, split, SPLIT_PATTERNS, "DialFact JSONL", download=DOWNLOAD)
     labels = LabelTable(LABELS, label_map)
     return merge_results([_load_file(f, labels, ambiguous, on_error, claims) for f in files], source, "dialfact")
 

@@ -99,10 +99,7 @@ def load_fade(source: str | os.PathLike, *, split: str | None = None, ambiguous:
         raise ValueError(f"text must be one of {TEXT_CHOICES}, got {text!r}")
     if speakers not in SPEAKER_CHOICES:
         raise ValueError(f"speakers must be one of {SPEAKER_CHOICES}, got {speakers!r}")
-    try:
-        files = source_files(source, split, SPLIT_PATTERNS, "FADE CSV")
-    except FileNotFoundError as e:
-        raise FileNotFoundError(f"{e}; FADE is published at {DOWNLOAD}") from e
+    files = source_files(source, split, SPLIT_PATTERNS, "FADE CSV", download=DOWNLOAD)
     return merge_results([_load_file(f, on_error, text, speakers) for f in files], source, "fade")
 
 

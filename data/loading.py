@@ -243,10 +243,19 @@ def read_delimited(path: str | os.PathLike, delimiter: str = ",", quoting: int =
 
 
 def source_files(source: str | os.PathLike, split: str | None, patterns: Sequence[str],
-                 what: str) -> list[Path]:
+                 what: str, download: str | None = None) -> list[Path]:
     """``source`` itself when it is a file, else the files inside it matching ``patterns`` (which
-    may use ``{split}``; without a split, ``*`` stands in for it)."""
-    p = Path(source)
+    may use ``{split}``; without a split, ``*`` stands in for it). ``download``: where the benchmark is
+    published, added to the error when nothing is found."""
+    try:
+        return _source_files(Path(source), split, patterns, what)
+    except FileNotFoundError as e:
+        if download is None:
+            raise
+        raise FileNotFoundError(f"{e}; {what.split()[0]} is published at {download}") from e
+
+
+def _source_files(p: Path, split: str | None, patterns: Sequence[str], what: str) -> list[Path]:
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such file or directory")
     if p.is_file():

@@ -18,156 +18,26 @@ import logging
 import os
 import signal
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ..backends.cache import CallCache
 from ..backends.openai_compat import TeacherError, TeacherUnavailable
 from ..backends.teacher import Teacher, build_teacher
-from ..config import DataSource, Recipe
-from ..data.io import atomic_write_text, read_conversations
-from ..data.schema import Conversation
-from ..pipeline.engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
-from ..pipeline.prompts import PROMPTS_VERSION, Speakers, get_template
+from ..config import Recipe
+from ..data.io import atomic_write_text
+from ..data.material import Material, load_material
+from ..pipeline.engine import RULES, TurnResult, run_programs, vista_program
+from ..pipeline.templates import PROMPTS_VERSION, get_template
+from ..progress import RequestBar
 from . import silver
 
 log = logging.getLogger(__name__)
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-FILE_BENCHMARKS = ("conversations", "file")   # our JSONL or the authors' JSON, read as is
 # Fault injection for the SIGKILL tests: VISTA_DISTILL_DIE_AT=export:<stage> kills this process
 # just before that stage folder is swapped in.
 DIE_AT_ENV = "VISTA_DISTILL_DIE_AT"
-
-
-@dataclass
-class Material:
-    train: list[Conversation]
-    test: list[Conversation]
-    reports: list[dict[str, Any]] = field(default_factory=list)
-
-
-def resolve_source_path(source: str, root: str | None = None) -> str:
-    """Where a recipe's ``source`` lives: absolute or present as given; else under the data root
-    (``data.root``, ``--data-root`` or ``$VISTA_DISTILL_DATA``); bundled files (``data/samples/...``)
-    from any working directory. A missing file is a :class:`MissingDataError` saying how to get it."""
-    from ..data.root import data_root, resolve_source
-
-    p = Path(source)
-    if not p.is_absolute() and not p.exists() and (PACKAGE_ROOT / p).exists():
-        return str(PACKAGE_ROOT / p)
-    base = data_root(root)
-    path = resolve_source(source, base)
-    if not path.exists() and not _hub_id(source):
-        raise MissingDataError(source, base)
-    return str(path)
-
-
-def _hub_id(source: str) -> bool:
-    # "McGill-NLP/FaithDial": loaders that accept a Hub dataset id (faithdial) resolve it themselves
-    return source.count("/") == 1 and not Path(source).suffix and not source.startswith((".", "/", "~"))
-
-
-class MissingDataError(FileNotFoundError):
-    """A recipe names a data file that is not there; the message says where it was looked for and how to get it."""
-
-    def __init__(self, source: str, root: Path | None) -> None:
-        from ..data.root import missing_source_message
-
-        self.source, self.root = source, root
-        super().__init__(missing_source_message(source, root))
-
-    def __str__(self) -> str:
-        return self.args[0]
-
-
-def load_source(src: DataSource, root: str | None = None) -> tuple[list[Conversation], dict[str, Any]]:
-    """Conversations of one recipe data source (sampled when ``n`` is set) and its load report."""
-    from ..data.sampling import sample_conversations
-
-    path = resolve_source_path(src.source, root)
-    if src.benchmark in FILE_BENCHMARKS:
-        convs = read_conversations(path)
-        report: dict[str, Any] = {"conversations": len(convs)}
-    else:
-        from ..data.loaders import load_benchmark
-
-        result = load_benchmark(src.benchmark, path, split=src.split, **src.options)
-        convs, r = list(result.conversations), result.report
-        report = {"rows_read": r.rows_read, "records_out": r.records_out, "conversations": r.conversations,
-                  "rejected": len(r.rejected), "rejected_by_reason": r.rejected_by_reason()}
-    loaded = len(convs)
-    if src.n:
-        convs = sample_conversations(convs, src.n, src.seed)
-    return convs, {"benchmark": src.benchmark, "source": src.source, "split": src.split, "n": src.n,
-                   "seed": src.seed, "loaded": loaded, "conversations": len(convs), "load_report": report}
-
-
-def load_material(recipe: Recipe) -> Material:
-    """Train and test material of a recipe.
-
-    With ``data.test_fraction`` > 0 each train source is split by dialogue (so every source is
-    represented on both sides) and ``data.test`` sources are added to the test side. A test dialogue
-    that is also in train is handled by ``data.leaks``: ``error`` (``LeakageError``), ``drop-test``
-    or ``drop-train`` (the leaking conversations leave that side, counted in the reports). Two
-    conversations with the same id are an error (eval pairs systems by conversation id and turn).
-    """
-    from ..data.loading import check_unique_ids
-    from ..data.splits import assert_no_leak, drop_leaks, split_by_dialogue
-
-    if not recipe.data.train:
-        raise ValueError(f"{recipe.path or 'recipe'}: data.train lists no sources for the teacher")
-    train: list[Conversation] = []
-    test: list[Conversation] = []
-    reports = []
-    f = recipe.data.test_fraction
-    root = recipe.data.root
-    loaded: list[tuple[str, list[Conversation]]] = []   # (where, as loaded): duplicate ids are named by both places
-    for i, src in enumerate(recipe.data.train):
-        convs, report = load_source(src, root)
-        loaded.append((f"data.train[{i}] {src.source}", list(convs)))
-        if f > 0:
-            parts = split_by_dialogue(convs, {"train": 1.0 - f, "test": f}, seed=recipe.data.seed)
-            train += parts["train"]
-            test += parts["test"]
-            report["split"] = {"train": len(parts["train"]), "test": len(parts["test"])}
-        else:
-            train += convs
-        reports.append({"role": "train", **report})
-    test_reports = []
-    for i, src in enumerate(recipe.data.test):
-        convs, report = load_source(src, root)
-        loaded.append((f"data.test[{i}] {src.source}", list(convs)))
-        if recipe.data.leaks == "drop-test":
-            convs, leaks = drop_leaks(convs, train)
-            report["dropped_leaks"] = len(leaks)
-        test += convs
-        test_reports.append({"role": "test", **report})
-    if recipe.data.leaks == "drop-train" and test:
-        before = len(train)
-        train, leaks = drop_leaks(train, test)
-        reports.append({"role": "train", "dropped_leaks": before - len(train),
-                        "dropped_ids": sorted(lk.test_id for lk in leaks)})
-    reports += test_reports
-    assert_no_leak(train, test)
-    kept = {id(c) for c in train + test}
-    check_unique_ids(loaded, keep=lambda c: id(c) in kept)
-    return Material(train, test, reports)
-
-
-def engine_config(recipe: Recipe) -> EngineConfig:
-    t = recipe.teacher
-    user, _, assistant = recipe.distill.speakers.partition(",")
-    local = t.backend == "transformers" or (t.backend == "labels" and not t.base_url)
-    cfg = EngineConfig(style=t.prompt_style, speakers=Speakers(user=user, assistant=assistant or "wizard"),
-                       stage2=t.stage2 or ("score" if local else "generate"), stage3=t.stage3 or "generate",
-                       max_claims=recipe.distill.max_claims)
-    unknown = sorted(set(t.max_new_tokens) - set(cfg.max_new_tokens))
-    if unknown:
-        raise ValueError(f"teacher.max_new_tokens: unknown stage(s) {unknown}; valid: {sorted(cfg.max_new_tokens)}")
-    cfg.max_new_tokens.update(t.max_new_tokens)
-    return cfg
 
 
 def filter_settings(recipe: Recipe) -> silver.FilterSettings:
@@ -187,34 +57,26 @@ class Progress:
     """A live bar over teacher requests: new calls, cache hits, failures, parse failures, req/s."""
 
     def __init__(self, teacher: Teacher, enabled: bool) -> None:
-        from tqdm.auto import tqdm
-
         self.stats = getattr(teacher.core, "stats", {})
         self.parse_failures = 0
         self.truncated_turns = 0                  # stage 1 still cut at its budget after the retry
         self.claims_dropped: dict[str, int] = {}  # by reason (duplicate, over_max_claims, truncated_line, ...)
         self.start = time.perf_counter()
-        self.bar = tqdm(desc="distill", unit="req", dynamic_ncols=True, disable=not enabled, mininterval=0.5)
-        if hasattr(teacher.core, "progress"):
-            teacher.core.progress = self.update
-
-    def update(self, n: int) -> None:
-        self.bar.update(n)
-        self._postfix()
+        self.bar = RequestBar("distill", teacher.core, enabled=enabled, total=None, mininterval=0.5,
+                              postfix=self._postfix)
 
     def on_turn(self, res: TurnResult) -> None:
         self.parse_failures += (not res.claims) + sum(c.error is not None for c in res.claims)
         self.truncated_turns += res.stage1_truncated
         for why, n in res.claims_dropped.items():
             self.claims_dropped[why] = self.claims_dropped.get(why, 0) + n
-        self._postfix()
+        self.bar.show()
 
-    def _postfix(self) -> None:
+    def _postfix(self) -> str:
         s = self.stats
         rate = s.get("calls", 0) / max(time.perf_counter() - self.start, 1e-9)
-        self.bar.set_postfix_str(f"calls {s.get('calls', 0)} | cache hits {s.get('hits', 0)} | failures "
-                                 f"{s.get('failures', 0)} | parse failures {self.parse_failures} | {rate:.2f} req/s",
-                                 refresh=False)
+        return (f"calls {s.get('calls', 0)} | cache hits {s.get('hits', 0)} | failures {s.get('failures', 0)} | "
+                f"parse failures {self.parse_failures} | {rate:.2f} req/s")
 
     def close(self) -> None:
         self.bar.close()
@@ -227,9 +89,9 @@ class DistillResult:
     run: dict[str, Any]
 
 
-def counters(teacher: Teacher, cache: CallCache, wall: float, bar: Progress) -> dict[str, Any]:
+def counters(teacher: Teacher, cache: CallCache, wall: float, bar: Progress, requests: int) -> dict[str, Any]:
     s = dict(getattr(teacher.core, "stats", {}))
-    return {"requests": teacher.backend.requests, "cache_hits": s.get("hits", 0), "calls": s.get("calls", 0),
+    return {"requests": requests, "cache_hits": s.get("hits", 0), "calls": s.get("calls", 0),
             "failures": s.get("failures", 0), "retries": s.get("retries", 0), "parse_failures": bar.parse_failures,
             "stage1_truncated_turns": bar.truncated_turns, "claims_dropped": dict(sorted(bar.claims_dropped.items())),
             "cache_entries": len(cache), "cache_overwrites": cache.stats["overwrites"],
@@ -246,40 +108,44 @@ def _append_run(out_dir: Path, record: dict[str, Any]) -> None:
 
 
 def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = True,
-                output_dir: str | os.PathLike | None = None) -> DistillResult:
+                output_dir: str | os.PathLike | None = None,
+                material: Material | None = None) -> DistillResult:
     """Run the teacher over the recipe's train material and export silver data (see the module doc).
 
     Raises :class:`TeacherError` (server absent, key refused), :class:`TeacherUnavailable` (retries
-    ran out mid-run: rerun to resume) and ``LeakageError`` (test material in train).
+    ran out mid-run: rerun to resume) and ``LeakageError`` (test material in train). ``material``: the
+    recipe's material if the caller has loaded it already (:func:`load_material`).
     """
     out_dir = Path(output_dir or recipe.resolve(recipe.distill.output_dir))
     out_dir.mkdir(parents=True, exist_ok=True)
     silver.clean_partial(out_dir)
-    material = load_material(recipe)
+    material = material if material is not None else load_material(recipe)
     train = material.train[:limit] if limit else material.train
     settings = filter_settings(recipe)
-    cfg = engine_config(recipe)
-    student_style = recipe.distill.student_prompt_style
+    cfg = recipe.engine_config("teacher")
+    student_style = recipe.pipeline.student_prompt_style
     for stage in silver.STAGES:
         get_template(stage, student_style)   # fail early on a bad style
     hw = _teacher_hardware(recipe, announce=progress)
     cache = CallCache(out_dir / "calls")
     teacher = build_teacher(recipe, train, cache)
     bar = Progress(teacher, progress)
+    sent = {"requests": 0}
     start = time.perf_counter()
     status = "stopped"
     try:
-        results = run_programs((vista_program(c, cfg, bar.on_turn) for c in train), teacher.backend)
+        results = run_programs((vista_program(c, cfg, bar.on_turn) for c in train), teacher.backend,
+                               on_issue=lambda _stage, n: sent.update(requests=sent["requests"] + n))
         status = "completed"
     finally:
         bar.close()
         run = {"recipe": recipe.name, "status": status, "started": round(time.time() - (time.perf_counter() - start)),
-               **counters(teacher, cache, time.perf_counter() - start, bar),
+               **counters(teacher, cache, time.perf_counter() - start, bar, sent["requests"]),
                "hardware": hw.to_dict() if hw is not None else None}
         if status != "completed":
             _append_run(out_dir, run)
 
-    candidates = silver.collect_candidates(train, results, cfg.speakers, settings, cfg.style, teacher.backend)
+    candidates = silver.collect_candidates(train, results, settings)
     silver.apply_split_and_filters(train, candidates, settings)
     data = {stage: {split: silver.rows(candidates, stage, split, student_style, cfg.speakers, teacher.name)
                     for split in ("train", "test")} for stage in silver.STAGES}

@@ -1,10 +1,9 @@
 """From teacher pipeline results to silver training data: candidates, filters, export.
 
 One *candidate* per teacher call: stage 1 per assistant turn, stage 2 per claim of a scored turn,
-stage 3 per UNVERIFIABLE claim. Each candidate's target message is rebuilt exactly as the engine
-built it (the background is replayed turn by turn and checked against the engine's count), so the
-student prompt is ``build_messages(get_template(stage, student_style), target_input)`` and the
-teacher's own request is found again for provenance.
+stage 3 per UNVERIFIABLE claim, each read from the engine's record of the call (``TurnResult.calls``:
+the stage's input fields and the teacher's request and response), so the student prompt is
+``build_messages(get_template(stage, student_style), target_input)`` over the very input the teacher saw.
 
 Filters, in order, each recorded as the candidate's drop reason: parse failure; the turn's verdict
 disagrees with the gold turn label (or is unknown) when ``filter_gold_agreement``; self-consistency
@@ -26,20 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from ..data.io import atomic_write_text
-from ..data.schema import TURN_LABELS, UNKNOWN, UNVERIFIABLE, Conversation
+from ..data.schema import TURN_LABELS, UNKNOWN, Conversation
 from ..data.splits import dialogue_key, split_by_dialogue
-from ..pipeline.engine import JOINS_BACKGROUND, TurnResult
-from ..pipeline.prompts import (
-    PROMPTS_VERSION,
-    Speakers,
-    build_messages,
-    get_template,
-    stage1_input,
-    stage2_input,
-    stage3_input,
-)
+from ..pipeline.engine import Call, TurnResult
+from ..pipeline.stages import STAGES
+from ..pipeline.templates import PROMPTS_VERSION, Speakers, build_messages, get_template
 
-STAGES = ("stage1", "stage2", "stage3")
 COLUMNS = ("prompt", "completion", "label", "stage", "conversation_id", "dialogue_id", "source", "teacher",
            "prompt_style", "prompt_version")
 DROP_REASONS = ("parse failure", "truncated", "verdict unknown", "gold disagreement", "partial claims", "self-consistency",
@@ -96,20 +87,14 @@ def _one_line(text: str) -> str:
 
 
 def collect_candidates(conversations: Sequence[Conversation], results: Sequence[Sequence[TurnResult]],
-                       speakers: Speakers, settings: FilterSettings, teacher_style: str,
-                       recorder: Any = None) -> list[Candidate]:
-    """Candidates of every teacher call, with parse, gold and self-consistency filters applied."""
+                       settings: FilterSettings) -> list[Candidate]:
+    """Candidates of every teacher call the engine recorded, with parse, gold and self-consistency
+    filters applied."""
     out: list[Candidate] = []
-    templates = {s: get_template(s, teacher_style) for s in STAGES}
     for conv, turns in zip(conversations, results):
-        history = [(t.role, t.text) for t in conv.turns]
-        background = list(conv.background)
         base = {"conversation_id": conv.id, "dialogue_id": dialogue_key(conv), "source": conv.source}
         for res in turns:
             i = res.turn_index
-            if len(background) != res.background_size:
-                raise RuntimeError(f"conversation {conv.id} turn {i}: replayed background has {len(background)} "
-                                   f"facts but the engine used {res.background_size}")
             turn_drop: tuple[str, str] | None = None
             verdict = res.verdicts.get(settings.rule) if res.scored else None
             if settings.gold_agreement and res.scored and res.gold_label in TURN_LABELS:
@@ -118,62 +103,48 @@ def collect_candidates(conversations: Sequence[Conversation], results: Sequence[
                 elif verdict != res.gold_label:
                     turn_drop = ("gold disagreement", f"teacher says {verdict}, gold says {res.gold_label}")
             turn_info = {"gold_label": res.gold_label, "teacher_verdict": verdict, "turn_index": i}
-
-            claims = [c.text for c in res.claims]
-            t_in = stage1_input(history[:i], conv.turns[i].text, speakers)
-            c1 = Candidate("stage1", **base, claim_index=-1, claim="", target_input=t_in, completion=numbered(claims),
-                           label="", parsed={"claims": claims, "n_claims_raw": res.n_claims_raw}, **turn_info)
-            c1.response = _lookup(recorder, templates["stage1"], t_in, speakers, conv.id, i)
-            if not claims:
-                err = (c1.response.meta.get("error") if c1.response is not None else None) or "no claims in output"
-                c1.error = f"stage 1: {err}"
-                c1.reject("parse failure", c1.error)
-            elif res.stage1_truncated:   # an incomplete list would teach the student to leave claims out
-                c1.reject("truncated", "stage 1 answer cut at its token budget after a retry")
-            elif turn_drop:
-                c1.reject(*turn_drop)
-            elif conv.turns[i].meta.get("claims_complete") is False:
-                # e.g. FineDialFact annotates a few facts of a turn: good stage 2/3 data, no decomposition
-                c1.reject("partial claims", "the data annotates only some claims of this turn")
-            out.append(c1)
-
-            if res.scored:
-                for j, c in enumerate(res.claims):
-                    t_in = stage2_input(background, res.reference or "", c.text)
-                    s2 = c.stage2 or {}
-                    label2 = s2.get("label")
-                    c2 = Candidate("stage2", **base, claim_index=j, claim=c.text, target_input=t_in,
-                                   completion=label2 or "", label=label2 or "", parsed={"label": label2}, **turn_info)
-                    c2.response = _lookup(recorder, templates["stage2"], t_in, speakers, conv.id, i)
-                    _judge(c2, label2, s2, c.error, turn_drop, settings)
-                    out.append(c2)
-                    if label2 != UNVERIFIABLE:
-                        continue
-                    t_in3 = stage3_input(background, res.reference or "", c.text)
-                    s3 = c.stage3 or {}
-                    label3 = s3.get("label")
-                    expl = _one_line(s3.get("explanation") or "")
-                    c3 = Candidate("stage3", **base, claim_index=j, claim=c.text, target_input=t_in3,
-                                   completion=(f"{label3}. {expl}" if expl else label3 or ""), label=label3 or "",
-                                   parsed={"label": label3, "explanation": expl}, **turn_info)
-                    c3.response = _lookup(recorder, templates["stage3"], t_in3, speakers, conv.id, i)
-                    _judge(c3, label3, s3, c.error, turn_drop, settings)
-                    out.append(c3)
-                background += [c.text for c in res.claims if c.category in JOINS_BACKGROUND]
-            else:
-                background += claims
+            # the order candidates had when they were rebuilt claim by claim: dedup keeps the first
+            for call in sorted(res.calls, key=lambda c: (c.stage != "stage1", c.claim_index, c.stage)):
+                if call.stage == "stage1":
+                    out.append(_stage1(res, call, conv, base, turn_info, turn_drop))
+                elif call.stage in ("stage2", "stage3"):
+                    out.append(_labelled(res, call, base, turn_info, turn_drop, settings))
     return out
 
 
-def _lookup(recorder: Any, template: Any, target_input: str, speakers: Speakers, conv_id: str, turn: int) -> Any:
-    if recorder is None:
-        return None
-    messages = build_messages(template, target_input, speakers)
-    resp = recorder.lookup(template.name, messages)
-    if resp is None:
-        raise RuntimeError(f"conversation {conv_id} turn {turn}: the rebuilt {template.name} request was never "
-                           "sent to the teacher (candidate reconstruction out of step with the engine)")
-    return resp
+def _stage1(res: TurnResult, call: Call, conv: Conversation, base: dict[str, str], turn_info: dict[str, Any],
+            turn_drop: tuple[str, str] | None) -> Candidate:
+    claims = [c.text for c in res.claims]
+    c1 = Candidate("stage1", **base, claim_index=-1, claim="", target_input=call.input, completion=numbered(claims),
+                   label="", parsed={"claims": claims, "n_claims_raw": res.n_claims_raw}, response=call.response,
+                   **turn_info)
+    if not claims:
+        c1.error = f"stage 1: {call.response.meta.get('error') or 'no claims in output'}"
+        c1.reject("parse failure", c1.error)
+    elif res.stage1_truncated:   # an incomplete list would teach the student to leave claims out
+        c1.reject("truncated", "stage 1 answer cut at its token budget after a retry")
+    elif turn_drop:
+        c1.reject(*turn_drop)
+    elif conv.turns[res.turn_index].meta.get("claims_complete") is False:
+        # e.g. FineDialFact annotates a few facts of a turn: good stage 2/3 data, no decomposition
+        c1.reject("partial claims", "the data annotates only some claims of this turn")
+    return c1
+
+
+def _labelled(res: TurnResult, call: Call, base: dict[str, str], turn_info: dict[str, Any],
+              turn_drop: tuple[str, str] | None, settings: FilterSettings) -> Candidate:
+    claim = res.claims[call.claim_index]
+    info = (claim.stage2 if call.stage == "stage2" else claim.stage3) or {}
+    label = info.get("label")
+    parsed: dict[str, Any] = {"label": label}
+    completion = label or ""
+    if call.stage == "stage3":
+        parsed["explanation"] = expl = _one_line(info.get("explanation") or "")
+        completion = f"{label}. {expl}" if expl else completion
+    cand = Candidate(call.stage, **base, claim_index=call.claim_index, claim=claim.text, target_input=call.input,
+                     completion=completion, label=label or "", parsed=parsed, response=call.response, **turn_info)
+    _judge(cand, label, info, claim.error, turn_drop, settings)
+    return cand
 
 
 def _judge(cand: Candidate, label: str | None, info: dict[str, Any], error: str | None,

@@ -24,14 +24,7 @@ from ..backends.base import Request, Response
 from ..data.schema import ASSISTANT, FAITHFUL, HALLUCINATED, UNKNOWN, UNVERIFIABLE, VERIFIED, Conversation
 from ..pipeline.engine import RULES, ClaimResult, Program, TurnResult, _dedupe, _label_result, turn_verdict
 from ..pipeline.parsing import parse_claims, strip_think
-from ..pipeline.prompts import (
-    Speakers,
-    build_messages,
-    factscore_decompose_input,
-    factscore_verify_input,
-    get_template,
-    judge_input,
-)
+from ..pipeline.templates import Speakers, build_messages, factscore_decompose_input, factscore_verify_input, get_template, judge_input
 
 SUPPORTED, NOT_SUPPORTED = "SUPPORTED", "NOT SUPPORTED"
 _AS_STAGE2 = {SUPPORTED: VERIFIED, NOT_SUPPORTED: UNVERIFIABLE}

@@ -8,27 +8,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-class _OverridesParser(argparse.ArgumentParser):
-    """Collects unknown ``--section.key value`` arguments into ``overrides`` (``section.key=value`` too)."""
-
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
-        ns, extra = super().parse_known_args(args, namespace)
-        ns.overrides = list(getattr(ns, "overrides", None) or []) + list(extra)
-        return ns, []
+from ..cli_args import add_recipe_subparser, recipe_from_args
 
 
 def add_eval_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``eval`` to a top-level ``add_subparsers()`` object."""
-    p = subparsers.add_parser(
-        "eval", help="evaluate student, base, teacher and baselines with significance, speed and a report",
+    p = add_recipe_subparser(
+        subparsers, "eval",
+        help="evaluate student, base, teacher and baselines with significance, speed and a report",
         description="Score the test material with the recipe's eval.systems (student = base model + stage "
                     "adapters, base = untuned few-shot, teacher = cached or live, llm_judge, factscore); write "
                     "results.json, report.md and plots into eval.output_dir.",
-        epilog="Overrides: section.key=value or --section.key value, e.g. eval.systems=[base,llm_judge] "
-               "--eval.seed 1 eval.mcnemar=chi2")
-    p.__class__ = _OverridesParser
-    p.add_argument("--config", required=True, help="recipe YAML (recipes/*.yaml)")
+        epilog="Overrides: --section.key value or section.key=value (values are YAML; the key=value ones go "
+               "together, after the options), e.g. --eval.seed 1 eval.systems=[base,llm_judge] eval.mcnemar=chi2")
     p.add_argument("--input", default=None,
                    help="test conversations (authors' .json or our .jsonl); default: the recipe's data.test")
     p.add_argument("--limit", type=int, default=None, help="only the first N test conversations")
@@ -50,13 +42,13 @@ def _announce(run) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ..config import RecipeError, load_recipe
+    from ..config import RecipeError
     from ..data.splits import LeakageError
     from .metrics import OVERALL
     from .run import EvalError, run_eval
 
     try:
-        recipe = load_recipe(args.config, args.overrides, data_root=args.data_root)
+        recipe = recipe_from_args(args)   # --config, overrides and --data-root
         result = run_eval(recipe, input_path=args.input, limit=args.limit,
                           systems=args.systems.split(",") if args.systems else None, output_dir=args.output_dir,
                           progress=not args.no_progress, compare=args.compare, on_system=_announce)

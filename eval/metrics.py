@@ -100,6 +100,18 @@ def turn_metrics(records: Sequence[Record], rule: str) -> dict[str, Any]:
     return out
 
 
+SUMMARY_KEYS = ("n_gold", "n", "coverage", "accuracy", "precision", "recall", "f1")
+
+
+def turn_summary(records: Sequence[Record], rule: str) -> dict[str, Any] | None:
+    """The part of :func:`turn_metrics` a score summary reports (``SUMMARY_KEYS``; accuracy to F1 only when
+    some gold turn has a verdict); None when no scored turn has a gold label."""
+    m = turn_metrics(records, rule)
+    if not m["n_gold"]:
+        return None
+    return {k: m[k] for k in SUMMARY_KEYS if k in m}
+
+
 def common_coverage(systems: Mapping[str, Sequence[Record]], rule: str) -> dict[str, dict[str, Any]]:
     """Accuracy of each system over the gold turns that *every* one of ``systems`` gave a verdict under
     ``rule`` (their common coverage), per benchmark and overall: ``{group: {"n", "n_gold", "coverage",
@@ -258,8 +270,14 @@ def claim_metrics(records: Sequence[Record], matches: dict[tuple[str, int], list
     """
     import numpy as np
     from sklearn.calibration import calibration_curve
-    from sklearn.metrics import accuracy_score, brier_score_loss, confusion_matrix, f1_score, jaccard_score
-    from sklearn.metrics import roc_auc_score
+    from sklearn.metrics import (
+        accuracy_score,
+        brier_score_loss,
+        confusion_matrix,
+        f1_score,
+        jaccard_score,
+        roc_auc_score,
+    )
 
     turns = [r for r in records if turn_key(r) in matches]
     if not turns:
@@ -368,7 +386,24 @@ def system_metrics(records: Sequence[Record], rules: Sequence[str],
 
 
 __all__ = [
-    "ClaimMatcher", "ClaimMatch", "normalise_claim", "match_records", "turn_metrics", "claim_metrics",
-    "majority_turn_metrics", "majority_claim_metrics", "common_coverage", "system_metrics", "correctness", "gold_turns",
-    "by_source", "expected_calibration_error", "turn_key", "OVERALL", "FAITHFUL", "HALLUCINATED",
+    "FAITHFUL",
+    "HALLUCINATED",
+    "OVERALL",
+    "SUMMARY_KEYS",
+    "ClaimMatch",
+    "ClaimMatcher",
+    "by_source",
+    "claim_metrics",
+    "common_coverage",
+    "correctness",
+    "expected_calibration_error",
+    "gold_turns",
+    "majority_claim_metrics",
+    "majority_turn_metrics",
+    "match_records",
+    "normalise_claim",
+    "system_metrics",
+    "turn_key",
+    "turn_metrics",
+    "turn_summary",
 ]

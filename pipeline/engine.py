@@ -18,6 +18,7 @@ Per conversation (paper section 3; the authors' ``run_metric.py``):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -37,7 +38,8 @@ from ..data.schema import (
     Conversation,
 )
 from .parsing import parse_claim_list, parse_label, strip_think
-from .prompts import (
+from .stages import STAGE4_LABELS
+from .templates import (
     Speakers,
     build_messages,
     get_template,
@@ -56,8 +58,8 @@ from .prompts import (
 #   gives an unreadable stage 3 answer the category None and evaluation/metrics.py ``predict_label``
 #   makes such a turn unknown; a turn with no claims left is faithful (``all()`` of nothing). Its VISTA
 #   score (``turn_vista_score``) leaves None categories out and is None without claims.
-AUTHORS = "authors"
-SAFE_CATEGORIES = {"safe": {VERIFIED, ABSTENTION, OUT_OF_SCOPE}, "strict": {VERIFIED},
+SAFE, STRICT, AUTHORS = "safe", "strict", "authors"
+SAFE_CATEGORIES = {SAFE: {VERIFIED, ABSTENTION, OUT_OF_SCOPE}, STRICT: {VERIFIED},
                    AUTHORS: {VERIFIED, ABSTENTION, OUT_OF_SCOPE}}
 RULES = tuple(SAFE_CATEGORIES)
 JOINS_BACKGROUND = {VERIFIED, OUT_OF_SCOPE}
@@ -81,6 +83,18 @@ class EngineConfig:
         for stage in ("stage2", "stage3"):
             if getattr(self, stage) not in ("score", "generate"):
                 raise ValueError(f"{stage} mode must be 'score' or 'generate', got {getattr(self, stage)!r}")
+
+
+@dataclass
+class Call:
+    """One request the engine sent for a turn and the answer it used: the provenance of every output
+    (silver data is built from these records, see ``distill/silver.py``)."""
+
+    stage: str
+    claim_index: int          # -1 for the turn's stage 1 and stage 4 requests
+    input: str                # the stage's input fields rendered into the user message (any prompt style)
+    request: Request
+    response: Response
 
 
 @dataclass
@@ -115,9 +129,16 @@ class TurnResult:
     unknown_reason: str | None = None
     gold_label: str | None = None
     gold_claims: list[dict[str, Any]] | None = None
+    calls: list[Call] = field(default_factory=list, repr=False)   # not part of the record (to_dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        calls, self.calls = self.calls, []
+        try:
+            out = asdict(self)
+        finally:
+            self.calls = calls
+        del out["calls"]
+        return out
 
 
 def turn_verdict(claims: Sequence[ClaimResult], rule: str) -> tuple[str, float | None, str | None]:
@@ -173,24 +194,22 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
     t3 = get_template("stage3", cfg.style)
     sp = cfg.speakers
 
-    def msgs(template, content: str) -> tuple[dict[str, str], ...]:
-        return tuple(build_messages(template, content, sp))
+    def request(template, content: str, **kw: Any) -> Request:
+        return Request(template.name, tuple(build_messages(template, content, sp)), **kw)
 
     history = [(t.role, t.text) for t in conv.turns]
     assistant = [i for i, t in enumerate(conv.turns) if t.role == ASSISTANT]
-    stage1_reqs = [
-        Request("stage1", msgs(t1, stage1_input(history[:i], conv.turns[i].text, sp)),
-                max_new_tokens=cfg.max_new_tokens["stage1"], stop_on_repeat=True)
-        for i in assistant
-    ]
+    first_inputs = [("stage1", stage1_input(history[:i], conv.turns[i].text, sp)) for i in assistant]
+    stage1_reqs = [request(t1, text, max_new_tokens=cfg.max_new_tokens["stage1"], stop_on_repeat=True)
+                   for _, text in first_inputs]
     if cfg.stage4:
         t4 = get_template("stage4", cfg.style)
-        stage1_reqs += [
-            Request("stage4", msgs(t4, stage4_input(history[:i], conv.turns[i].text, sp)), labels=t4.labels,
-                    max_new_tokens=cfg.max_new_tokens["stage4"])
-            for i in assistant
-        ]
+        stage4_inputs = [("stage4", stage4_input(history[:i], conv.turns[i].text, sp)) for i in assistant]
+        first_inputs += stage4_inputs
+        stage1_reqs += [request(t4, text, labels=t4.labels, max_new_tokens=cfg.max_new_tokens["stage4"])
+                        for _, text in stage4_inputs]
     first = yield stage1_reqs
+    first_calls = [Call(stage, -1, text, req, resp) for (stage, text), req, resp in zip(first_inputs, stage1_reqs, first)]
     decompositions, contradictions = first[: len(assistant)], first[len(assistant):]
 
     background = list(conv.background)
@@ -216,30 +235,31 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
         res.claims_dropped = {r: n for r, n in dropped.items() if n}
         claims = [ClaimResult(text=c) for c in kept]
         res.claims = claims
+        res.calls = [first_calls[k]] + ([first_calls[len(assistant) + k]] if contradictions else [])
         if contradictions:
-            label, info, err = _label_result(contradictions[k], ("YES", "NO"))
+            label, info, err = _label_result(contradictions[k], STAGE4_LABELS)
             res.stage4 = {**info, "error": err}
         if not turn.is_scored:
             background += [c.text for c in claims]
         else:
-            s2 = yield [
-                Request("stage2", msgs(t2, stage2_input(background, turn.reference, c.text)),
-                        labels=t2.labels if cfg.stage2 == "score" else (), max_new_tokens=cfg.max_new_tokens["stage2"])
-                for c in claims
-            ]
+            inputs2 = [stage2_input(background, turn.reference, c.text) for c in claims]
+            reqs2 = [request(t2, text, labels=t2.labels if cfg.stage2 == "score" else (),
+                             max_new_tokens=cfg.max_new_tokens["stage2"]) for text in inputs2]
+            s2 = yield reqs2
+            res.calls += [Call("stage2", j, *call) for j, call in enumerate(zip(inputs2, reqs2, s2))]
             for c, resp in zip(claims, s2):
                 label, c.stage2, c.error = _label_result(resp, STAGE2_LABELS)
                 if label == VERIFIED:
                     c.category = VERIFIED
-            unverifiable = [c for c, r in zip(claims, s2) if c.stage2["label"] == UNVERIFIABLE]
+            unverifiable = [j for j, c in enumerate(claims) if c.stage2["label"] == UNVERIFIABLE]
             if unverifiable:
-                s3 = yield [
-                    Request("stage3", msgs(t3, stage3_input(background, turn.reference, c.text)),
-                            labels=t3.labels if cfg.stage3 == "score" else (),
-                            max_new_tokens=cfg.max_new_tokens["stage3"])
-                    for c in unverifiable
-                ]
-                for c, resp in zip(unverifiable, s3):
+                inputs3 = [stage3_input(background, turn.reference, claims[j].text) for j in unverifiable]
+                reqs3 = [request(t3, text, labels=t3.labels if cfg.stage3 == "score" else (),
+                                 max_new_tokens=cfg.max_new_tokens["stage3"]) for text in inputs3]
+                s3 = yield reqs3
+                res.calls += [Call("stage3", j, *call) for j, call in zip(unverifiable, zip(inputs3, reqs3, s3))]
+                for j, resp in zip(unverifiable, s3):
+                    c = claims[j]
                     c.category, c.stage3, c.error = _label_result(resp, STAGE3_LABELS)
             background += [c.text for c in claims if c.category in JOINS_BACKGROUND]
             for rule in RULES:
@@ -264,7 +284,8 @@ def _needs_retry(req: Request, resp: Response) -> str | None:
     return None
 
 
-def run_requests(backend: Backend, requests: list[Request]) -> list[Response]:
+def run_requests(backend: Backend, requests: list[Request],
+                 on_issue: Callable[[str, int], None] | None = None) -> list[Response]:
     """``backend.run`` plus one retry, with ``RETRY_FACTOR`` x the token budget, of every generation that
     stopped at its budget or came back empty (a reasoning model's unfinished ``<think>`` block strips to
     nothing). What happened is kept in ``meta["retry"]``; a second failure stays visible as
@@ -274,6 +295,9 @@ def run_requests(backend: Backend, requests: list[Request]) -> list[Response]:
     if not again:
         return answers
     bigger = [replace(requests[i], max_new_tokens=requests[i].max_new_tokens * RETRY_FACTOR) for i, _ in again]
+    if on_issue is not None:
+        for stage, n in Counter(r.stage for r in bigger).items():
+            on_issue(stage, n)
     for (i, why), req, resp in zip(again, bigger, backend.run(bigger)):
         failed = _needs_retry(req, resp)
         resp.meta["retry"] = {"reason": why, "budget": req.max_new_tokens, "failed": failed}
@@ -293,7 +317,7 @@ def run_programs(
 
     Batched: each round, every program's ready requests are gathered and each stage's requests go to
     the backend as one call. Unbatched: programs run one after another, one request per call.
-    ``on_issue(stage, n)`` is told before ``n`` requests of ``stage`` go to the backend.
+    ``on_issue(stage, n)`` is told before ``n`` requests of ``stage`` go to the backend (retries included).
     """
     programs = list(programs)
     results: list[Any] = [None] * len(programs)
@@ -306,7 +330,7 @@ def run_programs(
                     for r in reqs:
                         if on_issue is not None:
                             on_issue(r.stage, 1)
-                        answers.append(run_requests(backend, [r])[0])
+                        answers.append(run_requests(backend, [r], on_issue)[0])
                     reqs = prog.send(answers)
             except StopIteration as stop:
                 results[p] = stop.value
@@ -327,7 +351,7 @@ def run_programs(
         for stage, slots in by_stage.items():
             if on_issue is not None:
                 on_issue(stage, len(slots))
-            responses = run_requests(backend, [pending[p][j] for p, j in slots])
+            responses = run_requests(backend, [pending[p][j] for p, j in slots], on_issue)
             for (p, j), resp in zip(slots, responses):
                 answers[p][j] = resp
         nxt: dict[int, list[Request]] = {}

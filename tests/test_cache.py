@@ -12,7 +12,8 @@ from vista_distill.backends.base import Request
 from vista_distill.backends.cache import CallCache, call_key
 from vista_distill.backends.fingerprint import file_digest, folder_digest
 from vista_distill.backends.labels import LabelsBackend
-from vista_distill.backends.teacher import CachedBackend, build_teacher
+from vista_distill.backends.teacher import build_teacher
+from vista_distill.backends.wrappers import CachedBackend
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
 

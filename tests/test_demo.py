@@ -36,9 +36,9 @@ BATCH = 2
 OVERRIDES = [
     "data.train=[{benchmark: file, source: data/samples/faithdial_wow_sample.jsonl, n: 5}]",
     "data.test_fraction=0.4",                       # 3 dialogues for the teacher, 2 held out
-    "distill.max_claims=2",
+    "pipeline.max_claims=2",
     "teacher.max_new_tokens={stage1: 96, stage3: 48}",
-    "eval.max_new_tokens={stage1: 96, stage3: 48}",
+    "pipeline.max_new_tokens={stage1: 96, stage3: 48}",
     f"train.max_steps={MAX_STEPS}",
     f"train.per_device_train_batch_size={BATCH}",
     f"train.save_steps={MAX_STEPS}",                # checkpoint at the last step (recipe: 12 = 2 x 6)

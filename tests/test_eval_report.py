@@ -25,7 +25,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def _overrides(tmp: Path) -> list[str]:
     # short generation budgets and one thread (far faster on a busy 2-core machine) keep the model runs short
     return [f"train.output_dir={tmp / 'checkpoints'}", f"distill.output_dir={tmp / 'silver'}",
-            "eval.bootstrap=200", "eval.threads=1", f"eval.rules=[{', '.join(RULES)}]", "eval.max_new_tokens={llm_judge: 48, factscore_decompose: 64, stage1: 64}"]
+            "eval.bootstrap=200", "eval.threads=1", f"eval.rules=[{', '.join(RULES)}]", "pipeline.max_new_tokens={llm_judge: 48, factscore_decompose: 64, stage1: 64}"]
 
 
 def _identity_adapters(root: Path) -> None:

@@ -10,7 +10,13 @@ from conftest import assert_same_records
 from vista_distill.backends.base import Request
 from vista_distill.data.io import read_conversations
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
-from vista_distill.pipeline.prompts import build_messages, get_template, stage1_input, stage2_input, stage3_input
+from vista_distill.pipeline.templates import (
+    build_messages,
+    get_template,
+    stage1_input,
+    stage2_input,
+    stage3_input,
+)
 
 REF = ("The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It is 330 metres tall and was "
        "completed in 1889.")
@@ -35,7 +41,7 @@ def test_label_scoring_returns_a_valid_label_with_probabilities(embedded_backend
 
 def test_label_scoring_matches_full_sequence_likelihood(embedded_backend):
     """The prefix-cache + continuation path gives the same label log-likelihood as one plain forward pass."""
-    from vista_distill.pipeline.prompts import render
+    from vista_distill.pipeline.render import render
 
     b = embedded_backend
     t = get_template("stage3", "compact")

@@ -1,4 +1,4 @@
-"""Tests for vista_distill.pipeline.prompts.
+"""Tests for vista_distill.pipeline.templates.
 
 Golden tests compare the few-shot templates with ``fixtures/vista_appendix_a.txt``, a verbatim copy
 of Appendix A (A.1 + A.2) of the VISTA paper's text extraction, after whitespace normalisation (the
@@ -12,15 +12,15 @@ import re
 from pathlib import Path
 
 import pytest
-from vista_distill.pipeline import prompts as P
-from vista_distill.pipeline.prompts import (
+from vista_distill.pipeline import templates as P
+from vista_distill.pipeline.render import render
+from vista_distill.pipeline.templates import (
     Example,
     PromptTemplate,
     Speakers,
     build_messages,
     get_template,
     judge_input,
-    render,
     stage1_input,
     stage2_input,
     stage3_input,

@@ -21,7 +21,8 @@ from vista_distill.backends.openai_compat import OpenAIBackend
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
 from vista_distill.pipeline.engine import run_requests
-from vista_distill.pipeline.prompts import build_messages, get_template, render, stage2_input
+from vista_distill.pipeline.render import render
+from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
 from vista_distill.scorer import VistaScorer
 
 

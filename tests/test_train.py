@@ -3,31 +3,69 @@ real training runs on the embedded SmolLM2-135M: interrupted with SIGKILL, resum
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FIXTURES, ROOT, SAMPLE
+from conftest import ROOT, SAMPLE
 from vista_distill import hardware
 from vista_distill.config import load_recipe
-from vista_distill.train import sft
+from vista_distill.train.balance import BalancedSampler, class_weights
+from vista_distill.train.encoding import encode_split, end_of_turn
+from vista_distill.train.hf_configs import (
+    build_lora_config,
+    build_quantization_config,
+    build_sft_config,
+    training_precision,
+)
+from vista_distill.train.model_card import SUMMARY_NAME
+from vista_distill.train.run import (
+    RUN_INFO,
+    StageRun,
+    last_checkpoint,
+    prepare_stage,
+    stage_output_dir,
+    train_stage,
+)
+from vista_distill.train.silver_data import STAGES, TrainError, load_silver
 
 
-def _load_builder():
-    spec = importlib.util.spec_from_file_location("train_silver_fixture", FIXTURES / "train" / "silver.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def distill_sample(out: Path) -> Path:
+    """``vista-distill distill`` with the labels teacher (the human claim labels) over the bundled sample
+    dialogues: the silver data train/ reads, exported into ``out``."""
+    from vista_distill.distill.run import run_distill
+
+    recipe = {"name": "train-silver", "teacher": {"backend": "labels"},
+              "data": {"train": [{"benchmark": "vista-human", "source": str(SAMPLE)}]},
+              "distill": {"output_dir": str(out), "test_fraction": 0.34}}
+    path = out.parent / f"{out.name}.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    run_distill(load_recipe(path), progress=False)
+    return out
 
 
-silver_builder = _load_builder()
+def copy_silver(src: Path, dst: Path, repeat: int = 1,
+                edit: Callable[[str, list[dict]], list[dict]] | None = None) -> Path:
+    """A copy of the silver data in ``src`` (stage folders and manifest) with each stage's train rows
+    repeated ``repeat`` times and then passed through ``edit(stage, rows)``."""
+    from datasets import Dataset, DatasetDict, load_from_disk
+
+    for stage in STAGES:
+        dd = load_from_disk(str(src / stage))
+        rows = dd["train"].to_list() * repeat
+        rows = edit(stage, rows) if edit is not None else rows
+        train = Dataset.from_list(rows, features=dd["train"].features)
+        DatasetDict({**dd, "train": train}).save_to_disk(str(dst / stage))
+    shutil.copy(src / "manifest.json", dst / "manifest.json")
+    return dst
 
 
 @pytest.fixture(autouse=True)
@@ -44,11 +82,10 @@ def one_cpu_thread():
 
 @pytest.fixture(scope="module")
 def silver(tmp_path_factory) -> Path:
-    """Silver data in the distill/ contract from the bundled sample dialogues (labels teacher);
+    """Silver data exported by distill/ from the bundled sample dialogues (labels teacher);
     train rows repeated so a few steps see each example more than once."""
-    out = tmp_path_factory.mktemp("silver")
-    silver_builder.build_silver(SAMPLE, out, test_fraction=0.34, seed=0, repeat=2)
-    return out
+    tmp = tmp_path_factory.mktemp("silver")
+    return copy_silver(distill_sample(tmp / "distilled"), tmp / "silver", repeat=2)
 
 
 def write_recipe(tmp: Path, silver: Path, **train: object) -> Path:
@@ -79,9 +116,9 @@ def tokenizer():
 # ------------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def stage2_run(tmp_path_factory, silver) -> sft.StageRun:
+def stage2_run(tmp_path_factory, silver) -> StageRun:
     """A prepared (untrained) stage 2 trainer with the CPU recipe's defaults (class_balance weights)."""
-    return sft.prepare_stage(load_recipe(write_recipe(tmp_path_factory.mktemp("prep"), silver)), "stage2")
+    return prepare_stage(load_recipe(write_recipe(tmp_path_factory.mktemp("prep"), silver)), "stage2")
 
 
 def test_training_example_matches_scorer_prompt_and_ends_with_trained_eos(stage2_run, embedded_backend):
@@ -135,17 +172,17 @@ def test_over_long_examples_are_dropped_not_truncated(silver, tokenizer):
 
     ds = load_from_disk(str(silver / "stage2"))["train"]
     eot_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    full, dropped = sft.encode_split(ds, tokenizer, eot_id, None)
+    full, dropped = encode_split(ds, tokenizer, eot_id, None)
     assert dropped == 0
     lengths = sorted(len(r) for r in full["input_ids"])
     cut = lengths[len(lengths) // 2]
-    kept, dropped = sft.encode_split(ds, tokenizer, eot_id, cut)
+    kept, dropped = encode_split(ds, tokenizer, eot_id, cut)
     assert dropped == sum(n > cut for n in lengths) > 0
     assert all(r[-1] == eot_id for r in kept["input_ids"])
 
 
 def test_end_of_turn_is_the_templates_closing_token(tokenizer):
-    assert sft.end_of_turn(tokenizer) == ("<|im_end|>", tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    assert end_of_turn(tokenizer) == ("<|im_end|>", tokenizer.convert_tokens_to_ids("<|im_end|>"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -154,19 +191,19 @@ def test_end_of_turn_is_the_templates_closing_token(tokenizer):
 
 def test_class_weights_inverse_frequency_mean_one_and_capped():
     labels = ["LACKING EVIDENCE"] * 8 + ["CONTRADICTED"] * 2
-    w = sft.class_weights(labels, cap=10.0)
+    w = class_weights(labels, cap=10.0)
     assert w["CONTRADICTED"] == pytest.approx(4 * w["LACKING EVIDENCE"])
     assert sum(w[x] for x in labels) / len(labels) == pytest.approx(1.0)
     labels = ["OUT-OF-SCOPE"] * 99 + ["ABSTENTION"]
-    w = sft.class_weights(labels, cap=5.0)
+    w = class_weights(labels, cap=5.0)
     assert w["ABSTENTION"] == pytest.approx(5 * w["OUT-OF-SCOPE"])
     assert sum(w[x] for x in labels) / len(labels) == pytest.approx(1.0)
 
 
 def test_balanced_sampler_draws_rare_class_about_half_the_time_and_replays_per_epoch():
     labels = ["VERIFIED"] * 90 + ["UNVERIFIABLE"] * 10
-    w = sft.class_weights(labels, cap=100.0)
-    sampler = sft.BalancedSampler([w[x] for x in labels], seed=3)
+    w = class_weights(labels, cap=100.0)
+    sampler = BalancedSampler([w[x] for x in labels], seed=3)
     draws = list(sampler)
     assert len(draws) == 100
     rare = sum(labels[i] == "UNVERIFIABLE" for i in draws)
@@ -182,33 +219,32 @@ def test_balanced_sampler_draws_rare_class_about_half_the_time_and_replays_per_e
 
 def test_missing_silver_folder_names_path_and_layout(tmp_path):
     recipe = load_recipe(write_recipe(tmp_path, tmp_path / "nowhere"))
-    with pytest.raises(sft.TrainError,
+    with pytest.raises(TrainError,
                        match=r"nowhere/stage2: no silver data for stage2 \(expected a datasets"):
-        sft.prepare_stage(recipe, "stage2")
+        prepare_stage(recipe, "stage2")
 
 
-def test_bad_silver_row_names_split_row_and_conversation(tmp_path):
-    from vista_distill.data.io import read_conversations
+def test_bad_silver_row_names_split_row_and_conversation(tmp_path, silver):
+    def bad_first_stage2_row(stage: str, rows: list[dict]) -> list[dict]:
+        if stage == "stage2":
+            rows[0] = {**rows[0], "label": "MAYBE"}
+        return rows
 
-    rows = silver_builder.silver_rows(read_conversations(SAMPLE))
-    bad = [dict(r) for r in rows]
-    first2 = next(i for i, r in enumerate(bad) if r["stage"] == "stage2")
-    bad[first2]["label"] = "MAYBE"
-    silver_builder.save_silver(bad, tmp_path / "silver", test_fraction=0.0)
-    with pytest.raises(sft.TrainError,
+    copy_silver(silver, tmp_path / "silver", edit=bad_first_stage2_row)
+    with pytest.raises(TrainError,
                        match=r"stage2\[train\] row 0 \(conversation .+\): label 'MAYBE' is not one"):
-        sft.load_silver(tmp_path / "silver", "stage2")
+        load_silver(tmp_path / "silver", "stage2")
 
 
 def test_resume_refuses_checkpoints_from_other_silver_data(tmp_path, silver):
     recipe = load_recipe(write_recipe(tmp_path, silver))
-    out = sft.stage_output_dir(recipe, "stage2")
+    out = stage_output_dir(recipe, "stage2")
     (out / "checkpoint-1").mkdir(parents=True)
     (out / "checkpoint-1" / "trainer_state.json").write_text("{}")
-    (out / sft.RUN_INFO).write_text(json.dumps({"silver_fingerprint": "older", "base_model": None}))
-    with pytest.raises(sft.TrainError, match=r"another run \(silver_fingerprint 'older' then, .* now\); set "
+    (out / RUN_INFO).write_text(json.dumps({"silver_fingerprint": "older", "base_model": None}))
+    with pytest.raises(TrainError, match=r"another run \(silver_fingerprint 'older' then, .* now\); set "
                                              r"train.resume=false"):
-        sft.prepare_stage(recipe, "stage2")
+        prepare_stage(recipe, "stage2")
 
 
 def test_last_checkpoint_skips_a_torn_one(tmp_path):
@@ -216,7 +252,7 @@ def test_last_checkpoint_skips_a_torn_one(tmp_path):
     (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")
     (tmp_path / "checkpoint-4").mkdir()
     (tmp_path / "checkpoint-4" / "trainer_state.json").write_text('{"glob')
-    assert sft.last_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
+    assert last_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -226,14 +262,14 @@ def test_last_checkpoint_skips_a_torn_one(tmp_path):
 @pytest.mark.parametrize("path", sorted((ROOT / "recipes").glob("*.yaml")), ids=lambda p: p.stem)
 def test_recipe_builds_trainer_configs(path):
     recipe = load_recipe(path, ["train.use_cpu=true"])
-    args = sft.build_sft_config(recipe, "/tmp/unused", "<|im_end|>", has_eval=True, resuming=False)
+    args = build_sft_config(recipe, "/tmp/unused", "<|im_end|>", has_eval=True, resuming=False)
     assert args.completion_only_loss is True and args.max_length == recipe.train.max_length
-    targets = sft.build_lora_config(recipe).target_modules
+    targets = build_lora_config(recipe).target_modules
     assert targets in ("all-linear", set(recipe.lora.target_modules or []))
-    precision = sft.training_precision(recipe, hardware.detect("cpu"))
+    precision = training_precision(recipe, hardware.detect("cpu"))
     assert (args.bf16, args.fp16) == (precision.bf16, precision.fp16)
     assert args.model_init_kwargs["dtype"] == precision.model_dtype
-    q = sft.build_quantization_config(recipe, precision)
+    q = build_quantization_config(recipe, precision)
     assert (q is not None) == ("qlora" in path.stem) == recipe.student.load_in_4bit
     assert ("cpu" in path.stem) == (recipe.student.model is None)
     if "cpu" not in path.stem:
@@ -257,7 +293,7 @@ def test_accelerate_configs(name, kind):
 
 def test_stage_script_runs_from_a_clone_without_the_package_dir_on_path():
     out = subprocess.run([sys.executable, str(ROOT / "train" / "stage3.py"), "--help"], capture_output=True,
-                         text=True, timeout=60)
+                         text=True, timeout=60, check=False)
     assert out.returncode == 0 and "--config" in out.stdout and "stage3" in out.stdout
 
 
@@ -268,7 +304,7 @@ def test_stage_script_runs_from_a_clone_without_the_package_dir_on_path():
 def _wait_for_checkpoint(proc: subprocess.Popen, folder: Path, timeout: float) -> Path:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        ckpt = sft.last_checkpoint(folder)
+        ckpt = last_checkpoint(folder)
         if ckpt is not None:
             return ckpt
         if proc.poll() is not None:
@@ -305,9 +341,9 @@ def test_sigkill_then_resume_then_scorer_loads_adapter(tmp_path, silver):
         [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
          "--mixed_precision", "no", "--dynamo_backend", "no", str(ROOT / "train" / "stage2.py"),
          "--config", str(recipe_path)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240, check=False)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    summary = json.loads((out / sft.SUMMARY_NAME).read_text())
+    summary = json.loads((out / SUMMARY_NAME).read_text())
     assert summary["resumed_from"] is not None
     assert int(Path(summary["resumed_from"]).name.split("-")[1]) >= killed_at
     assert summary["results"]["global_step"] == 4
@@ -340,11 +376,11 @@ def test_cli_trains_all_stages_in_order_with_cards(tmp_path, silver, capsys):
                  "train.max_length=256"]) == 0
     printed = [ln.split("]")[0] for ln in capsys.readouterr().out.splitlines() if ln.startswith("[stage")]
     assert printed == ["[stage1", "[stage2", "[stage3"]
-    for stage in sft.STAGES:
-        summary = json.loads((tmp_path / "ck" / stage / sft.SUMMARY_NAME).read_text())
+    for stage in STAGES:
+        summary = json.loads((tmp_path / "ck" / stage / SUMMARY_NAME).read_text())
         assert summary["results"]["global_step"] == 1 and summary["hyperparameters"]["max_length"] == 256
         assert summary["class_balance"]["mode"] == ("none" if stage == "stage1" else "weights")
-    assert set(find_stage_adapters(tmp_path / "ck")) == set(sft.STAGES)
+    assert set(find_stage_adapters(tmp_path / "ck")) == set(STAGES)
 
 
 def test_qlora_trains_a_4bit_model_on_cpu(tmp_path, silver):
@@ -356,20 +392,20 @@ def test_qlora_trains_a_4bit_model_on_cpu(tmp_path, silver):
 
     base = resolve_model(None)
     cfg = AutoConfig.from_pretrained(base)
-    cfg.update(dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                    num_key_value_heads=2, head_dim=16))
+    cfg.update({"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "head_dim": 16})
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path / "tiny-model")
     AutoTokenizer.from_pretrained(base).save_pretrained(tmp_path / "tiny-model")
     recipe = load_recipe(write_recipe(tmp_path, silver), [f"student.model={tmp_path / 'tiny-model'}",
                                                           "student.load_in_4bit=true", "train.max_steps=2",
                                                           "train.class_balance=sampler"])
-    run = sft.prepare_stage(recipe, "stage3")
+    run = prepare_stage(recipe, "stage3")
     q_proj = run.trainer.model.base_model.model.model.layers[0].self_attn.q_proj
     assert type(q_proj.base_layer).__name__ == "Linear4bit"
-    assert isinstance(run.trainer._get_train_sampler(), sft.BalancedSampler)
+    assert isinstance(run.trainer._get_train_sampler(), BalancedSampler)
     del run
-    summary = sft.train_stage(recipe, "stage3")
+    summary = train_stage(recipe, "stage3")
     assert summary["hyperparameters"]["load_in_4bit"] is True and summary["results"]["global_step"] == 2
     assert summary["class_balance"]["mode"] == "sampler"
     assert (tmp_path / "ck" / "stage3" / "adapter_model.safetensors").exists()

@@ -1,46 +1,72 @@
-"""``vista-distill train --config recipes/X.yaml --stage all|stage1|stage2|stage3 [overrides]``."""
+"""The command lines of train/: ``vista-distill train --config recipes/X.yaml --stage all|stage1|stage2|stage3
+[overrides]`` and the scripts ``train/stage{1,2,3}.py --config recipes/X.yaml [overrides]`` (also under
+``accelerate launch``), in the style of TRL's ``trl/scripts/sft.py``: a typed recipe from one YAML file plus
+dotted overrides (:mod:`vista_distill.cli_args`), heavy imports inside functions.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from ..cli_args import RecipeParser, add_recipe_subparser, recipe_from_args
+from ..pipeline.stages import STAGES
+
+MULTI_GPU = ("Multi-GPU: accelerate launch --config_file recipes/accelerate/ddp.yaml train/stage2.py "
+             "--config recipes/X.yaml")
 
 
 def add_train_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``train`` on the ``vista-distill`` parser."""
-    from .sft import STAGES, OverridesParser
-
-    p = subparsers.add_parser(
-        "train", help="train the stage LoRA adapters from the recipe's silver data",
+    p = add_recipe_subparser(
+        subparsers, "train", help="train the stage LoRA adapters from the recipe's silver data",
         description="Train one LoRA/QLoRA adapter per stage (TRL SFTTrainer + PEFT) into "
                     "<train.output_dir>/<stage>/, in order; a rerun resumes from the last checkpoint. "
-                    "Multi-GPU: accelerate launch --config_file recipes/accelerate/ddp.yaml "
-                    "train/stage2.py ...",
-        epilog="Overrides: --section.key value or section.key=value, e.g. --train.max_steps 50 lora.r=8",
+                    + MULTI_GPU,
     )
-    # Unknown arguments are recipe overrides, not errors (see OverridesParser).
-    p.__class__ = OverridesParser
-    p.add_argument("--config", required=True, help="recipe YAML (recipes/*.yaml)")
     p.add_argument("--stage", default="all", choices=("all", *STAGES),
                    help="all = the recipe's train.stages in order (default)")
     p.set_defaults(func=run_train)
     return p
 
 
-def run_train(args: argparse.Namespace) -> int:
-    import sys
-
-    from ..config import RecipeError, load_recipe
-    from .sft import TrainError, train_stages
+def run_train(args: argparse.Namespace, stage: str | None = None) -> int:
+    """Load the recipe of parsed arguments and train ``stage`` (default ``args.stage``; ``all``: the
+    recipe's train.stages); prints one line per trained stage (first process only). Exit code 2 on a bad
+    recipe or silver data."""
+    from ..config import RecipeError
+    from .run import train_stages
+    from .silver_data import TrainError
 
     try:
-        recipe = load_recipe(args.config, args.overrides)
-        summaries = train_stages(recipe, args.stage)
-    except (TrainError, RecipeError) as e:
+        summaries = train_stages(recipe_from_args(args), stage or args.stage)
+    except (TrainError, RecipeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for s in summaries:
         r = s["results"]
         ev = (f", eval loss {r['first_eval_loss']:.4f} -> {r['final_eval_loss']:.4f}"
               if r["final_eval_loss"] is not None else "")
-        print(f"[{s['stage']}] {r['global_step']} steps{ev}; adapter: {s['output_dir']}")
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"[{s['stage']}] {r['global_step']} steps{ev}; adapter: {s['output_dir']}")
     return 0
+
+
+def main(stage: str | None = None, argv: Sequence[str] | None = None) -> int:
+    """``python train/stage2.py --config R.yaml [overrides]`` (``stage`` None: ``--stage`` chooses)."""
+    parser = RecipeParser(
+        prog=f"train/{stage}.py" if stage else "python -m vista_distill.train.cli",
+        description=f"Train the {stage or 'stage'} LoRA adapter from a recipe's silver data. {MULTI_GPU}",
+    )
+    if stage is None:
+        parser.add_argument("--stage", default="all", choices=("all", *STAGES))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    return run_train(args, stage)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""The systems ``eval`` compares, each run over the test material by :func:`run_system`.
+
+* ``student``: the recipe's student model with the three stage adapters from ``train.output_dir``,
+  the compact student prompts (``pipeline.student_prompt_style``);
+* ``base``: the same model untuned, with the few-shot Appendix A.1 prompts;
+* ``teacher``: the recipe's teacher through the distill call cache (``<distill.output_dir>/calls``):
+  cached answers are reused, missing ones are asked live (a ``labels`` teacher answers from the
+  human claims of the test material itself, so it is an upper bound rather than a competitor);
+* ``llm_judge`` and ``factscore``: the baselines (:mod:`.baselines`) on the base model's backend.
+
+A system whose prerequisites are missing (no adapters, no teacher server) is reported as skipped
+with the reason. Each system's wall time, tokens and peak memory are measured separately.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import Recipe
+from ..data.schema import Conversation
+from ..pipeline.engine import run_programs, vista_program
+from ..progress import RequestBar
+from .baselines import BaselineConfig, baseline_programs
+from .efficiency import Meter, cost_per_1k_turns
+from .errors import EvalError
+
+log = logging.getLogger(__name__)
+
+SYSTEMS = ("student", "base", "teacher", "llm_judge", "factscore")
+STUDENT_STAGES = ("stage1", "stage2", "stage3")
+FIVE_LABEL_SYSTEMS = {"student", "base", "teacher"}   # VISTA pipelines; factscore has 2 labels, the judge none
+
+
+class SystemSkipped(Exception):
+    """A system's prerequisites are missing; the message says which."""
+
+
+@dataclass
+class SystemRun:
+    name: str
+    status: str = "ok"                    # ok | skipped | failed
+    reason: str | None = None
+    description: dict[str, Any] = field(default_factory=dict)
+    efficiency: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "description": self.description,
+                "efficiency": self.efficiency}
+
+
+def _baseline_config(recipe: Recipe) -> BaselineConfig:
+    p = recipe.pipeline
+    cfg = BaselineConfig(speakers=p.speaker_names(), max_claims=p.max_claims)
+    cfg.max_new_tokens.update({k: v for k, v in p.max_new_tokens.items() if k in cfg.max_new_tokens})
+    return cfg
+
+
+def _records(results: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    return [t.to_dict() for turns in results for t in turns]
+
+
+class Backends:
+    """Loads the base model once for base / llm_judge / factscore and the student (with adapters) once."""
+
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe = recipe
+        self._base: Any = None
+        self.load_s: dict[str, float] = {}
+
+    def base(self) -> Any:
+        if self._base is None:
+            from ..backends.transformers import TransformersBackend
+
+            s = self.recipe.student
+            t0 = time.perf_counter()
+            self._base = TransformersBackend(s.model, dtype=s.dtype, load_in_4bit=s.load_in_4bit,
+                                             batch_size=self.recipe.eval.batch_size,
+                                             chat_template_kwargs=s.chat_template_kwargs,
+                                             attn_implementation=s.attn_implementation)
+            self.load_s["base"] = round(time.perf_counter() - t0, 3)
+        return self._base
+
+    def release_base(self) -> None:
+        self._base = None
+        _free_memory()
+
+    def adapters_dir(self) -> Path:
+        return Path(self.recipe.resolve(self.recipe.train.output_dir))
+
+    def student(self) -> Any:
+        from ..backends.transformers import TransformersBackend
+
+        root = self.adapters_dir()
+        want = [s for s in self.recipe.train.stages if s in STUDENT_STAGES] or list(STUDENT_STAGES)
+        missing = [s for s in want if not (root / s / "adapter_config.json").exists()]
+        if missing:
+            raise SystemSkipped(
+                f"no trained adapter for {', '.join(missing)} under {root} (expected "
+                f"{', '.join(str(root / s / 'adapter_config.json') for s in missing)}); train them with "
+                f"`vista-distill train --config {self.recipe.path or 'RECIPE'}`")
+        s = self.recipe.student
+        t0 = time.perf_counter()
+        backend = TransformersBackend(s.model, adapters={st: root / st for st in want}, dtype=s.dtype,
+                                      load_in_4bit=s.load_in_4bit, batch_size=self.recipe.eval.batch_size,
+                                      chat_template_kwargs=s.chat_template_kwargs,
+                                      attn_implementation=s.attn_implementation)
+        self.load_s["student"] = round(time.perf_counter() - t0, 3)
+        return backend
+
+
+def _free_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _describe_local(backend: Any, style: str, adapters: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"backend": backend.name, "model_path": str(backend.model_path), "dtype": str(backend.torch_dtype),
+            "hardware": backend.hardware.to_dict(),
+            "device": backend.device, "prompts": style, "adapters": adapters, "batch_size": backend.batch_size}
+
+
+def run_system(name: str, recipe: Recipe, conversations: list[Conversation], backends: Backends,
+               out_dir: Path, progress: bool = False) -> SystemRun:
+    """Run one system over ``conversations``; prerequisites missing -> status ``skipped`` with the reason."""
+    run = SystemRun(name)
+    scored = sum(len(c.scored_turns) for c in conversations)
+    try:
+        if name in ("base", "llm_judge", "factscore"):
+            backend = backends.base()
+            if name == "base":
+                cfg = recipe.engine_config("base")
+                programs = [vista_program(c, cfg) for c in conversations]
+                run.description = {**_describe_local(backend, "fewshot"), "stage2": cfg.stage2, "stage3": cfg.stage3}
+            else:
+                bcfg = _baseline_config(recipe)
+                programs = baseline_programs(name, conversations, bcfg)
+                run.description = {**_describe_local(backend, "fewshot"), "baseline": name}
+            run.description["load_s"] = backends.load_s.get("base")
+        elif name == "student":
+            backend = backends.student()
+            cfg = recipe.engine_config("student")
+            style = cfg.style
+            programs = [vista_program(c, cfg) for c in conversations]
+            run.description = {**_describe_local(backend, style, {k: str(v) for k, v in backend.adapters.items()}),
+                               "stage2": cfg.stage2, "stage3": cfg.stage3, "load_s": backends.load_s.get("student")}
+        elif name == "teacher":
+            backend, programs, run.description = _teacher(recipe, conversations, out_dir)
+        else:
+            raise EvalError(f"eval.systems: unknown system {name!r}; valid: {', '.join(SYSTEMS)}")
+    except SystemSkipped as e:
+        run.status, run.reason = "skipped", str(e)
+        return run
+    except EvalError:
+        raise
+    except Exception as e:   # a teacher server that is down, a broken adapter: report, go on
+        log.exception("system %s could not start", name)
+        run.status, run.reason = "failed", f"{type(e).__name__}: {e}"
+        return run
+    meter_backend = getattr(backend, "core_for_stats", backend)
+    bar = RequestBar(f"eval {name}", getattr(backend, "progress_target", backend), enabled=progress,
+                     mininterval=1.0)
+    try:
+        with Meter(meter_backend) as meter:
+            results = run_programs(programs, backend, batched=True, on_issue=bar.on_issue if progress else None)
+    except Exception as e:
+        log.exception("system %s failed", name)
+        run.status, run.reason = "failed", f"{type(e).__name__}: {e}"
+        return run
+    finally:
+        bar.close()
+    run.records = _records(results)
+    run.efficiency = meter.report(scored)
+    if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)
+        how = Counter(str((r.get("judge") or {}).get("parsed_from")) for r in run.records if r["scored"])
+        run.description["judge_parsed_from"] = {k.replace("None", "unread"): v for k, v in sorted(how.items())}
+    if name == "student":
+        del backend
+        _free_memory()
+    cost = cost_per_1k_turns(recipe, name, run.efficiency)
+    run.efficiency["cost_per_1k_turns"] = cost
+    return run
+
+
+class _TeacherChain:
+    """The teacher's backend chain with the innermost backend exposed for stats and progress."""
+
+    def __init__(self, teacher: Any) -> None:
+        self.teacher = teacher
+        self.name = teacher.name
+        self.core_for_stats = teacher.core
+        self.progress_target = teacher.core
+
+    def run(self, requests: list) -> list:
+        return self.teacher.backend.run(requests)
+
+
+def _teacher(recipe: Recipe, conversations: list[Conversation], out_dir: Path) -> tuple[Any, list, dict[str, Any]]:
+    from ..backends.cache import CallCache
+    from ..backends.teacher import build_teacher
+
+    distill_dir = Path(recipe.resolve(recipe.distill.output_dir))
+    calls = distill_dir / "calls"
+    cache_dir = calls if calls.is_dir() else out_dir / "teacher_calls"
+    cache = CallCache(cache_dir)
+    before = len(cache)
+    teacher = build_teacher(recipe, conversations, cache)
+    cfg = recipe.engine_config("teacher")
+    programs = [vista_program(c, cfg) for c in conversations]
+    desc = {**teacher.description, "call_cache": str(cache_dir), "cache_entries_before": before,
+            "prompts": cfg.style, "stage2": cfg.stage2, "stage3": cfg.stage3}
+    if recipe.teacher.backend == "labels":
+        desc["note"] = ("labels teacher: stages 1-3 are answered from the human claim labels of the test "
+                        "material itself, so its claim scores are an upper bound, not an independent system")
+    return _TeacherChain(teacher), programs, desc

@@ -1,0 +1,419 @@
+"""Prompt templates for the VISTA pipeline, its baselines and the distilled students.
+
+The few-shot prompts of stages 1-3 and the LLM-as-Judge prompt are the method's specification; their
+text (:mod:`.appendix`) is reproduced verbatim from Lewis et al., "VISTA Score: Verification In Sequential Turn-based
+Assessment", arXiv 2510.27052, Appendix A.1 (stages 1-3) and A.2 (LLM-as-Judge): the same
+instructions, the same worked examples, the appendix's speaker names ("wizard" / "apprentice").
+Layout follows the authors' released code: the instructions are the system message (without the
+"INSTRUCTIONS:" header), each worked example is a user/assistant pair whose assistant message is the
+text after "DECOMPOSITION:" / "CATEGORY:", single newlines inside a block and one blank line between
+blocks. ``tests/test_prompts.py`` checks them against a verbatim copy of the appendix.
+
+Written for this project (not from the paper): the optional stage 4 (does the target turn contradict
+the earlier conversation?), a FActScore-style baseline (Min et al., 2023: decompose the turn without
+any context, then check each atomic fact against the reference alone) and the ``compact`` prompts
+used by fine-tuned students (a short task line with the labels, the same target fields, no examples).
+
+Output conventions that the parsers rely on: stage 1 and ``factscore_decompose`` answer with a
+numbered list, stage 2 and ``factscore_verify`` with a bare label, stage 3 and stage 4 with
+"LABEL. explanation", the judge with JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .appendix import (
+    LLM_JUDGE_INSTRUCTIONS,
+    STAGE1_EXAMPLES,
+    STAGE1_INSTRUCTIONS,
+    STAGE2_EXAMPLES,
+    STAGE2_INSTRUCTIONS,
+    STAGE3_EXAMPLES,
+    STAGE3_INSTRUCTIONS,
+)
+from .stages import LABELS
+
+__all__ = [
+    "Example",
+    "Speakers",
+    "PromptTemplate",
+    "PROMPT_NAMES",
+    "STYLES",
+    "PROMPTS_VERSION",
+    "get_template",
+    "stage1_input",
+    "stage2_input",
+    "stage3_input",
+    "stage4_input",
+    "judge_input",
+    "factscore_decompose_input",
+    "factscore_verify_input",
+    "build_messages",
+]
+
+PROMPTS_VERSION = "1"
+NA = "N/A"
+STYLES = ("fewshot", "compact")
+PROMPT_NAMES = (
+    "stage1",
+    "stage2",
+    "stage3",
+    "stage4",
+    "llm_judge",
+    "factscore_decompose",
+    "factscore_verify",
+)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One worked example: a user message and the assistant's answer."""
+
+    input: str
+    output: str
+
+
+@dataclass(frozen=True)
+class Speakers:
+    """Names given to the two dialogue roles in prompts.
+
+    The default is the appendix's ("apprentice", "wizard"); ``Speakers("user", "assistant")``
+    reproduces the authors' released code.
+    """
+
+    user: str = "apprentice"
+    assistant: str = "wizard"
+
+    def name(self, role: str) -> str:
+        """Speaker name for a conversation role ("user" / "assistant")."""
+        if role == "user":
+            return self.user
+        if role == "assistant":
+            return self.assistant
+        raise ValueError(f"unknown role {role!r}; expected 'user' or 'assistant'")
+
+
+DEFAULT_SPEAKERS = Speakers()
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A system instruction, its worked examples and the labels the answer is drawn from."""
+
+    name: str
+    style: str
+    instructions: str
+    examples: tuple[Example, ...]
+    labels: tuple[str, ...] = ()
+    version: str = PROMPTS_VERSION
+
+    @property
+    def fingerprint(self) -> str:
+        """First 12 hex digits of a sha256 over everything that shapes the prompt (a cache key)."""
+        payload = json.dumps(
+            {
+                "name": self.name,
+                "style": self.style,
+                "instructions": self.instructions,
+                "examples": [[e.input, e.output] for e in self.examples],
+                "labels": list(self.labels),
+                "version": self.version,
+            },
+            ensure_ascii=False,
+            sort_keys=True,
+        )
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------------------------------
+# Target-message builders (shared by the worked examples, so examples and target use one layout)
+# --------------------------------------------------------------------------------------------------
+
+
+def _history_lines(history: Sequence[tuple[str, str]], speakers: Speakers) -> str:
+    if not history:
+        return NA
+    return "\n".join(f"{speakers.name(role)}: {text}" for role, text in history)
+
+
+def _numbered(items: Sequence[str]) -> str:
+    if not items:
+        return NA
+    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
+
+
+def stage1_input(
+    history: Sequence[tuple[str, str]], target: str, speakers: Speakers = DEFAULT_SPEAKERS
+) -> str:
+    """Stage 1 user message: the conversation so far and the (assistant) target turn."""
+    return (
+        f"CONVERSATION HISTORY:\n{_history_lines(history, speakers)}\n\n"
+        f"TARGET TURN:\n{speakers.assistant}: {target}"
+    )
+
+
+def stage2_input(background: Sequence[str], reference: str, claim: str) -> str:
+    """Stage 2 user message: numbered background claims, the reference text and one claim."""
+    return (
+        f"BACKGROUND KNOWLEDGE:\n{_numbered(background)}\n\n"
+        f"REFERENCE TEXT:\n{reference}\n\n"
+        f"CLAIM:\n{claim}"
+    )
+
+
+def stage3_input(background: Sequence[str], reference: str, claim: str) -> str:
+    """Stage 3 user message: the same fields as stage 2."""
+    return stage2_input(background, reference, claim)
+
+
+def stage4_input(
+    history: Sequence[tuple[str, str]], target: str, speakers: Speakers = DEFAULT_SPEAKERS
+) -> str:
+    """Stage 4 user message: the same layout as stage 1."""
+    return stage1_input(history, target, speakers)
+
+
+def judge_input(
+    history: Sequence[tuple[str, str]], reference: str, answer: str, speakers: Speakers = DEFAULT_SPEAKERS
+) -> str:
+    """LLM-as-Judge user message (Appendix A.2): context, retrieved document(s), answer, task."""
+    return (
+        f"CONVERSATION CONTEXT\n{_history_lines(history, speakers)}\n\n"
+        f"RETRIEVED DOCUMENT(S)\n{reference}\n\n"
+        f"ANSWER\n{answer}\n\n"
+        "TASK\nDoes the answer contain any hallucinated content? Respond in the JSON format described."
+    )
+
+
+def factscore_decompose_input(target: str) -> str:
+    """FActScore-style decomposition input: the target turn alone, no history."""
+    return f"TEXT:\n{target}"
+
+
+def factscore_verify_input(reference: str, claim: str) -> str:
+    """FActScore-style verification input: the reference and one claim, nothing else."""
+    return f"REFERENCE TEXT:\n{reference}\n\nCLAIM:\n{claim}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Written for this project: stage 4, FActScore-style baseline, compact student prompts
+# --------------------------------------------------------------------------------------------------
+
+_U, _A = "user", "assistant"
+
+STAGE4_INSTRUCTIONS = """\
+Determine whether the TARGET TURN contradicts anything said earlier in the CONVERSATION HISTORY.
+
+- Compare the statements in the TARGET TURN with every earlier turn, by either speaker.
+- A contradiction is a statement that cannot be true together with an earlier one (e.g., a different \
+name, number, time, or place for the same thing).
+- New information, changes of topic, opinions, and expressions of uncertainty are not contradictions.
+- Do NOT use outside knowledge; judge only consistency with the conversation.
+
+Answer YES or NO, then a period and one short sentence explaining why."""
+
+# (history, target, answer)
+_STAGE4_EXAMPLES: tuple[tuple[tuple[tuple[str, str], ...], str, str], ...] = (
+    (
+        (
+            (_U, "When does the museum open on Saturdays?"),
+            (_A, "COSI opens at 10 a.m. on Saturdays."),
+            (_U, "Great, and when does it close?"),
+        ),
+        "It closes at 5 p.m. Since it opens at 9 a.m., you'll have eight hours to explore.",
+        "YES. The wizard earlier said COSI opens at 10 a.m. on Saturdays, but now says it opens at 9 a.m.",
+    ),
+    (
+        (
+            (_U, "Is the planetarium show included in admission?"),
+            (_A, "No, the planetarium show needs a separate ticket."),
+            (_U, "How long is the show?"),
+        ),
+        "The show lasts about 25 minutes, and you can buy tickets at the Box Office.",
+        "NO. The wizard adds new details about the show that are consistent with the earlier turns.",
+    ),
+    (
+        (
+            (_U, "Hi, my name is Marie. Where are the dinosaur exhibits?"),
+            (_A, "The dinosaur exhibits are on the second floor."),
+        ),
+        "Enjoy your visit, Anna!",
+        "YES. The apprentice said her name is Marie, but the wizard calls her Anna.",
+    ),
+)
+
+FACTSCORE_DECOMPOSE_INSTRUCTIONS = """\
+Break the TEXT into atomic facts. An atomic fact is a short, self-contained statement that conveys \
+exactly one piece of information.
+
+- Use only the TEXT; do not add information from elsewhere.
+- Replace pronouns with the names they refer to when the TEXT makes this clear.
+- Format your output as a numbered list, one fact per line, with no other commentary."""
+
+_FACTSCORE_DECOMPOSE_EXAMPLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "The Eiffel Tower was completed in 1889, and it is about 330 metres tall.",
+        ("The Eiffel Tower was completed in 1889.", "The Eiffel Tower is about 330 metres tall."),
+    ),
+    (
+        "Sure! The planetarium show lasts 25 minutes and is narrated by a live astronomer.",
+        (
+            "The planetarium show lasts 25 minutes.",
+            "The planetarium show is narrated by a live astronomer.",
+        ),
+    ),
+)
+
+FACTSCORE_VERIFY_INSTRUCTIONS = """\
+Decide whether the CLAIM is supported by the REFERENCE TEXT.
+
+- SUPPORTED: the REFERENCE TEXT states the claim or directly implies it.
+- NOT SUPPORTED: the REFERENCE TEXT contradicts the claim or does not contain enough information to \
+confirm it.
+
+Return ONLY the label."""
+
+_REF_ZOO = (
+    "The Columbus Zoo and Aquarium is located in Powell, Ohio. It opened in 1927 and is home to more than "
+    "10,000 animals."
+)
+# (reference, claim, label)
+_FACTSCORE_VERIFY_EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    (_REF_ZOO, "The Columbus Zoo and Aquarium opened in 1927.", "SUPPORTED"),
+    (_REF_ZOO, "The Columbus Zoo and Aquarium is the largest zoo in Ohio.", "NOT SUPPORTED"),
+)
+
+COMPACT_INSTRUCTIONS = {
+    "stage1": (
+        "Decompose the TARGET TURN of the conversation into atomic, standalone claims, resolving references "
+        "and including presuppositions.\n"
+        "Output only a numbered list, one claim per line."
+    ),
+    "stage2": (
+        "Can the CLAIM be verified as true using only the BACKGROUND KNOWLEDGE and REFERENCE TEXT?\n"
+        "Answer with one label only: VERIFIED or UNVERIFIABLE."
+    ),
+    "stage3": (
+        "The CLAIM could not be verified from the REFERENCE TEXT. Say why with one label:\n"
+        "OUT-OF-SCOPE (opinion, recommendation, personal experience or remark), CONTRADICTED (the reference "
+        "contradicts it), LACKING EVIDENCE (factual but unconfirmed), ABSTENTION (refusal or lack of "
+        "knowledge).\n"
+        "Answer as: LABEL. short explanation"
+    ),
+    "stage4": (
+        "Does the TARGET TURN contradict an earlier turn of the CONVERSATION HISTORY?\n"
+        "Answer as: YES or NO, then a period and a short reason."
+    ),
+}
+
+_LABELS = {
+    **LABELS,
+    "llm_judge": (),
+    "factscore_decompose": (),
+    "factscore_verify": ("SUPPORTED", "NOT SUPPORTED"),
+}
+
+
+def _numbered_output(items: Sequence[str]) -> str:
+    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
+
+
+def _build_templates() -> dict[tuple[str, str], PromptTemplate]:
+    fewshot: dict[str, tuple[str, tuple[Example, ...]]] = {
+        "stage1": (
+            STAGE1_INSTRUCTIONS,
+            tuple(Example(stage1_input(h, t), _numbered_output(d)) for h, t, d in STAGE1_EXAMPLES),
+        ),
+        "stage2": (
+            STAGE2_INSTRUCTIONS,
+            tuple(Example(stage2_input(b, r, c), a) for b, r, c, a in STAGE2_EXAMPLES),
+        ),
+        "stage3": (
+            STAGE3_INSTRUCTIONS,
+            tuple(Example(stage3_input(b, r, c), a) for b, r, c, a in STAGE3_EXAMPLES),
+        ),
+        "stage4": (
+            STAGE4_INSTRUCTIONS,
+            tuple(Example(stage4_input(h, t), a) for h, t, a in _STAGE4_EXAMPLES),
+        ),
+        "llm_judge": (LLM_JUDGE_INSTRUCTIONS, ()),
+        "factscore_decompose": (
+            FACTSCORE_DECOMPOSE_INSTRUCTIONS,
+            tuple(
+                Example(factscore_decompose_input(t), _numbered_output(f))
+                for t, f in _FACTSCORE_DECOMPOSE_EXAMPLES
+            ),
+        ),
+        "factscore_verify": (
+            FACTSCORE_VERIFY_INSTRUCTIONS,
+            tuple(Example(factscore_verify_input(r, c), a) for r, c, a in _FACTSCORE_VERIFY_EXAMPLES),
+        ),
+    }
+    out: dict[tuple[str, str], PromptTemplate] = {}
+    for name, (instructions, examples) in fewshot.items():
+        out[name, "fewshot"] = PromptTemplate(name, "fewshot", instructions, examples, _LABELS[name])
+    for name, instructions in COMPACT_INSTRUCTIONS.items():
+        out[name, "compact"] = PromptTemplate(name, "compact", instructions, (), _LABELS[name])
+    return out
+
+
+_TEMPLATES = _build_templates()
+
+
+def get_template(name: str, style: str = "fewshot") -> PromptTemplate:
+    """The template for a prompt name and style; ValueError lists what exists."""
+    if name not in PROMPT_NAMES:
+        raise ValueError(f"unknown prompt name {name!r}; valid names: {', '.join(PROMPT_NAMES)}")
+    if style not in STYLES:
+        raise ValueError(f"unknown prompt style {style!r}; valid styles: {', '.join(STYLES)}")
+    try:
+        return _TEMPLATES[name, style]
+    except KeyError:
+        have = [s for (n, s) in _TEMPLATES if n == name]
+        raise ValueError(
+            f"prompt {name!r} has no {style!r} style; valid styles for it: {', '.join(have)}"
+        ) from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Messages and rendering
+# --------------------------------------------------------------------------------------------------
+
+_NAME_RE = re.compile(r"\b(wizard|apprentice|Wizard|Apprentice)\b")
+
+
+def _substitute(text: str, speakers: Speakers) -> str:
+    """Replace the appendix's speaker names by ``speakers`` (whole words, one pass)."""
+    mapping = {"wizard": speakers.assistant, "apprentice": speakers.user}
+
+    def repl(m: re.Match[str]) -> str:
+        word = m.group(1)
+        new = mapping[word.lower()]
+        return new[:1].upper() + new[1:] if word[0].isupper() else new
+
+    return _NAME_RE.sub(repl, text)
+
+
+def build_messages(
+    template: PromptTemplate, target_input: str, speakers: Speakers = DEFAULT_SPEAKERS
+) -> list[dict[str, str]]:
+    """Chat messages: system instructions, one user/assistant pair per example, the target as user.
+
+    ``target_input`` is used as is (build it with the same ``speakers``); the appendix names in the
+    instructions and examples are substituted when ``speakers`` is not the default.
+    """
+
+    def sub(text: str) -> str:
+        return text if speakers == DEFAULT_SPEAKERS else _substitute(text, speakers)
+
+    messages = [{"role": "system", "content": sub(template.instructions)}]
+    for ex in template.examples:
+        messages.append({"role": "user", "content": sub(ex.input)})
+        messages.append({"role": "assistant", "content": sub(ex.output)})
+    messages.append({"role": "user", "content": target_input})
+    return messages

@@ -1,0 +1,101 @@
+"""The recipe object (config.py): typed fields checked when a recipe loads, moved and dead keys named,
+one pipeline section read by every role, and ``vista-distill score`` options as recipe overrides."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vista_distill.config import MOVED, RecipeError, load_recipe
+from vista_distill.pipeline.engine import RULES
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "recipes" / "demo-cpu.yaml"
+
+
+@pytest.mark.parametrize("override,message", [
+    ("teacher.backend=vllm", r"demo-cpu.yaml: teacher.backend: 'vllm' is not one of transformers, openai, labels"),
+    ("teacher.prompt_style=chatty", r"teacher.prompt_style: 'chatty' is not one of fewshot, compact"),
+    ("teacher.stage3=guess", r"teacher.stage3: 'guess' is not one of score, generate"),
+    ("data.leaks=ignore", r"data.leaks: 'ignore' is not one of error, drop-test, drop-train"),
+    ("distill.rule=lenient", r"distill.rule: 'lenient' is not one of safe, strict, authors"),
+    ("eval.rules=[safe, lenient]", r"eval.rules\[1\]: 'lenient' is not one of"),
+    ("eval.mcnemar=fisher", r"eval.mcnemar: 'fisher' is not one of exact, chi2, chi2-cc"),
+    ("train.class_balance=oversample", r"train.class_balance: 'oversample' is not one of none, sampler, weights"),
+    ("pipeline.student_prompt_style=long", r"pipeline.student_prompt_style: 'long' is not one of"),
+    ("pipeline.max_new_tokens={stage9: 3}", r"pipeline.max_new_tokens: unknown stage\(s\) \['stage9'\]"),
+    ("teacher.max_new_tokens={llm_judge: 3}", r"teacher.max_new_tokens: unknown stage\(s\) \['llm_judge'\]"),
+    ("pipeline.colour=red", r"pipeline: unknown key\(s\) \['colour'\]"),
+])
+def test_bad_values_fail_at_load_naming_file_and_key(override, message):
+    with pytest.raises(RecipeError, match=message):
+        load_recipe(DEMO, [override])
+
+
+@pytest.mark.parametrize("key", sorted(MOVED))
+def test_moved_and_dead_keys_say_where_they_went(key, tmp_path):
+    section = {"TeacherConfig": "teacher", "DistillConfig": "distill", "EvalSettings": "eval"}[key.split(".")[0]]
+    leaf = key.split(".")[1]
+    raw = yaml.safe_load(DEMO.read_text())
+    raw.setdefault(section, {})[leaf] = {} if leaf in ("options", "max_new_tokens") else "x"
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(RecipeError) as err:
+        load_recipe(path)
+    assert f"old.yaml: {section}.{leaf}: " in str(err.value)
+    assert ("pipeline." in str(err.value)) == (leaf != "options")
+
+
+def test_every_shipped_recipe_loads_with_a_pipeline_section():
+    for path in sorted((ROOT / "recipes").glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text())
+        assert "pipeline" in raw, path.name
+        r = load_recipe(path)
+        assert r.pipeline.student_prompt_style == "compact" and r.distill.rule in RULES
+
+
+def test_one_pipeline_section_sets_every_role():
+    r = load_recipe(DEMO, ["pipeline.speakers=user,assistant", "pipeline.max_claims=5",
+                           "pipeline.max_new_tokens={stage1: 40, llm_judge: 20}",
+                           "teacher.max_new_tokens={stage1: 80}"])
+    teacher, student, base = (r.engine_config(role) for role in ("teacher", "student", "base"))
+    assert {c.speakers.user for c in (teacher, student, base)} == {"user"}
+    assert {c.speakers.assistant for c in (teacher, student, base)} == {"assistant"}
+    assert {c.max_claims for c in (teacher, student, base)} == {5}
+    assert (teacher.style, student.style, base.style) == ("fewshot", "compact", "fewshot")
+    # budgets: engine defaults < pipeline < the teacher's own; baseline prompts are not engine stages
+    assert (teacher.max_new_tokens["stage1"], student.max_new_tokens["stage1"], base.max_new_tokens["stage1"]) \
+        == (80, 40, 40)
+    assert "llm_judge" not in student.max_new_tokens and student.max_new_tokens["stage3"] == 96
+    # the local teacher scores stage 2 by likelihood (recipe: stage3 score); an OpenAI teacher generates
+    assert (teacher.stage2, teacher.stage3) == ("score", "score")
+    served = load_recipe(DEMO, ["teacher.backend=openai", "teacher.stage3=null"]).engine_config("teacher")
+    assert (served.stage2, served.stage3) == ("generate", "generate")
+
+
+def test_score_options_are_recipe_overrides(tmp_path, sample_path):
+    """The real CLI: a bad option value is reported against its recipe key before any model loads."""
+    bad = subprocess.run([sys.executable, "-m", "vista_distill", "score", "--input", str(sample_path), "--output",
+                          str(tmp_path / "o.jsonl"), "--max-claims", "3", "pipeline.student_prompt_style=long"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert "<recipe>: pipeline.student_prompt_style: 'long' is not one of fewshot, compact" in bad.stderr
+    bad_json = subprocess.run([sys.executable, "-m", "vista_distill", "score", "--input", str(sample_path),
+                               "--output", str(tmp_path / "o.jsonl"), "--chat-template-kwargs", "{nope"],
+                              capture_output=True, text=True, cwd=tmp_path)
+    assert bad_json.returncode != 0 and "--chat-template-kwargs is not JSON" in bad_json.stderr
+
+
+def test_scorer_from_recipe_takes_the_student_and_pipeline(tmp_path):
+    from vista_distill.backends.labels import LabelsBackend
+    from vista_distill.scorer import VistaScorer
+
+    r = load_recipe(DEMO, ["pipeline.max_claims=3", "pipeline.speakers=user,assistant"])
+    plain = VistaScorer.from_recipe(r, backend=LabelsBackend([]))
+    assert (plain.config.style, plain.config.max_claims, plain.config.speakers.user) == ("fewshot", 3, "user")
+    student = VistaScorer.from_recipe(r, adapters=str(tmp_path), backend=LabelsBackend([]))
+    assert student.config.style == "compact"

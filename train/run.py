@@ -1,0 +1,251 @@
+"""Running a stage: prepare it (silver data tokenized, model + LoRA in a trainer), resume from its last
+complete checkpoint, train, and write the adapter with its summary and model card.
+
+What a stage does:
+
+* reads ``<silver_dir>/<stage>/`` and ``<silver_dir>/manifest.json`` (:mod:`.silver_data`);
+* tokenizes each example exactly as the scorer's ``TransformersBackend`` encodes prompts, the answer
+  followed by the template's end-of-turn token (:mod:`.encoding`), and hands TRL the processed dataset
+  (``input_ids`` + ``completion_mask``, ``completion_only_loss=True``);
+* drops examples longer than ``train.max_length`` instead of truncating them (a truncated completion
+  would lose its end-of-turn token), counted in the model card;
+* stages 2 and 3: ``train.class_balance`` (:mod:`.balance`, :mod:`.trainer`);
+* writes ``<output_dir>/<stage>/``: the adapter, the tokenizer, ``README.md`` (model card) and
+  ``training_summary.json`` (:mod:`.model_card`); checkpoints ``checkpoint-N/`` beside them, and a rerun
+  resumes from the last complete one (refused when they come from other silver data or another base model).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import Recipe, RecipeError
+from .balance import CLASS_BALANCE, class_weights
+from .encoding import encode_split, end_of_turn
+from .hf_configs import build_lora_config, build_quantization_config, build_sft_config, training_hardware
+from .model_card import SUMMARY_NAME, stage_summary, write_model_card
+from .silver_data import (
+    STAGE_CLASSES,
+    STAGES,
+    TrainError,
+    load_silver,
+    read_manifest,
+    silver_fingerprint,
+    silver_root,
+)
+from .trainer import trainer_class
+
+log = logging.getLogger(__name__)
+
+RUN_INFO = "run_info.json"
+
+
+def stage_output_dir(recipe: Recipe, stage: str) -> Path:
+    """``checkpoints/<recipe>/<stage>/``: what the scorer's ``--adapters checkpoints/<recipe>`` reads."""
+    return Path(recipe.resolve(recipe.train.output_dir)) / stage
+
+
+def last_checkpoint(output_dir: str | Path) -> Path | None:
+    """The newest ``checkpoint-N`` whose ``trainer_state.json`` parses (a kill mid-save leaves it
+    absent or torn)."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return None
+    found = []
+    for p in root.iterdir():
+        m = re.fullmatch(r"checkpoint-(\d+)", p.name)
+        if m and p.is_dir():
+            found.append((int(m.group(1)), p))
+    for _, path in sorted(found, reverse=True):
+        try:
+            json.loads((path / "trainer_state.json").read_text())
+        except (OSError, ValueError):
+            log.warning("%s: incomplete checkpoint (no readable trainer_state.json), skipped", path)
+            continue
+        return path
+    return None
+
+
+@dataclass
+class StageRun:
+    """A prepared stage: the trainer and what the model card needs to know."""
+
+    recipe: Recipe
+    stage: str
+    trainer: Any
+    output_dir: Path
+    silver_dir: Path
+    manifest: dict[str, Any]
+    silver: Any                      # the raw DatasetDict
+    eos_token: str
+    class_balance: str
+    weights: dict[str, float]
+    dropped: tuple[int, int]         # (train, test) examples over max_length
+    resume: Path | None
+    fingerprint: str                 # of the stage's silver data
+    hardware: dict[str, Any] | None = None   # precision, threads and machine (hardware.RunHardware)
+
+
+def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
+    """Load and tokenize the stage's silver data and build the trainer (model + LoRA); no training yet."""
+    from transformers import AutoTokenizer
+
+    from ..backends.models import resolve_model
+
+    if stage not in STAGES:
+        raise TrainError(f"unknown stage {stage!r}; expected one of {list(STAGES)}")
+    t = recipe.train
+    if t.class_balance not in CLASS_BALANCE:
+        raise RecipeError(f"{recipe.path}: train.class_balance {t.class_balance!r}; expected one of "
+                          f"{list(CLASS_BALANCE)}")
+    precision, hw = training_hardware(recipe)
+    root = silver_root(recipe)
+    manifest = read_manifest(root)
+    dd = load_silver(root, stage)
+    out = stage_output_dir(recipe, stage)
+    model_path = resolve_model(recipe.student.model)
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    eot, eot_id = end_of_turn(tokenizer)
+
+    mode = t.class_balance if stage in STAGE_CLASSES else "none"
+    weights = class_weights(list(dd["train"]["label"]), t.class_weight_cap) if mode != "none" else {}
+    kw = recipe.student.chat_template_kwargs   # the same template variables the scorer renders with
+    train_ds, dropped_train = encode_split(dd["train"], tokenizer, eot_id, t.max_length,
+                                           weights if mode == "weights" else None, kw)
+    if len(train_ds) == 0:
+        raise TrainError(f"{root / stage}[train]: no example fits train.max_length={t.max_length}")
+    test = dd["test"] if "test" in dd and len(dd["test"]) else None
+    eval_ds, dropped_test = None, 0
+    if test is not None:
+        eval_ds, dropped_test = encode_split(test, tokenizer, eot_id, t.max_length, template_kwargs=kw)
+    if eval_ds is not None and len(eval_ds) == 0:
+        eval_ds = None
+    sample_weights = [weights[lab] for lab in train_ds["label"]] if mode == "sampler" else None
+    train_ds = train_ds.remove_columns("label")
+    if eval_ds is not None:
+        eval_ds = eval_ds.remove_columns("label")
+
+    fingerprint = silver_fingerprint(dd, manifest, stage)
+    resume = last_checkpoint(out) if t.resume else None
+    if resume is not None:
+        _check_same_run(out, {"silver_fingerprint": fingerprint, "base_model": recipe.student.model})
+    args = build_sft_config(recipe, out, eot, has_eval=eval_ds is not None, resuming=resume is not None,
+                            precision=precision)
+    trainer = trainer_class()(
+        model=model_path, args=args, train_dataset=train_ds, eval_dataset=eval_ds, processing_class=tokenizer,
+        peft_config=build_lora_config(recipe), sample_weights=sample_weights,
+        quantization_config=build_quantization_config(recipe, precision),
+    )
+    return StageRun(recipe, stage, trainer, out, root, manifest, dd, eot, mode, weights,
+                    (dropped_train, dropped_test), resume, fingerprint, hw.to_dict())
+
+
+def _check_same_run(out: Path, info: dict[str, Any]) -> None:
+    """Refuse to resume checkpoints made from other silver data or another base model."""
+    path = out / RUN_INFO
+    try:
+        before = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    diff = {k: (before.get(k), v) for k, v in info.items() if before.get(k) != v}
+    if diff:
+        what = ", ".join(f"{k} {a!r} then, {b!r} now" for k, (a, b) in diff.items())
+        raise TrainError(f"{out}: its checkpoints come from another run ({what}); set train.resume=false to "
+                         "start over, or choose another train.output_dir")
+
+
+def _finished(recipe: Recipe, stage: str) -> dict[str, Any] | None:
+    """The saved summary when the stage's last checkpoint already completed the run these settings plan
+    on the same silver data and base model; checked before any model is loaded.
+
+    (The Trainer resumed from a final checkpoint would train one more step and overwrite the summary.)
+    """
+    t = recipe.train
+    out = stage_output_dir(recipe, stage)
+    resume = last_checkpoint(out) if t.resume else None
+    if resume is None:
+        return None
+    try:
+        state = json.loads((resume / "trainer_state.json").read_text())
+        summary = json.loads((out / SUMMARY_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    root = silver_root(recipe)
+    hp = summary.get("hyperparameters") or {}
+    planned = (t.num_train_epochs, t.options.get("max_steps", t.max_steps), t.per_device_train_batch_size,
+               t.gradient_accumulation_steps, silver_fingerprint(load_silver(root, stage), read_manifest(root), stage),
+               recipe.student.model)
+    saved = (hp.get("num_train_epochs"), hp.get("max_steps"), hp.get("per_device_train_batch_size"),
+             hp.get("gradient_accumulation_steps"), (summary.get("silver") or {}).get("fingerprint"),
+             summary.get("base_model_arg"))
+    step = state.get("global_step", 0)
+    if planned == saved and step >= state.get("max_steps", step + 1) and \
+            (summary.get("results") or {}).get("global_step") == step:
+        return summary
+    return None
+
+
+def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
+    """Train (or resume) one stage's adapter; returns the training summary (also written to disk).
+
+    A stage whose last checkpoint finished the planned run is not trained again: its summary is returned."""
+    import gc
+
+    import torch
+
+    done = _finished(recipe, stage)
+    if done is not None:
+        from accelerate import PartialState
+
+        if PartialState().is_main_process:
+            print(f"[{stage}] already trained ({done['results']['global_step']} steps) in "
+                  f"{stage_output_dir(recipe, stage)}; train.resume=false starts over", flush=True)
+        return done
+    run = prepare_stage(recipe, stage)
+    trainer, out = run.trainer, run.output_dir
+    if run.resume is not None:
+        trainer.accelerator.print(f"[{stage}] resuming from {run.resume} (train.resume=false starts over)")
+    if trainer.accelerator.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RUN_INFO).write_text(json.dumps({"silver_fingerprint": run.fingerprint,
+                                                "base_model": recipe.student.model}, indent=2))
+    start = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=str(run.resume) if run.resume is not None else None)
+    runtime = time.perf_counter() - start
+    trainer.save_model(str(out))
+
+    summary = stage_summary(run, result, runtime)
+    if trainer.accelerator.is_main_process:
+        (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=2, default=str))
+        write_model_card(out / "README.md", summary)  # after save_model: PEFT writes its own README there
+    trainer.accelerator.wait_for_everyone()
+    del trainer, run
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return summary
+
+
+def train_stages(recipe: Recipe, stages: Sequence[str] | str = "all") -> list[dict[str, Any]]:
+    """Train stages in order (``"all"``: ``recipe.train.stages``)."""
+    if stages == "all":
+        todo = list(recipe.train.stages)
+    else:
+        todo = [stages] if isinstance(stages, str) else list(stages)
+    bad = [s for s in todo if s not in STAGES]
+    if bad:
+        raise TrainError(f"unknown stage(s) {bad}; expected {list(STAGES)}")
+    from accelerate import PartialState
+
+    training_hardware(recipe, announce=PartialState().is_main_process)
+    return [train_stage(recipe, s) for s in todo]

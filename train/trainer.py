@@ -1,0 +1,84 @@
+"""The stage trainer: TRL's ``SFTTrainer`` with class balance (:mod:`.balance`).
+
+TRL builds the labels from the processed dataset's ``completion_mask`` (``completion_only_loss``), so
+prompt tokens get ``-100``. ``train.class_balance`` ``sampler`` replaces the train sampler with
+:class:`BalancedSampler`; ``weights`` multiplies each example's token losses by its class weight
+(a ``class_weight`` column, kept through collation), with TRL's normaliser. Eval loss is never weighted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .balance import BalancedSampler
+from .silver_data import TrainError
+
+
+def trainer_class():
+    """``SFTTrainer`` subclass with class-balanced sampling / loss weights (built lazily: TRL is heavy)."""
+    import torch
+    from trl import SFTTrainer
+
+    class VistaSFTTrainer(SFTTrainer):
+        def __init__(self, *args: Any, sample_weights: Sequence[float] | None = None, **kwargs: Any) -> None:
+            self.sample_weights = sample_weights
+            super().__init__(*args, **kwargs)
+            self.data_collator = _KeepWeights(self.data_collator)
+
+        def _get_train_sampler(self, train_dataset=None):
+            if self.sample_weights is None:
+                return super()._get_train_sampler(train_dataset)
+            return BalancedSampler(self.sample_weights, seed=self.args.seed)
+
+        def _set_signature_columns_if_needed(self) -> None:
+            super()._set_signature_columns_if_needed()
+            if "class_weight" not in self._signature_columns:
+                self._signature_columns = [*self._signature_columns, "class_weight"]
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            weights = inputs.pop("class_weight", None)
+            if weights is None or not model.training:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            if self.padding_free or "attention_mask" not in inputs:
+                raise TrainError("train.class_balance=weights needs padded batches (no padding_free/packing)")
+            # TRL's nll path with a per-example weight on each token's loss; same normaliser (tokens).
+            inputs["use_cache"] = False
+            if self.aux_loss_enabled:
+                inputs["output_router_logits"] = True
+            outputs = model(**inputs, fused_lm_head=True)
+            per_token = -outputs.log_probs * weights.to(outputs.log_probs.dtype)[:, None]
+            num_tokens = outputs.label_mask.sum() if num_items_in_batch is None else num_items_in_batch
+            loss = per_token.sum() / torch.as_tensor(num_tokens).clamp(min=1)
+            if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+                loss = loss * (self.accelerator.num_processes // self.get_tp_size())
+            if self.aux_loss_enabled:  # MoE students, as in TRL
+                steps = self.current_gradient_accumulation_steps if num_items_in_batch is not None else 1
+                loss = loss + self.router_aux_loss_coef * outputs.aux_loss / steps
+            n_valid = self.accelerator.gather_for_metrics(outputs.label_mask.sum()).sum()
+            if n_valid > 0 and outputs.is_top1 is not None:
+                correct = self.accelerator.gather_for_metrics(outputs.is_top1.sum()).sum()
+                self._metrics["train"]["mean_token_accuracy"].append((correct / n_valid).item())
+            self._total_train_tokens += self.accelerator.gather_for_metrics(
+                inputs["attention_mask"].sum()).sum().item() // self._tp_size
+            self._metrics["train"]["num_tokens"] = [self._total_train_tokens]
+            return (loss, outputs) if return_outputs else loss
+
+    return VistaSFTTrainer
+
+
+class _KeepWeights:
+    """Wraps TRL's collator so a ``class_weight`` column survives collation as a float tensor."""
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+
+    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        if not examples or "class_weight" not in examples[0]:
+            return self.base(examples)
+        weights = [ex["class_weight"] for ex in examples]
+        batch = self.base([{k: v for k, v in ex.items() if k != "class_weight"} for ex in examples])
+        batch["class_weight"] = torch.tensor(weights, dtype=torch.float32)
+        return batch
