@@ -176,16 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     from .config import RecipeError
-    from .data.io import SchemaError
+    from .data.io import SchemaError, print_error
 
     try:
         return args.func(args)
-    except SchemaError as e:  # every problem of the input, one plain line each
-        for line in e.lines():
-            print(f"error: {line}", file=sys.stderr)
-        return 2
-    except (RecipeError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (SchemaError, RecipeError, FileNotFoundError) as e:  # every problem of the input, one line each
+        print_error(e)
         return 2
 
 

@@ -3,10 +3,11 @@ eval`` and ``train/stage{1,2,3}.py``.
 
 In the style of TRL's ``TrlParser`` (``trl/scripts/sft.py``): the typed dataclass config comes from the
 YAML file given with ``--config``, and every setting can be overridden on the command line, either as
-``--section.key value`` (one option per recipe field, generated from the :class:`~vista_distill.config.Recipe`
-dataclasses, so ``--help`` lists them) or as ``section.key=value`` (deeper keys too:
-``eval.max_new_tokens.stage1=64``). Values are YAML (``true``, ``[a, b]``, ``{k: v}``, numbers); the
-overrides apply in command-line order through :func:`vista_distill.config.load_recipe`, so a later one wins.
+``--section.key value`` (one option per recipe field, generated from the
+:class:`~vista_distill.config.Recipe` dataclasses, so ``--help`` lists them) or as ``section.key=value``
+(deeper keys too: ``student.chat_template_kwargs.enable_thinking=true``). Values are YAML (``true``,
+``[a, b]``, ``{k: v}``, numbers); the overrides apply in command-line order through
+:func:`vista_distill.config.load_recipe`, so a later one wins.
 
     parser = RecipeParser(prog="train/stage2.py")          # a script
     recipe, args = parser.parse_args_and_config()

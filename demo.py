@@ -44,7 +44,7 @@ def run_demo(args: argparse.Namespace) -> int:
         overrides.append(f"teacher.model={args.teacher_model}")
     recipe = load_recipe(args.recipe, overrides + list(args.overrides))
     from .hardware import prepare_run
-    from .train.sft import training_hardware
+    from .train.hf_configs import training_hardware
 
     # One decision for the whole demo (threads: before this process adds load of its own).
     hw = prepare_run(recipe.student.dtype, recipe.train.cpu_threads, where="student.dtype", announce=False)
@@ -73,7 +73,7 @@ def run_demo(args: argparse.Namespace) -> int:
     t = _step(3, f"train: one LoRA adapter per stage on the student ({train_hw.capability.device}, weights "
                  f"{train_precision.model_dtype}, autocast {train_precision.compute_dtype}, "
                  f"{train_hw.threads.threads} thread(s))")
-    from .train.sft import train_stages
+    from .train.run import train_stages
 
     summaries = train_stages(recipe, "all")
     for s in summaries:

@@ -53,7 +53,7 @@ def thinking_off(kwargs: dict[str, Any]) -> bool:
 
 def check_hardware(recipe: Recipe, report: Report) -> None:
     from .hardware import busy_cores, choose_dtype, choose_threads, detect, usable_cores
-    from .train.sft import training_device, training_precision
+    from .train.hf_configs import training_device, training_precision
 
     cap, t = detect(), recipe.teacher
     report.info(f"machine: {cap.describe()}")

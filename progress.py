@@ -10,8 +10,8 @@ class RequestBar:
     """A tqdm bar (on stderr) counting model requests.
 
     ``target``: the backend that reports requests as they finish, through its ``progress`` attribute
-    (pointed at :meth:`update` while the bar is open); with a backend that has none, requests count as
-    done when :meth:`on_issue` announces them. ``total=0`` grows with the requests announced; ``None``
+    (pointed at :meth:`update` while the bar is open; see ``backends.base.Backend``); without a target,
+    requests count as done when :meth:`on_issue` announces them. ``total=0`` grows with the requests announced; ``None``
     leaves the bar without a total. ``postfix`` gives the text after the bar (default: the stage last
     issued); it is redrawn with the bar. A disabled bar prints nothing and leaves ``target`` alone.
     """
@@ -24,7 +24,7 @@ class RequestBar:
                         mininterval=mininterval)
         self.stage = ""
         self.postfix = postfix or (lambda: self.stage)
-        self.target = target if enabled and hasattr(target, "progress") else None
+        self.target = target if enabled else None
         if self.target is not None:
             self.target.progress = self.update
 
@@ -51,6 +51,7 @@ class RequestBar:
         self.bar.close()
         if self.target is not None:
             self.target.progress = None
+            self.target = None   # the bar keeps no model alive
 
 
 __all__ = ["RequestBar"]

@@ -103,21 +103,19 @@ class VistaScorer:
             bar, on_turn = self._progress_bar(conversations)
             on_issue = bar.on_issue
         start = time.perf_counter()
-        stats_before = dict(getattr(self.backend, "stats", {}))
+        stats_before = dict(self.backend.stats)
         try:
             per_conv = run_programs((vista_program(c, self.config, on_turn) for c in conversations),
                                     self.backend, batched=batched, on_issue=on_issue)
         finally:
             if bar is not None:
                 bar.close()
-            if hasattr(self.backend, "progress"):
-                self.backend.progress = None
         wall = time.perf_counter() - start
         records = [t.to_dict() for turns in per_conv for t in turns]
         summary = summarize(records, self.rule)
-        stats = getattr(self.backend, "stats", {})
+        stats = self.backend.stats
         summary["run"] = {
-            "backend": getattr(self.backend, "name", type(self.backend).__name__),
+            "backend": self.backend.name,
             "style": self.config.style, "stage2": self.config.stage2, "stage3": self.config.stage3,
             "batched": batched, "wall_s": wall,
             "turns_per_s": len(records) / wall if wall else None,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,15 @@ class Response:
 
 class Backend(Protocol):
     """Runs a batch of requests; output i answers request i. Must be deterministic per request,
-    whatever else is in the batch, so batched and one-at-a-time runs agree."""
+    whatever else is in the batch, so batched and one-at-a-time runs agree.
+
+    A request with ``labels`` is answered with one of them (``Response.label``: scored by likelihood,
+    or generated and parsed); one without is free generation. ``stats`` holds the backend's counters
+    (requests, calls, cache hits, failures, tokens, timings: whichever it keeps; empty when none), and
+    ``progress``, when set, is told how many requests were answered, as they are (progress bars)."""
 
     name: str
+    stats: dict[str, Any]
+    progress: Callable[[int], None] | None
 
     def run(self, requests: list[Request]) -> list[Response]: ...

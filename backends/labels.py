@@ -9,7 +9,7 @@ fallback they get an empty answer, which the engine records as a parse failure w
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..data.schema import UNVERIFIABLE, VERIFIED, Conversation
 from .base import Backend, Request, Response
@@ -47,6 +47,7 @@ class LabelsBackend:
                     if c.label is not None and turn.reference is not None:
                         self.categories[(_norm(turn.reference), _norm(c.text))] = c.label
         self.stats = {"answered": 0, "fallback": 0, "unanswered": 0}
+        self.progress: Callable[[int], None] | None = None
 
     def _answer(self, req: Request) -> Response | None:
         fields = message_fields(req.messages[-1]["content"])
@@ -83,4 +84,6 @@ class LabelsBackend:
             self.stats["unanswered"] += len(missing)
             for i in missing:
                 out[i] = Response(text="", meta={"teacher": "labels", "error": "no gold label for this request"})
+        if self.progress is not None:
+            self.progress(len(out))
         return out  # type: ignore[return-value]

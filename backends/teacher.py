@@ -48,7 +48,7 @@ def _openai(cfg: TeacherConfig, model: str | None, cache: CallCache) -> OpenAIBa
 
 def local_identity(model: str | None, dtype: str, chat_template_kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """What keys a local teacher's cached answers: the weights and chat template it renders with (digests
-    of the files on disk, see :mod:`.model_fingerprint`; a hub id not downloaded yet: its name and
+    of the files on disk, see :mod:`.fingerprint`; a hub id not downloaded yet: its name and
     revision), the template variables, the resolved dtype and greedy decoding. A local folder is keyed by
     its content, not its path, so a moved or copied model keeps its cache."""
     from .fingerprint import model_fingerprint

@@ -8,13 +8,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..data.schema import STAGE2_LABELS, STAGE3_LABELS
 from ..pipeline.parsing import parse_label
+from ..pipeline.stages import LABELS
 from .base import Backend, Request, Response
 from .cache import CallCache, call_key, messages_digest
 from .openai_compat import OpenAIBackend, TeacherError
 
-VOTED_STAGES = {"stage2": STAGE2_LABELS, "stage3": STAGE3_LABELS}
+VOTED_STAGES = {stage: LABELS[stage] for stage in ("stage2", "stage3")}   # self-consistency votes on these
 
 
 class CachedBackend:
@@ -88,6 +88,18 @@ class VotingBackend:
                                f"{getattr(inner, 'name', inner)!r} cannot draw samples")
         self.inner, self.k, self.temperature = inner, k, temperature
         self.name = inner.name
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.inner.stats
+
+    @property
+    def progress(self) -> Callable[[int], None] | None:
+        return self.inner.progress
+
+    @progress.setter
+    def progress(self, fn: Callable[[int], None] | None) -> None:
+        self.inner.progress = fn
 
     def run(self, requests: list[Request]) -> list[Response]:
         out: list[Response | None] = [None] * len(requests)

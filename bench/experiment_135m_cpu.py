@@ -84,7 +84,7 @@ def cli(*args: str, log: Path) -> float:
 def step_material(recipe: Any, pipeline_n: int, seed: int) -> dict[str, Any]:
     from vista_distill.data.io import write_conversations
     from vista_distill.data.sampling import sample_conversations
-    from vista_distill.distill.run import load_material
+    from vista_distill.data.material import load_material
 
     out = run_dir(recipe.name) / "heldout"
     out.mkdir(parents=True, exist_ok=True)
@@ -128,7 +128,8 @@ def variant_dir(recipe: Any, variant: str) -> Path:
 
 
 def step_train(recipe: Any, variant: str) -> dict[str, Any]:
-    from vista_distill.train.sft import SUMMARY_NAME, stage_output_dir
+    from vista_distill.train.model_card import SUMMARY_NAME
+    from vista_distill.train.run import stage_output_dir
 
     out: dict[str, Any] = {}
     for stage, epochs in VARIANTS[variant]["epochs"].items():
@@ -171,7 +172,8 @@ def step_claims(recipe: Any, threads: int) -> dict[str, Any]:
     from vista_distill.data.io import read_conversations
     from vista_distill.eval.significance import paired_mcnemar
     from vista_distill.pipeline.templates import build_messages, get_template
-    from vista_distill.train.sft import load_silver, stage_output_dir
+    from vista_distill.train.run import stage_output_dir
+    from vista_distill.train.silver_data import load_silver
 
     torch.set_num_threads(threads)
     silver = _heldout_silver(recipe)

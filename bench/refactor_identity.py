@@ -37,7 +37,8 @@ VISTA_FIXTURE = ROOT / "tests" / "fixtures" / "vista_human" / "dev.json"
 SAMPLE = ROOT / "data" / "samples" / "faithdial_wow_sample.jsonl"
 VOLATILE = {"wall_s", "latency_s", "created", "started", "finished", "timestamp", "time", "calls_per_s",
             "code_version", "git", "python", "torch", "transformers", "peft", "trl", "platform", "hostname",
-            "efficiency", "hardware", "environment", "versions", "threads", "elapsed_s", "cpu", "load"}
+            "efficiency", "hardware", "environment", "versions", "threads", "elapsed_s", "cpu", "load", "forward_s",
+            "turns_per_s", "load_s"}
 
 
 def _cli(*args: str) -> None:
@@ -70,7 +71,7 @@ def _resolve_model():
     try:
         from vista_distill.models import resolve_model  # before the refactor
     except ImportError:
-        from vista_distill.backends.transformers import resolve_model
+        from vista_distill.backends.models import resolve_model
     return resolve_model(None)
 
 
@@ -125,6 +126,18 @@ def collect() -> dict[str, Any]:
         return {k: _normalise(v, tmp) for k, v in outputs.items()}
 
 
+def _digests(outputs: dict[str, Any]) -> dict[str, str]:
+    """One sha256 per output, over its normalised form; eval's own fingerprint is left out (it hashes the
+    material's absolute paths; the sections it covers are compared themselves)."""
+    out = {}
+    for key, value in outputs.items():
+        value = _normalise(value, "<tmp>")
+        if key == "eval/results":
+            value = {k: v for k, v in value.items() if k != "fingerprint"}
+        out[key] = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tag")
@@ -133,6 +146,8 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     if args.compare:
         a, b = (json.loads((OUT / f"{tag}.json").read_text()) for tag in args.compare)
+        for run in (a, b):   # digests anew with today's normalisation
+            run["digests"] = _digests(run["outputs"])
         lines = [f"# Outputs {args.compare[0]} vs {args.compare[1]}", "",
                  "Written by `python bench/refactor_identity.py --compare A B` (see its docstring for the runs).", "",
                  "| output | " + " | ".join(args.compare) + " | identical |", "|---|---|---|---|"]
@@ -146,7 +161,7 @@ def main() -> int:
         print("\n".join(lines))
         return 0 if same else 1
     outputs = collect()
-    digests = {k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest() for k, v in outputs.items()}
+    digests = _digests(outputs)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     (OUT / f"{args.tag}.json").write_text(json.dumps({"commit": commit, "digests": digests, "outputs": outputs},

@@ -70,16 +70,6 @@ def _load(path: Path) -> Iterator[Any]:
                 print(f"warning: {path}:{n}: not JSON ({e}); line skipped", file=sys.stderr)
 
 
-def _dedupe(claims: list[str], limit: int) -> list[str]:
-    seen, out = set(), []
-    for c in claims:
-        key = " ".join(c.lower().split())
-        if key not in seen:
-            seen.add(key)
-            out.append(c)
-    return out[:limit]
-
-
 def _text_parsed(stage: dict[str, Any]) -> bool:
     """Was this stage dict's label read from generated text (rather than chosen by scoring)?"""
     return "explanation" in stage or not stage.get("probs")
@@ -108,10 +98,11 @@ class Tally:
         return parsed.label
 
     def stage1(self, raw: str, old: list[str], truncated: bool, limit: int) -> bool:
+        from vista_distill.pipeline.engine import dedupe_claims
         from vista_distill.pipeline.parsing import parse_claim_list
 
         parsed = parse_claim_list(raw, truncated=truncated)
-        new = _dedupe(parsed.claims, limit)
+        new = dedupe_claims(parsed.claims, limit)[0]
         c = self.claims
         c["reparsed"] += 1
         c["claims_old"] += len(old)

@@ -225,7 +225,7 @@ def legacy_report(args: argparse.Namespace, torch: Any, convs: list, runs: dict,
                      f"{a['turns_same_verdicts']:.3f} | {a['max_stage2_prob_diff']:.2g} |")
     result["runs"]["batched"] = {"wall_s": runs["batched"]["wall_s"]}
     lines += ["", "In float32 the three modes give identical claims, labels and verdicts (probabilities within 1e-4; "
-              "`tests/test_local_backend.py`). In bfloat16 different batch shapes round differently, so a few "
+              "`tests/test_transformers_backend.py`). In bfloat16 different batch shapes round differently, so a few "
               "near-tie outputs can differ; the table above measures how many."]
     Path(args.out).write_text("\n".join(lines) + "\n")
     Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=2))

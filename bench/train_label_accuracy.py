@@ -33,7 +33,7 @@ def main() -> None:
     from vista_distill.backends.base import Request
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.pipeline.templates import get_template
-    from vista_distill.train.sft import load_silver
+    from vista_distill.train.silver_data import load_silver
 
     if a.threads:
         torch.set_num_threads(a.threads)

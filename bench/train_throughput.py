@@ -1,4 +1,4 @@
-"""Training throughput and peak memory of the stage trainer (train/sft.py), one fresh process per variant.
+"""Training throughput and peak memory of the stage trainer (train/run.py), one fresh process per variant.
 
     python bench/train_throughput.py --recipe recipes/smollm2-135m-cpu.yaml --silver runs/smollm2-135m-cpu/silver \
         --variant default --variant bf16-weights=student.dtype=bfloat16 --variant ckpt=train.gradient_checkpointing=true
@@ -81,7 +81,7 @@ def run_variant(recipe: str, silver: str, stage: str, overrides: list[str], step
     import torch
     from transformers import TrainerCallback
     from vista_distill.config import load_recipe
-    from vista_distill.train import sft
+    from vista_distill.train import run as sft
 
     with tempfile.TemporaryDirectory() as tmp:
         extra = [f"train.silver_dir={silver}", f"train.output_dir={tmp}", f"train.max_steps={warmup + steps}",

@@ -107,7 +107,7 @@ def _label_map(items: list[str]) -> dict[str, str] | None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from .io import SchemaError, read_conversations, write_conversations
+    from .io import SchemaError, print_error, read_conversations, write_conversations
     from .loaders import load_benchmark
     from .sampling import sample_conversations
     from .splits import LeakageError, drop_leaks, find_leaks
@@ -150,27 +150,19 @@ def cmd_prepare(args: argparse.Namespace) -> int:
                      leaks_dropped=[lk.test_id for lk in leaks])
             atomic_write_text(args.report, json.dumps(d, indent=1, ensure_ascii=False) + "\n")
         return 0
-    except SchemaError as e:
-        for line in e.lines():
-            print(f"error: {line}", file=sys.stderr)
-        return 1
-    except (LeakageError, ValueError, FileNotFoundError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (SchemaError, LeakageError, ValueError, FileNotFoundError, RuntimeError) as e:
+        print_error(e)
         return 1
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from .io import SchemaError, read_conversations
+    from .io import SchemaError, print_error, read_conversations
     from .stats import conversation_stats, format_stats
 
     try:
         convs = read_conversations(args.file)
-    except SchemaError as e:
-        for line in e.lines():
-            print(f"error: {line}", file=sys.stderr)
-        return 1
-    except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (SchemaError, FileNotFoundError) as e:
+        print_error(e)
         return 1
     stats = conversation_stats(convs)
     print(json.dumps(stats, indent=1) if args.json else format_stats(stats, str(Path(args.file))))

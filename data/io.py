@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -347,3 +348,9 @@ def write_conversations(conversations: Iterable[Conversation], path: str | os.Pa
     else:
         text = json.dumps(conversations_to_authors_json(conversations), ensure_ascii=False, indent=1)
     atomic_write_text(path, text)
+
+
+def print_error(e: BaseException) -> None:
+    """``error: ...`` on stderr: one line per problem of a :class:`SchemaError`, else the message."""
+    for line in (e.lines() if isinstance(e, SchemaError) else [str(e)]):
+        print(f"error: {line}", file=sys.stderr)

@@ -32,7 +32,7 @@ def add_distill_subcommand(subparsers: argparse._SubParsersAction) -> argparse.A
 
 def cmd_distill(args: argparse.Namespace) -> int:
     from ..config import RecipeError, load_recipe
-    from ..data.io import SchemaError
+    from ..data.io import SchemaError, print_error
     from ..data.splits import LeakageError
     from .run import TeacherError, TeacherUnavailable, run_distill
 
@@ -45,12 +45,8 @@ def cmd_distill(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("interrupted: completed teacher calls are cached; rerun the same command to resume", file=sys.stderr)
         return 130
-    except SchemaError as e:
-        for line in e.lines():
-            print(f"error: {line}", file=sys.stderr)
-        return 2
-    except (TeacherError, LeakageError, RecipeError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (SchemaError, TeacherError, LeakageError, RecipeError, ValueError) as e:
+        print_error(e)
         return 2
     m, r = result.manifest, result.run
     print(f"teacher {m['teacher']}: {r['requests']} requests, {r['cache_hits']} cache hits, "

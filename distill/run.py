@@ -57,7 +57,7 @@ class Progress:
     """A live bar over teacher requests: new calls, cache hits, failures, parse failures, req/s."""
 
     def __init__(self, teacher: Teacher, enabled: bool) -> None:
-        self.stats = getattr(teacher.core, "stats", {})
+        self.stats = teacher.core.stats
         self.parse_failures = 0
         self.truncated_turns = 0                  # stage 1 still cut at its budget after the retry
         self.claims_dropped: dict[str, int] = {}  # by reason (duplicate, over_max_claims, truncated_line, ...)
@@ -90,7 +90,7 @@ class DistillResult:
 
 
 def counters(teacher: Teacher, cache: CallCache, wall: float, bar: Progress, requests: int) -> dict[str, Any]:
-    s = dict(getattr(teacher.core, "stats", {}))
+    s = dict(teacher.core.stats)
     return {"requests": requests, "cache_hits": s.get("hits", 0), "calls": s.get("calls", 0),
             "failures": s.get("failures", 0), "retries": s.get("retries", 0), "parse_failures": bar.parse_failures,
             "stage1_truncated_turns": bar.truncated_turns, "claims_dropped": dict(sorted(bar.claims_dropped.items())),

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..backends.base import Request, Response
 from ..data.schema import ASSISTANT, FAITHFUL, HALLUCINATED, UNKNOWN, UNVERIFIABLE, VERIFIED, Conversation
-from ..pipeline.engine import RULES, ClaimResult, Program, TurnResult, _dedupe, _label_result, turn_verdict
+from ..pipeline.engine import RULES, ClaimResult, Program, TurnResult, dedupe_claims, label_result, turn_verdict
 from ..pipeline.parsing import parse_claims, strip_think
 from ..pipeline.templates import Speakers, build_messages, factscore_decompose_input, factscore_verify_input, get_template, judge_input
 
@@ -135,7 +135,7 @@ def factscore_program(conv: Conversation, cfg: BaselineConfig) -> Program:
     for res, dec in zip(scored, decompositions):
         raw_claims = parse_claims(dec.text)
         res.stage1_raw, res.stage1_think, res.n_claims_raw = dec.text, strip_think(dec.text)[1], len(raw_claims)
-        res.claims = [ClaimResult(text=c) for c in _dedupe(raw_claims, cfg.max_claims)[0]]
+        res.claims = [ClaimResult(text=c) for c in dedupe_claims(raw_claims, cfg.max_claims)[0]]
     pending = [(res, c) for res in scored for c in res.claims]
     verdicts = (yield [
         Request("factscore_verify", tuple(build_messages(t_ver, factscore_verify_input(res.reference or "", c.text),
@@ -145,7 +145,7 @@ def factscore_program(conv: Conversation, cfg: BaselineConfig) -> Program:
         for res, c in pending
     ]) if pending else []
     for (res, c), resp in zip(pending, verdicts):
-        label, info, c.error = _label_result(resp, t_ver.labels)
+        label, info, c.error = label_result(resp, t_ver.labels)
         c.category = _AS_STAGE2.get(label) if label else None
         probs = info.get("probs")
         c.stage2 = {**info, "label": c.category, "factscore_label": label,

@@ -19,8 +19,9 @@ def add_eval_subcommand(subparsers: argparse._SubParsersAction) -> argparse.Argu
         description="Score the test material with the recipe's eval.systems (student = base model + stage "
                     "adapters, base = untuned few-shot, teacher = cached or live, llm_judge, factscore); write "
                     "results.json, report.md and plots into eval.output_dir.",
-        epilog="Overrides: --section.key value or section.key=value (values are YAML; the key=value ones go "
-               "together, after the options), e.g. --eval.seed 1 eval.systems=[base,llm_judge] eval.mcnemar=chi2")
+        epilog="Overrides: --section.key value or section.key=value (values are YAML; the key=value ones "
+               "go together, after the options), e.g. --eval.seed 1 eval.systems=[base,llm_judge] "
+               "eval.mcnemar=chi2")
     p.add_argument("--input", default=None,
                    help="test conversations (authors' .json or our .jsonl); default: the recipe's data.test")
     p.add_argument("--limit", type=int, default=None, help="only the first N test conversations")

@@ -39,7 +39,7 @@ class Meter:
         self.cuda = torch.cuda.is_available()
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
-        self.stats_before = dict(getattr(self.backend, "stats", {}) or {})
+        self.stats_before = dict(self.backend.stats)
         self._take()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -54,7 +54,7 @@ class Meter:
         self._thread.join()
         self._take()
         self.cuda_peak = int(torch.cuda.max_memory_allocated()) if self.cuda else None
-        after = getattr(self.backend, "stats", {}) or {}
+        after = self.backend.stats
         self.stats = {k: v - self.stats_before.get(k, 0) for k, v in after.items() if isinstance(v, (int, float))}
 
     def report(self, scored_turns: int) -> dict[str, Any]:

@@ -192,9 +192,9 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     # claim level, as Table 5
     rule0 = rules[0]
     out += ["## Claim level (human claims; cf. the paper's Table 5)", "",
-            f"Matching: {results['claim_matching']['method']}. Claim accuracy and macro-F1 are over the five "
-            "labels on matched claims; `binary` is VERIFIED vs not; set F1 / Jaccard compare the predicted and "
-            "human claim sets; AUC / ECE / Brier are from stage 2 P(VERIFIED) on matched claims.", ""]
+            (f"Matching: {results['claim_matching']['method']}. Claim accuracy and macro-F1 are over the five "
+             "labels on matched claims; `binary` is VERIFIED vs not; set F1 / Jaccard compare the predicted and "
+             "human claim sets; AUC / ECE / Brier are from stage 2 P(VERIFIED) on matched claims."), ""]
     rows = []
     for name in ok:
         c = results["metrics"][name][OVERALL].get("claim")
@@ -250,16 +250,17 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                      f"${cost['usd']:.4f}" if cost else "no price configured"])
     out += [markdown_table(["system", "wall s", "turns/s", "prompt tokens", "generated tokens", "peak RSS MB",
                     "CUDA peak MB", "model load s", "cost / 1k turns"], rows), "",
-            "Peak RSS is the whole process's (models loaded earlier stay counted); the base model is loaded once "
-            "for base, llm_judge and factscore. \"cached\": share of the teacher's calls answered from its call "
-            "cache, so that speed is not the teacher's.", ""]
+            ("Peak RSS is the whole process's (models loaded earlier stay counted); the base model is loaded once "
+             "for base, llm_judge and factscore. \"cached\": share of the teacher's calls answered from its call "
+             "cache, so that speed is not the teacher's."), ""]
     hw = results.get("hardware")
     if hw:
-        out += [f"Measured on {hw['device']}: {hw['device_name']} (torch {hw['torch']}), local models in "
-                f"{hw['dtype']} ({hw['dtype_reason']}), {hw['threads']} thread(s) ({hw['threads_reason']}).", ""]
+        out += [(f"Measured on {hw['device']}: {hw['device_name']} (torch {hw['torch']}), local models in "
+                 f"{hw['dtype']} ({hw['dtype_reason']}), {hw['threads']} thread(s) ({hw['threads_reason']})."), ""]
 
-    out += ["## Reproducibility", "", f"Fingerprint of metrics, tests and intervals: `{results['fingerprint']}` "
-            f"(seed {results['settings']['seed']}); total wall time {results['wall_s']:.0f} s."]
+    out += ["## Reproducibility", "",
+            (f"Fingerprint of metrics, tests and intervals: `{results['fingerprint']}` "
+             f"(seed {results['settings']['seed']}); total wall time {results['wall_s']:.0f} s.")]
     cmp = results.get("compare")
     if cmp:
         out.append(f"Compared with `{cmp['previous']}`: " + ("identical." if cmp["identical"] else
@@ -396,5 +397,12 @@ def write_report(out_dir: str | Path, results: dict[str, Any]) -> dict[str, Path
     return paths
 
 
-__all__ = ["write_report", "render_markdown", "plot_accuracy", "plot_confusion", "plot_calibration", "PLOTS",
-           "significance_mark"]
+__all__ = [
+    "PLOTS",
+    "plot_accuracy",
+    "plot_calibration",
+    "plot_confusion",
+    "render_markdown",
+    "significance_mark",
+    "write_report",
+]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 from ..config import Recipe
 from ..data.schema import Conversation
 from ..pipeline.engine import run_programs, vista_program
+from ..pipeline.stages import STAGES
 from ..progress import RequestBar
 from .baselines import BaselineConfig, baseline_programs
 from .efficiency import Meter, cost_per_1k_turns
@@ -33,7 +34,6 @@ from .errors import EvalError
 log = logging.getLogger(__name__)
 
 SYSTEMS = ("student", "base", "teacher", "llm_judge", "factscore")
-STUDENT_STAGES = ("stage1", "stage2", "stage3")
 FIVE_LABEL_SYSTEMS = {"student", "base", "teacher"}   # VISTA pipelines; factscore has 2 labels, the judge none
 
 
@@ -98,7 +98,7 @@ class Backends:
         from ..backends.transformers import TransformersBackend
 
         root = self.adapters_dir()
-        want = [s for s in self.recipe.train.stages if s in STUDENT_STAGES] or list(STUDENT_STAGES)
+        want = [s for s in self.recipe.train.stages if s in STAGES] or list(STAGES)
         missing = [s for s in want if not (root / s / "adapter_config.json").exists()]
         if missing:
             raise SystemSkipped(
@@ -168,11 +168,9 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         log.exception("system %s could not start", name)
         run.status, run.reason = "failed", f"{type(e).__name__}: {e}"
         return run
-    meter_backend = getattr(backend, "core_for_stats", backend)
-    bar = RequestBar(f"eval {name}", getattr(backend, "progress_target", backend), enabled=progress,
-                     mininterval=1.0)
+    bar = RequestBar(f"eval {name}", backend, enabled=progress, mininterval=1.0)
     try:
-        with Meter(meter_backend) as meter:
+        with Meter(backend) as meter:
             results = run_programs(programs, backend, batched=True, on_issue=bar.on_issue if progress else None)
     except Exception as e:
         log.exception("system %s failed", name)
@@ -194,13 +192,24 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
 
 
 class _TeacherChain:
-    """The teacher's backend chain with the innermost backend exposed for stats and progress."""
+    """The teacher's backend chain; its stats and progress are the innermost backend's (the one that
+    makes the calls)."""
 
     def __init__(self, teacher: Any) -> None:
         self.teacher = teacher
         self.name = teacher.name
-        self.core_for_stats = teacher.core
-        self.progress_target = teacher.core
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.teacher.core.stats
+
+    @property
+    def progress(self) -> Callable[[int], None] | None:
+        return self.teacher.core.progress
+
+    @progress.setter
+    def progress(self, fn: Callable[[int], None] | None) -> None:
+        self.teacher.core.progress = fn
 
     def run(self, requests: list) -> list:
         return self.teacher.backend.run(requests)

@@ -2,7 +2,7 @@
 Turn-based Assessment", arXiv 2510.27052, Appendix A.1 (stages 1-3) and A.2 (LLM-as-Judge).
 
 Only text lives here (instructions and worked examples as data); :mod:`.templates` turns it into
-prompts. ``tests/test_prompts.py`` checks it against a verbatim copy of the appendix.
+prompts. ``tests/test_templates.py`` checks it against a verbatim copy of the appendix.
 """
 
 from __future__ import annotations

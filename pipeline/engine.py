@@ -159,7 +159,7 @@ def turn_verdict(claims: Sequence[ClaimResult], rule: str) -> tuple[str, float |
     return (FAITHFUL if all(c.category in safe for c in claims) else HALLUCINATED), score, None
 
 
-def _dedupe(claims: list[str], limit: int) -> tuple[list[str], int, int]:
+def dedupe_claims(claims: list[str], limit: int) -> tuple[list[str], int, int]:
     """(claims kept, duplicates dropped, claims beyond ``limit`` dropped)."""
     seen, out = set(), []
     for c in claims:
@@ -175,7 +175,7 @@ def truncated(resp: Response) -> bool:
     return resp.meta.get("finish_reason") == "length"
 
 
-def _label_result(resp: Response, labels: Sequence[str]) -> tuple[str | None, dict[str, Any], str | None]:
+def label_result(resp: Response, labels: Sequence[str]) -> tuple[str | None, dict[str, Any], str | None]:
     if resp.label is not None:
         return resp.label, {"label": resp.label, "probs": resp.probs, "raw": resp.text}, None
     parsed = parse_label(resp.text, labels)
@@ -220,7 +220,7 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
         raw = resp1.meta.get("raw") or resp1.text
         cut = truncated(resp1)
         parsed = parse_claim_list(resp1.text, truncated=cut)
-        kept, duplicates, over = _dedupe(parsed.claims, cfg.max_claims)
+        kept, duplicates, over = dedupe_claims(parsed.claims, cfg.max_claims)
         res = TurnResult(
             conversation_id=conv.id, source=conv.source, turn_index=i, text=turn.text, reference=turn.reference,
             scored=turn.is_scored, stage1_raw=raw, stage1_think=resp1.meta.get("think") or strip_think(raw)[1],
@@ -237,7 +237,7 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
         res.claims = claims
         res.calls = [first_calls[k]] + ([first_calls[len(assistant) + k]] if contradictions else [])
         if contradictions:
-            label, info, err = _label_result(contradictions[k], STAGE4_LABELS)
+            label, info, err = label_result(contradictions[k], STAGE4_LABELS)
             res.stage4 = {**info, "error": err}
         if not turn.is_scored:
             background += [c.text for c in claims]
@@ -248,7 +248,7 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
             s2 = yield reqs2
             res.calls += [Call("stage2", j, *call) for j, call in enumerate(zip(inputs2, reqs2, s2))]
             for c, resp in zip(claims, s2):
-                label, c.stage2, c.error = _label_result(resp, STAGE2_LABELS)
+                label, c.stage2, c.error = label_result(resp, STAGE2_LABELS)
                 if label == VERIFIED:
                     c.category = VERIFIED
             unverifiable = [j for j, c in enumerate(claims) if c.stage2["label"] == UNVERIFIABLE]
@@ -260,7 +260,7 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
                 res.calls += [Call("stage3", j, *call) for j, call in zip(unverifiable, zip(inputs3, reqs3, s3))]
                 for j, resp in zip(unverifiable, s3):
                     c = claims[j]
-                    c.category, c.stage3, c.error = _label_result(resp, STAGE3_LABELS)
+                    c.category, c.stage3, c.error = label_result(resp, STAGE3_LABELS)
             background += [c.text for c in claims if c.category in JOINS_BACKGROUND]
             for rule in RULES:
                 res.verdicts[rule], res.vista_scores[rule], reason = turn_verdict(claims, rule)

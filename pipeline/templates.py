@@ -7,7 +7,7 @@ instructions, the same worked examples, the appendix's speaker names ("wizard" /
 Layout follows the authors' released code: the instructions are the system message (without the
 "INSTRUCTIONS:" header), each worked example is a user/assistant pair whose assistant message is the
 text after "DECOMPOSITION:" / "CATEGORY:", single newlines inside a block and one blank line between
-blocks. ``tests/test_prompts.py`` checks them against a verbatim copy of the appendix.
+blocks. ``tests/test_templates.py`` checks them against a verbatim copy of the appendix.
 
 Written for this project (not from the paper): the optional stage 4 (does the target turn contradict
 the earlier conversation?), a FActScore-style baseline (Min et al., 2023: decompose the turn without

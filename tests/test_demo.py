@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 from vista_distill.data.schema import STAGE2_LABELS, STAGE3_LABELS
+from vista_distill.pipeline.stages import STAGES
 
 pytestmark = pytest.mark.slow
 
-STAGES = ("stage1", "stage2", "stage3")
 SYSTEMS = ("student", "base", "teacher")
 PLOTS = ("accuracy.png", "confusion_stage3.png", "calibration.png")
 MAX_STEPS = 2

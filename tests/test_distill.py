@@ -32,7 +32,8 @@ def write_recipe(path: Path, out: Path, **sections) -> Path:
 
 def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "vista_distill", "distill", "--no-progress", *args],
-                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+                          check=False, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
 
 
 def check_export(out: Path) -> dict:
@@ -98,7 +99,7 @@ def test_labels_teacher_export_contract_and_train_loader(tmp_path):
     assert len(records) == sum(report[s]["candidates"] for s in STAGES)
     assert sum(r["kept"] for r in records) == sum(report[s]["kept"] for s in STAGES)
     try:
-        from vista_distill.train.sft import load_silver
+        from vista_distill.train.silver_data import load_silver
     except ImportError:
         return
     for stage in STAGES:
@@ -178,27 +179,15 @@ def test_recipe_errors_name_the_problem(tmp_path):
     assert r.returncode == 2 and "self_consistency_k" in r.stderr
 
 
-def test_mixed_material_split_per_source_and_partial_claims(tmp_path):
+def test_mixed_material_partial_claims_feed_stages_2_and_3_only(tmp_path):
     """DialFact (response = one claim) and FineDialFact (one annotated fact per record) feed stages 2
-    and 3 only; each train source is split by dialogue; a test source that shares dialogues with the
-    train material is dropped conversation by conversation when data.leaks is drop-test."""
-    from conftest import FIXTURES
-    from vista_distill.config import load_recipe
-    from vista_distill.distill.run import load_material
-    from vista_distill.eval.run import load_test_material
+    and 3 only (how the mixed material is split and leak-checked: tests/test_material.py)."""
+    from test_material import DIALFACT, FINEDIALFACT
 
     out = tmp_path / "silver"
-    dialfact = {"benchmark": "dialfact", "source": str(FIXTURES / "dialfact" / "test_split.jsonl"),
-                "options": {"claims": "response", "ambiguous": "faithful"}}
-    finedialfact = {"benchmark": "finedialfact", "source": str(FIXTURES / "finedialfact" / "annotated_test_data.json")}
     path = write_recipe(tmp_path / "r.yaml", out, data={
-        "train": [{"benchmark": "vista-human", "source": str(SAMPLE)}, dialfact, finedialfact],
-        "test": [dialfact], "test_fraction": 0.0, "leaks": "drop-test"})
-    # every DialFact test conversation is also train material: all dropped, none raised
-    material = load_material(load_recipe(str(path)))
-    assert not [c for c in material.test if c.source == "DialFact"]
-    assert next(r for r in material.reports if r["role"] == "test")["dropped_leaks"] == 4
-
+        "train": [{"benchmark": "vista-human", "source": str(SAMPLE)}, DIALFACT, FINEDIALFACT],
+        "test": [DIALFACT], "test_fraction": 0.0, "leaks": "drop-test"})
     r = cli("--config", str(path), "distill.test_fraction=0")
     assert r.returncode == 0, r.stderr
     manifest = check_export(out)
@@ -212,16 +201,6 @@ def test_mixed_material_split_per_source_and_partial_claims(tmp_path):
     assert df["Yes, Mount Etna is an active stratovolcano."] == "VERIFIED"
     assert sorted(df.values()).count("UNVERIFIABLE") == 3
     stage3 = load_from_disk(str(out / "stage3"))["train"]
-    assert {"CONTRADICTED", "LACKING EVIDENCE", "OUT-OF-SCOPE"} <= set(
-        row["label"] for row in stage3 if row["source"] == "DialFact")
+    assert {"CONTRADICTED", "LACKING EVIDENCE", "OUT-OF-SCOPE"} <= {
+        row["label"] for row in stage3 if row["source"] == "DialFact"}
     assert any(row["source"] == "FineDialFact" for row in stage2)
-
-    # test_fraction: every train source contributes to both sides, and eval sees the same held-out set
-    path = write_recipe(tmp_path / "r2.yaml", out, data={
-        "train": [{"benchmark": "vista-human", "source": str(SAMPLE)}, dialfact],
-        "test": [], "test_fraction": 0.5, "leaks": "error"})
-    recipe = load_recipe(str(path))
-    material = load_material(recipe)
-    for src in ("DialFact",):
-        assert [c for c in material.train if c.source == src] and [c for c in material.test if c.source == src]
-    assert [c.id for c in load_test_material(recipe)[0]] == [c.id for c in material.test]

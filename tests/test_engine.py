@@ -30,6 +30,7 @@ class Recording:
 
     def __init__(self, inner):
         self.inner, self.batches, self.name = inner, [], "recording"
+        self.stats, self.progress = {}, None
 
     def run(self, requests: list[Request]) -> list[Response]:
         self.batches.append(list(requests))

@@ -1,6 +1,6 @@
 """Metrics on real engine records, checked against values computed by hand.
 
-Records come from the labels teacher (``distill/labels_teacher.LabelsBackend``) over the bundled
+Records come from the labels teacher (``backends/labels.LabelsBackend``) over the bundled
 sample: answered from the human claims themselves, or from a "second annotator" (the same dialogues
 with one claim reworded, one relabelled, one dropped and one added), so every number below can be
 worked out from ``data/samples/sample_dialogues.json``.

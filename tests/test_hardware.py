@@ -12,7 +12,7 @@ import pytest
 from vista_distill import hardware
 from vista_distill.config import RecipeError, load_recipe
 from vista_distill.hardware import Capability, choose_dtype, choose_threads
-from vista_distill.train import sft
+from vista_distill.train import hf_configs as sft
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -114,8 +114,9 @@ def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has
         init_kwargs["attn_implementation"] = recipe.student.attn_implementation
     evaluate = has_eval and t.eval_steps > 0
     kwargs: dict[str, Any] = {
-        "output_dir": str(output_dir), "learning_rate": t.learning_rate, "num_train_epochs": t.num_train_epochs,
-        "max_steps": t.max_steps, "per_device_train_batch_size": t.per_device_train_batch_size,
+        "output_dir": str(output_dir), "learning_rate": t.learning_rate,
+        "num_train_epochs": t.num_train_epochs, "max_steps": t.max_steps,
+        "per_device_train_batch_size": t.per_device_train_batch_size,
         "per_device_eval_batch_size": t.per_device_train_batch_size,
         "gradient_accumulation_steps": t.gradient_accumulation_steps, "max_length": t.max_length,
         "gradient_checkpointing": t.gradient_checkpointing, "bf16": bf16, "fp16": fp16, "use_cpu": t.use_cpu,

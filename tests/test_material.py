@@ -1,0 +1,75 @@
+"""data/material.py: a recipe's sources found, loaded, split by dialogue per source and leak-checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import FIXTURES, SAMPLE
+from vista_distill.config import load_recipe
+from vista_distill.data.material import MissingDataError, load_material, resolve_source_path
+from vista_distill.data.splits import LeakageError
+
+HUMAN = {"benchmark": "vista-human", "source": str(SAMPLE)}
+DIALFACT = {"benchmark": "dialfact", "source": str(FIXTURES / "dialfact" / "test_split.jsonl"),
+            "options": {"claims": "response", "ambiguous": "faithful"}}
+FINEDIALFACT = {"benchmark": "finedialfact", "source": str(FIXTURES / "finedialfact" / "annotated_test_data.json")}
+
+
+def recipe_with(tmp_path: Path, **data):
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"name": "test-material", "teacher": {"backend": "labels"}, "data": data}))
+    return load_recipe(str(path))
+
+
+def test_mixed_material_split_per_source_and_leaking_test_conversations_dropped(tmp_path):
+    """Each train source is split by dialogue; a test source that shares dialogues with the train
+    material is dropped conversation by conversation when data.leaks is drop-test."""
+    from vista_distill.eval.run import load_test_material
+
+    recipe = recipe_with(tmp_path, train=[HUMAN, DIALFACT, FINEDIALFACT], test=[DIALFACT], test_fraction=0.0,
+                         leaks="drop-test")
+    # every DialFact test conversation is also train material: all dropped, none raised
+    material = load_material(recipe)
+    assert not [c for c in material.test if c.source == "DialFact"]
+    assert next(r for r in material.reports if r["role"] == "test")["dropped_leaks"] == 4
+
+    # test_fraction: every train source contributes to both sides, and eval sees the same held-out set
+    recipe = recipe_with(tmp_path, train=[HUMAN, DIALFACT], test=[], test_fraction=0.5, leaks="error")
+    material = load_material(recipe)
+    for src in ("DialFact",):
+        assert [c for c in material.train if c.source == src] and [c for c in material.test if c.source == src]
+    assert [c.id for c in load_test_material(recipe)[0]] == [c.id for c in material.test]
+    # material loaded once (the demo) is what eval would have loaded itself
+    assert load_test_material(recipe, material=material) == (material.test, material.reports)
+
+
+def test_leaks_are_an_error_or_dropped_from_train(tmp_path):
+    with pytest.raises(LeakageError, match="share dialogues with the training material"):
+        load_material(recipe_with(tmp_path, train=[HUMAN], test=[HUMAN], leaks="error"))
+    material = load_material(recipe_with(tmp_path, train=[HUMAN, DIALFACT], test=[HUMAN], leaks="drop-train"))
+    dropped = next(r for r in material.reports if "dropped_leaks" in r)
+    assert dropped["role"] == "train" and dropped["dropped_leaks"] == len(material.test) > 0
+    assert dropped["dropped_ids"] == sorted(c.id for c in material.test)
+    assert {c.source for c in material.train} == {"DialFact"}
+
+
+def test_missing_source_says_where_it_was_looked_for_and_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("VISTA_DISTILL_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)
+    # bundled files from any working directory
+    assert Path(resolve_source_path("data/samples/sample_dialogues.json")) == SAMPLE
+    with pytest.raises(MissingDataError, match="no data root set: pass --data-root DIR"):
+        resolve_source_path("begin/wow/begin_dev_wow.tsv")
+    with pytest.raises(MissingDataError) as e:
+        load_material(recipe_with(tmp_path, train=[{"benchmark": "begin", "source": "begin/wow/begin_dev_wow.tsv"}],
+                                  root=str(tmp_path / "root")))
+    assert f"`vista-distill data fetch begin --to {tmp_path / 'root'}` downloads it" in str(e.value)
+    # a Hugging Face Hub dataset id is left to the loader that accepts one
+    assert resolve_source_path("McGill-NLP/FaithDial", str(tmp_path)) == str(tmp_path / "McGill-NLP/FaithDial")
+
+
+def test_a_recipe_without_train_sources_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="data.train lists no sources"):
+        load_material(recipe_with(tmp_path, train=[], test=[HUMAN]))
