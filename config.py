@@ -105,6 +105,7 @@ class DistillConfig:
     balance_max_ratio: float = 1.0           # balance_classes: cap each label at ratio x the rarest
     self_consistency_temperature: float = 0.7
     self_consistency_min_agreement: float = 0.5   # share of the k samples agreeing with the greedy label
+    augment_falsified: int = 0               # >0: rule-made VERIFIED/CONTRADICTED pairs per reference (augment.py)
 
 
 @dataclass

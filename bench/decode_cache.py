@@ -94,8 +94,9 @@ def main() -> int:
            "A dynamic cache concatenates every layer's keys and values with each new token (a profile of one "
            "decode step: `aten::cat` 60% of its time); the static cache writes in place. The prefill cannot be "
            "faster than the CPU's matmul speed (`hardware_*.md`).", ""]
-    (out / f"decode_cache_{label}.md").write_text("\n".join(md))
-    print(f"wrote {out / f'decode_cache_{label}.md'}")
+    path = out / f"decode_cache_{label}.md"
+    path.write_text("\n".join(md))
+    print(f"wrote {path}")
     return 0
 
 

@@ -15,7 +15,6 @@ import argparse
 import copy
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -223,10 +222,11 @@ def main() -> int:
            f"Prefill bound: at best {bound['best_prefill_tokens_per_s']} tok/s, a ~{fewshot_stage1_tokens}-token "
            f"few-shot stage-1 prompt takes at least {bound['fewshot_stage1_prompt_s_at_least']} s to read "
            "(the shared few-shot prefix is computed once per stage and reused).", ""]
-    (out / f"hardware_{label}.md").write_text("\n".join(md))
-    print(f"wrote {out / f'hardware_{label}.md'}")
+    report = out / f"hardware_{label}.md"
+    report.write_text("\n".join(md))
+    print("wrote", report)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

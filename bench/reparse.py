@@ -132,6 +132,16 @@ class Tally:
         }
 
 
+def _stage_label(t: Tally, stage: str, d: Any, labels: tuple[str, ...]) -> str | None:
+    """A claim's stage label: re-parsed when it was read from text, as recorded when it was scored."""
+    if not isinstance(d, dict):
+        return None
+    if _text_parsed(d):
+        return t.label(stage, d.get("raw"), d.get("label"), labels)
+    t.labels[stage]["skipped (scored)"] += 1
+    return d.get("label")
+
+
 def _turn(rec: dict[str, Any], t: Tally, limit: int) -> None:
     from vista_distill.pipeline.engine import RULES, ClaimResult, turn_verdict
     from vista_distill.pipeline.templates import get_template
@@ -150,24 +160,12 @@ def _turn(rec: dict[str, Any], t: Tally, limit: int) -> None:
     blocked: str | None = None if same_claims else "claim list changed"
     rebuilt: list[ClaimResult] = []
     for c in rec["claims"]:
-        s2, s3 = c.get("stage2"), c.get("stage3")
-        label2 = label3 = None
-        if isinstance(s2, dict):
-            if _text_parsed(s2):
-                label2 = t.label("stage2", s2.get("raw"), s2.get("label"), s2_labels)
-            else:
-                label2 = s2.get("label")
-                t.labels["stage2"]["skipped (scored)"] += 1
-        if isinstance(s3, dict):
-            if _text_parsed(s3):
-                label3 = t.label("stage3", s3.get("raw"), s3.get("label"), s3_labels)
-            else:
-                label3 = s3.get("label")
-                t.labels["stage3"]["skipped (scored)"] += 1
+        label2 = _stage_label(t, "stage2", c.get("stage2"), s2_labels)
+        label3 = _stage_label(t, "stage3", c.get("stage3"), s3_labels)
         if label2 == "VERIFIED":
             category = "VERIFIED"
         elif label2 == "UNVERIFIABLE":
-            if not isinstance(s3, dict):
+            if not isinstance(c.get("stage3"), dict):
                 blocked = blocked or "stage 3 needed but never asked"
             category = label3
         else:

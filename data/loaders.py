@@ -41,6 +41,8 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("dialfact", "dialfact", "load_dialfact", "DialFact JSONL"),
     Benchmark("finedialfact", "finedialfact", "load_finedialfact", "FineDialFact JSON (claim level)"),
     Benchmark("vista-human", "vista_human", "load_vista_human", "VISTA authors' human re-annotation JSON"),
+    Benchmark("factcheck-gpt", "factcheck_gpt", "load_factcheck_gpt",
+              "Factcheck-GPT benchmark JSONL: question + ChatGPT answer with human atomic claims and evidence"),
 )}
 
 
@@ -63,7 +65,8 @@ def guess_benchmark(path: str | os.PathLike) -> str | None:
     # Only the file and its two nearest folders: a clone in a folder named "vista-distill" (what
     # `git clone` makes) must not turn every file below it into the VISTA human set.
     s = "/".join(p.parts[-3:]).lower()
-    for key, name in (("finedialfact", "finedialfact"), ("dialfact", "dialfact"), ("vista_human", "vista-human"),
+    for key, name in (("factcheck_gpt", "factcheck-gpt"), ("factcheck-gpt", "factcheck-gpt"),
+                      ("finedialfact", "finedialfact"), ("dialfact", "dialfact"), ("vista_human", "vista-human"),
                       ("vista-human", "vista-human"),
                       ("data-audit", "faithdial-audit"), ("faithdial", "faithdial"), ("begin", "begin"),
                       ("fade", "fade")):
@@ -86,4 +89,6 @@ def guess_benchmark(path: str | os.PathLike) -> str | None:
         return "ais"
     if "response_label" in first:
         return "dialfact"
+    if "response_factuality" in first:
+        return "factcheck-gpt"
     return None

@@ -31,7 +31,7 @@ from ..data.material import Material, load_material
 from ..pipeline.engine import RULES, TurnResult, run_programs, vista_program
 from ..pipeline.templates import PROMPTS_VERSION, get_template
 from ..progress import RequestBar
-from . import silver
+from . import augment, silver
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,8 @@ def filter_settings(recipe: Recipe) -> silver.FilterSettings:
         raise ValueError(f"distill.rule must be one of {', '.join(RULES)}, got {d.rule!r}")
     if not 0.0 <= d.test_fraction < 1.0:
         raise ValueError(f"distill.test_fraction must be in [0, 1), got {d.test_fraction}")
+    if d.augment_falsified < 0:
+        raise ValueError(f"distill.augment_falsified must be >= 0 (pairs per reference), got {d.augment_falsified}")
     return silver.FilterSettings(rule=d.rule, gold_agreement=d.filter_gold_agreement,
                                  self_consistency_k=d.self_consistency_k,
                                  min_agreement=d.self_consistency_min_agreement, dedup=d.dedup,
@@ -146,6 +148,11 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
             _append_run(out_dir, run)
 
     candidates = silver.collect_candidates(train, results, settings)
+    n_falsified = recipe.distill.augment_falsified
+    if n_falsified:   # rule-made pairs from the train split's references, after the teacher's (dedup keeps those)
+        where = silver.dialogue_splits(train, settings)
+        candidates += augment.falsified_candidates(train, results, n_falsified, settings.seed,
+                                                   {d for d, split in where.items() if split == "train"})
     silver.apply_split_and_filters(train, candidates, settings)
     data = {stage: {split: silver.rows(candidates, stage, split, student_style, cfg.speakers, teacher.name)
                     for split in ("train", "test")} for stage in silver.STAGES}
@@ -172,6 +179,8 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
         "fingerprints": fps,
         "fingerprint": silver.fingerprint(fps),
     }
+    if n_falsified:
+        manifest["augment"] = augment.summary(candidates, n_falsified)
     records = [_record(c, teacher, cfg.style, student_style) for c in candidates]
     atomic_write_text(out_dir / "records.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     die_at = os.environ.get(DIE_AT_ENV, "")
@@ -205,7 +214,8 @@ def _record(c: silver.Candidate, teacher: Teacher, teacher_style: str, student_s
     return {
         "stage": c.stage, "conversation_id": c.conversation_id, "dialogue_id": c.dialogue_id, "source": c.source,
         "turn_index": c.turn_index, "claim_index": c.claim_index, "claim": c.claim,
-        "teacher": teacher.name, "teacher_prompt_style": teacher_style, "student_prompt_style": student_style,
+        "teacher": c.extra.get("teacher", teacher.name), "teacher_prompt_style": teacher_style,
+        "student_prompt_style": student_style,
         "prompt_version": PROMPTS_VERSION, "template": get_template(c.stage, teacher_style).fingerprint,
         "cache_key": meta.get("cache_key"),
         "raw": meta.get("raw", c.response.text if c.response is not None else None),
@@ -217,7 +227,8 @@ def _record(c: silver.Candidate, teacher: Teacher, teacher_style: str, student_s
         "completion_tokens": getattr(c.response, "completion_tokens", None),
         "gold_label": c.gold_label, "teacher_verdict": c.teacher_verdict, "split": c.split,
         "kept": c.drop is None, "drop_reason": c.drop, "drop_detail": c.drop_detail,
+        **({"augment": c.extra["augment"]} if "augment" in c.extra else {}),
     }
 
 
-__all__ = ["run_distill", "load_material", "DistillResult", "TeacherError", "TeacherUnavailable"]
+__all__ = ["DistillResult", "TeacherError", "TeacherUnavailable", "load_material", "run_distill"]

@@ -8,7 +8,9 @@ the stage's input fields and the teacher's request and response), so the student
 Filters, in order, each recorded as the candidate's drop reason: parse failure; the turn's verdict
 disagrees with the gold turn label (or is unknown) when ``filter_gold_agreement``; self-consistency
 agreement below the threshold; duplicate student prompt; class balance (stages 2 and 3, train
-split only). Splits are by dialogue (``data.splits.split_by_dialogue``).
+split only). Splits are by dialogue (``data.splits.split_by_dialogue``). With ``distill.augment_falsified``
+> 0, ``augment.py`` adds VERIFIED / CONTRADICTED candidates made by rule from the train split's references
+(``extra["teacher"]`` and ``extra["augment"]`` set; the same filters from dedup on).
 """
 
 from __future__ import annotations
@@ -162,13 +164,18 @@ def _judge(cand: Candidate, label: str | None, info: dict[str, Any], error: str 
                                             f"agree with {label} (< {settings.min_agreement})")
 
 
-def apply_split_and_filters(conversations: Sequence[Conversation], candidates: list[Candidate],
-                            settings: FilterSettings) -> None:
-    """Assign splits by dialogue, then dedup and (optionally) balance the kept candidates in place."""
+def dialogue_splits(conversations: Sequence[Conversation], settings: FilterSettings) -> dict[str, str]:
+    """``dialogue_key`` -> "train" / "test" (``settings.test_fraction`` of the dialogues, seeded)."""
     f = settings.test_fraction
     parts = split_by_dialogue(conversations, {"train": 1.0 - f, "test": f}, seed=settings.seed) if f > 0 \
         else {"train": list(conversations), "test": []}
-    where = {dialogue_key(c): name for name, convs in parts.items() for c in convs}
+    return {dialogue_key(c): name for name, convs in parts.items() for c in convs}
+
+
+def apply_split_and_filters(conversations: Sequence[Conversation], candidates: list[Candidate],
+                            settings: FilterSettings) -> None:
+    """Assign splits by dialogue, then dedup and (optionally) balance the kept candidates in place."""
+    where = dialogue_splits(conversations, settings)
     for cand in candidates:
         cand.split = where[cand.dialogue_id]
     if settings.dedup:
@@ -205,7 +212,8 @@ def rows(candidates: Sequence[Candidate], stage: str, split: str, student_style:
         "prompt": build_messages(template, c.target_input, speakers),
         "completion": [{"role": "assistant", "content": c.completion}],
         "label": c.label, "stage": stage, "conversation_id": c.conversation_id, "dialogue_id": c.dialogue_id,
-        "source": c.source, "teacher": teacher, "prompt_style": student_style, "prompt_version": PROMPTS_VERSION,
+        "source": c.source, "teacher": c.extra.get("teacher", teacher), "prompt_style": student_style,
+        "prompt_version": PROMPTS_VERSION,
     } for c in candidates if c.stage == stage and c.split == split and c.drop is None]
 
 
@@ -277,6 +285,9 @@ def filter_report(candidates: Sequence[Candidate]) -> dict[str, Any]:
         dropped = Counter(c.drop for c in cs if c.drop is not None)
         report[stage] = {"candidates": len(cs), "kept": sum(c.drop is None for c in cs),
                          "dropped": {r: dropped[r] for r in DROP_REASONS if dropped[r]}}
+        made = [c for c in cs if "augment" in c.extra]   # rule-made rows (distill/augment.py), when any
+        if made:
+            report[stage]["falsified"] = {"candidates": len(made), "kept": sum(c.drop is None for c in made)}
     return report
 
 
@@ -303,9 +314,9 @@ def card(stage: str, counts: dict[str, Any], report: dict[str, Any], manifest: d
         f"Written by `vista-distill distill` (recipe `{manifest['recipe']}`). Teacher: **{t['name']}** "
         f"(backend {t['backend']}, its prompts: {t['prompt_style']}, temperature {t['temperature']}"
         + (f", self-consistency k={t['self_consistency']['k']}" if t.get("self_consistency") else "") + ").",
-        f"Student prompt in `prompt`: **{manifest['student_prompt_style']}**, prompts version "
-        f"{manifest['prompt_version']}. Split by dialogue (`dialogue_id`); the train material was checked "
-        "for leaks against the recipe's test material.", "",
+        (f"Student prompt in `prompt`: **{manifest['student_prompt_style']}**, prompts version "
+         f"{manifest['prompt_version']}. Split by dialogue (`dialogue_id`); the train material was checked "
+         "for leaks against the recipe's test material."), "",
         "| split | examples | dialogues |", "|---|---:|---:|",
         *[f"| {s} | {c['examples']} | {c['dialogues']} |" for s, c in counts.items()], "",
     ]
@@ -323,9 +334,12 @@ def card(stage: str, counts: dict[str, Any], report: dict[str, Any], manifest: d
     dropped = ", ".join(f"{r}: {n}" for r, n in report["dropped"].items()) or "none"
     lines += [
         f"Filters: {report['candidates']} teacher answers, {report['kept']} kept; dropped — {dropped}.", "",
-        "Columns: `prompt` (system + user messages), `completion` (the teacher's answer as one assistant "
-        "message), `label`, `stage`, `conversation_id`, `dialogue_id`, `source`, `teacher`, `prompt_style`, "
-        "`prompt_version`.", "",
+        *([(f"Of these, {report['falsified']['candidates']} are VERIFIED / CONTRADICTED examples made by rule from "
+            f"the references ({report['falsified']['kept']} kept, train split only; `teacher` rule:falsify, "
+            "`source` ending in +falsified)."), ""] if "falsified" in report else []),
+        ("Columns: `prompt` (system + user messages), `completion` (the teacher's answer as one assistant "
+         "message), `label`, `stage`, `conversation_id`, `dialogue_id`, `source`, `teacher`, `prompt_style`, "
+         "`prompt_version`."), "",
         f"Data fingerprint (sha256 over the rows): `{manifest['fingerprints'][stage]}`.", "",
         "```python", "from datasets import load_from_disk", f"ds = load_from_disk('{stage}')", "```", "",
     ]

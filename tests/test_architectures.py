@@ -55,8 +55,8 @@ def tiny_recipe(src: Path, tmp: Path, model: Path) -> Path:
     raw["train"].update(output_dir=str(tmp / "ck"), silver_dir=str(tmp / "silver"), use_cpu=True, max_steps=2,
                         per_device_train_batch_size=2, gradient_accumulation_steps=1, logging_steps=1,
                         eval_steps=0, save_steps=100, options=options)
-    raw["eval"].update(output_dir=str(tmp / "eval"), systems=["student", "base"], batch_size=4, bootstrap=20,
-                       max_new_tokens={"stage1": 24, "stage3": 8})
+    raw["eval"].update(output_dir=str(tmp / "eval"), systems=["student", "base"], batch_size=4, bootstrap=20)
+    raw["pipeline"]["max_new_tokens"] = {"stage1": 24, "stage3": 8}
     path = tmp / src.name
     path.write_text(yaml.safe_dump(raw))
     return path

@@ -1,0 +1,353 @@
+"""VERIFIED / CONTRADICTED pairs made by rule from the references (after LLM-OASIS, Scirè et al. 2025).
+
+LLM-OASIS extracts claims from a passage, falsifies one and keeps both. Here the passage is a scored
+turn's reference, the claims are its *factual sentences* and the falsification is a rule, within the
+same reference:
+
+* ``number``: a number for another number of the reference, else for a nearby value (e.g. 330 -> 340);
+* ``date``: a year, decade or month name for another one of the reference, else for a nearby one;
+* ``entity``: a capitalised span for another capitalised span of the reference (no nearby value: a
+  reference with a single entity gives no entity swap).
+
+A factual sentence: ends with a period, 5 to 40 words, starts with a capital (not a pronoun: claims
+must stand alone), has a number, a date or a capitalised entity, no question mark, no first or second
+person (opinions, remarks), no broken wiki markup. The replacement never already occurs in the
+sentence (``between 1990 and 2001`` does not become ``between 2001 and 2001``); entities only swap
+with entities of the same shape (a demonym like ``Italian`` with a demonym) and sharing no word.
+
+Unlike LLM-OASIS, whose LLM falsifier was told *not* to change numbers, dates and names (subtler
+errors), these swaps are exactly those: easy, but certain contradictions, which is what the rare
+CONTRADICTED class of stage 3 lacks. Each pair gives three candidates (``falsified_candidates``):
+stage 2 original -> VERIFIED, stage 2 falsified -> UNVERIFIABLE, stage 3 falsified -> CONTRADICTED
+with a one-line explanation naming the swapped value.
+
+Background: the augmented prompts reuse the exact BACKGROUND KNOWLEDGE and REFERENCE TEXT of the
+turn's first stage 2 call (``TurnResult.calls``), with only the CLAIM changed, so they match what
+the teacher's prompts for that turn look like; a turn without a stage 2 call gives no pairs.
+The teacher's filters (parse, gold agreement, self-consistency) do not apply to these rows, whose
+labels come from the rule; dedup (the teacher's candidates come first and win) and class balance do.
+Deterministic: the choices depend only on the seed and the reference text.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import asdict, dataclass
+
+from ..data.schema import CONTRADICTED, UNVERIFIABLE, VERIFIED, Conversation
+from ..data.splits import dialogue_key
+from ..pipeline.engine import TurnResult
+from .silver import Candidate
+
+TEACHER = "rule:falsify"
+SOURCE_SUFFIX = "+falsified"
+RULES = ("number", "date", "entity")
+
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+NUMBER_WORDS = ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "twenty",
+                "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+# tokens that start a capitalised run without naming anything ("The Eiffel Tower" -> "Eiffel Tower")
+LEADING = frozenset((
+    "The", "A", "An", "This", "That", "These", "Those", "It", "Its", "He", "She", "They", "His", "Her", "Their", "In",
+    "On", "At", "By", "For", "From", "With", "As", "After", "Before", "During", "Since", "Until", "When", "While", "If",
+    "Although", "However", "Some", "Many", "Most", "There", "Here", "Also", "And", "But", "Or", "Of", "To", "Each",
+    "Every", "Both", "All", "No", "Not", "Only", "One", "I"))
+CONNECTORS = frozenset(("of", "de", "du", "da", "del", "della", "der", "van", "von", "the", "la", "le"))
+PRONOUN_START = frozenset(("It", "He", "She", "They", "This", "That", "These", "Those", "Its", "His", "Her", "Their",
+                           "Them", "Him"))
+ABBREVIATIONS = frozenset((
+    "Mr", "Mrs", "Ms", "Dr", "St", "Jr", "Sr", "Prof", "Inc", "Ltd", "Co", "Corp", "vs", "etc", "Mt", "Ft", "Gen",
+    "Col", "Lt", "Sgt", "Rev", "No", "Nos", "Jan", "Feb", "Mar", "Apr", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec",
+    "approx", "ca", "al", "e.g", "i.e", "U.S", "U.K"))
+
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"'’”)\]]*\s+(?=[\"'“‘(\[]*[A-Z0-9])")
+_TOKEN = re.compile(r"[^\W_](?:[\w'’-]*\w)?")
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Ww]e|[Ww]e're|[Oo]ur|[Oo]urs|us"
+                           r"|[Yy]ou|[Yy]our|[Yy]ours|[Yy]ou're)\b")
+_BROKEN_MARKUP = re.compile(r"\(\s*[$£€]?\s*(?:today)?\s*\)|\s[,;]|\{\{|\[\[")
+_YEAR = re.compile(r"(?<![\w$£€.,])(1[0-9]{3}|20[0-9]{2})(0s|s)?(?![\w%]|[.,]\d)")
+_NUMBER = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(st|nd|rd|th)?(?![\w]|[.,]\d)")
+_MONTH = re.compile(r"\b(" + "|".join(MONTHS) + r")\b")
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(NUMBER_WORDS) + r")\b", re.IGNORECASE)
+_DEMONYM = re.compile(r"(?:an|ian|ean|ese|ish|ic|i)$")
+
+
+@dataclass(frozen=True)
+class Span:
+    rule: str       # number / date / entity
+    kind: str       # year, decade, month, integer, decimal, ordinal, word, entity, demonym: swaps stay within a kind
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Pair:
+    original: str           # a factual sentence of the reference (the VERIFIED claim)
+    falsified: str          # the same sentence with one span swapped (the CONTRADICTED claim)
+    rule: str
+    kind: str
+    old: str
+    new: str
+    origin: str             # "document" (another value of the same reference) or "nearby"
+    start: int              # where ``old`` sits in ``original`` (``new`` sits at the same place in ``falsified``)
+
+
+# --------------------------------------------------------------------------------------------- sentences
+
+
+def sentences(text: str) -> list[str]:
+    """The text cut at line breaks (titles, table rows) and sentence ends, not after abbreviations or
+    initials (``J. R. R.``, ``Dr.``)."""
+    out = []
+    for line in text.splitlines():
+        start = 0
+        for m in _BOUNDARY.finditer(line):
+            before = line[start:m.start()].rstrip("\"'’”)]")
+            last = before.rsplit(None, 1)[-1] if before.split() else ""
+            word = last.rstrip(".!?")
+            if last.endswith(".") and (word in ABBREVIATIONS or (len(word) == 1 and word.isupper())):
+                continue
+            out.append(line[start:m.start()].strip())
+            start = m.end()
+        out.append(line[start:].strip())
+    return [s for s in out if s]
+
+
+def rejection(sentence: str) -> str | None:
+    """Why ``sentence`` is not a factual sentence to use as a claim, or None when it is."""
+    words = sentence.split()
+    if not sentence.endswith(".") or "?" in sentence:
+        return "not a statement"
+    if not 5 <= len(words) <= 40:
+        return "length"
+    first = sentence.lstrip("\"'“‘(")
+    if not first[:1].isupper() or first.split()[0] in PRONOUN_START:
+        return "not standalone"
+    if _FIRST_PERSON.search(sentence):
+        return "first or second person"
+    if _BROKEN_MARKUP.search(sentence) or sentence.count("(") != sentence.count(")"):
+        return "broken markup"
+    if not spans(sentence):
+        return "nothing factual to check"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------- spans
+
+
+def spans(sentence: str) -> list[Span]:
+    """Numbers, dates and capitalised entities of one sentence, without overlaps (dates first)."""
+    found: list[Span] = []
+
+    def add(span: Span) -> None:
+        if not any(s.start < span.end and span.start < s.end for s in found):
+            found.append(span)
+
+    for m in _YEAR.finditer(sentence):
+        add(Span("date", "decade" if m.group(2) else "year", m.start(), m.end(), m.group(0)))
+    for m in _MONTH.finditer(sentence):
+        add(Span("date", "month", m.start(), m.end(), m.group(0)))
+    for m in _NUMBER.finditer(sentence):
+        kind = "ordinal" if m.group(3) else "decimal" if m.group(2) else "integer"
+        add(Span("number", kind, m.start(), m.end(), m.group(0)))
+    for m in _NUMBER_WORD.finditer(sentence):
+        add(Span("number", "word", m.start(), m.end(), m.group(0)))
+    for span in _entities(sentence):
+        add(span)
+    return sorted(found, key=lambda s: s.start)
+
+
+def _entities(sentence: str) -> Iterator[Span]:
+    """Runs of capitalised words (joined by ``of``, ``de``, ...), leading function words dropped; a run
+    at the very start of the sentence counts only when it has two or more words (``Convertibles
+    evolved`` is no entity, ``Lamborghini Diablo`` is)."""
+    tokens = list(_TOKEN.finditer(sentence))
+    i = 0
+    while i < len(tokens):
+        if not tokens[i].group(0)[0].isupper():
+            i += 1
+            continue
+        run, j = [tokens[i]], i + 1
+        while j < len(tokens):
+            k = j
+            while k < len(tokens) and tokens[k].group(0) in CONNECTORS and k - j < 2:
+                k += 1
+            gaps = all(sentence[a.end():b.start()] == " " for a, b in zip(tokens[j - 1:k], tokens[j:k + 1]))
+            if k < len(tokens) and gaps and tokens[k].group(0)[0].isupper():
+                run += tokens[j:k + 1]
+                j = k + 1
+            else:
+                break
+        i = j
+        while run and run[0].group(0) in LEADING:
+            run = run[1:]
+        if not run or (run[0].start() == 0 and len(run) == 1):
+            continue
+        start, end = run[0].start(), run[-1].end()
+        text = re.sub(r"['’]s$", "", sentence[start:end])
+        if text in MONTHS or text in DAYS or text.isdigit():
+            continue
+        kind = "demonym" if len(run) == 1 and _DEMONYM.search(text) else "entity"
+        yield Span("entity", kind, start, start + len(text), text)
+
+
+# ---------------------------------------------------------------------------------------------- swapping
+
+
+def _value(text: str) -> float:
+    m = re.match(r"[\d,]+(?:\.\d+)?", text)
+    return float(m.group(0).replace(",", "")) if m else 0.0
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def nearby(span: Span, rng: random.Random) -> str | None:
+    """A value close to ``span`` of the same kind and format (None when there is none)."""
+    t = span.text
+    if span.kind == "year":
+        options = [str(int(t) + d) for d in range(-10, 11) if d]
+    elif span.kind == "decade":
+        options = [f"{int(t[:4]) + d}{t[4:]}" for d in (-30, -20, -10, 10, 20, 30)]
+    elif span.kind == "month":
+        k = MONTHS.index(t)
+        options = [MONTHS[(k + d) % 12] for d in (-3, -2, -1, 1, 2, 3)]
+    elif span.kind == "word":
+        k = NUMBER_WORDS.index(t.lower())
+        options = [NUMBER_WORDS[k + d] for d in (-2, -1, 1, 2) if 0 <= k + d < len(NUMBER_WORDS)]
+        options = [w.capitalize() if t[0].isupper() else w for w in options]
+    elif span.kind == "ordinal":
+        n = int(re.match(r"\d+", t).group(0))
+        options = [_ordinal(n + d) for d in (-2, -1, 1, 2) if n + d > 0]
+    else:
+        whole, _, frac = t.replace(",", "").partition(".")
+        scaled = int(whole + frac)
+        step = 10 ** max(0, len(str(scaled)) - 2)
+        options = []
+        for d in (-3, -2, -1, 1, 2, 3):
+            v = scaled + d * step
+            if v <= 0:
+                continue
+            w, f = (str(v)[:-len(frac)] or "0", str(v)[-len(frac):].rjust(len(frac), "0")) if frac else (str(v), "")
+            w = f"{int(w):,}" if "," in t else w
+            options.append(f"{w}.{f}" if frac else w)
+    return rng.choice(options) if options else None
+
+
+def _swappable(span: Span, other: Span) -> bool:
+    if other.kind != span.kind or other.text.casefold() == span.text.casefold():
+        return False
+    if span.rule == "entity":
+        return not set(span.text.casefold().split()) & set(other.text.casefold().split())
+    if span.rule == "number":
+        return _value(other.text) != _value(span.text)
+    return True
+
+
+def swap_options(sentence: str, document: Sequence[Span]) -> dict[str, list[tuple[Span, list[str]]]]:
+    """Per rule, the spans of ``sentence`` with the document's values each could become."""
+    out: dict[str, list[tuple[Span, list[str]]]] = {}
+    for span in spans(sentence):
+        values = sorted({o.text for o in document if _swappable(span, o) and o.text not in sentence})
+        out.setdefault(span.rule, []).append((span, values))
+    return out
+
+
+def falsify(reference: str, n: int, seed: int) -> list[Pair]:
+    """Up to ``n`` pairs from ``reference``, one per factual sentence, picked with a generator seeded by
+    ``seed`` and the reference itself (the same reference always gives the same pairs)."""
+    if n <= 0:
+        return []
+    rng = random.Random(f"falsify:{seed}:{reference}")
+    chosen = [s for s in sentences(reference) if rejection(s) is None]
+    document = [sp for s in sentences(reference) for sp in spans(s)]
+    rng.shuffle(chosen)
+    pairs: list[Pair] = []
+    for sentence in chosen:
+        if len(pairs) == n:
+            break
+        pair = _falsify_sentence(sentence, document, rng)
+        if pair is not None:
+            pairs.append(pair)
+    return pairs
+
+
+def _falsify_sentence(sentence: str, document: Sequence[Span], rng: random.Random) -> Pair | None:
+    options = swap_options(sentence, document)
+    for rule in rng.sample(sorted(options), len(options)):
+        for span, values in rng.sample(options[rule], len(options[rule])):
+            new, origin = (rng.choice(values), "document") if values else (None, "nearby")
+            if new is None and rule != "entity":
+                new = nearby(span, rng)
+            if new is None or new in sentence:
+                continue
+            falsified = sentence[:span.start] + new + sentence[span.end:]
+            return Pair(sentence, falsified, rule, span.kind, span.text, new, origin, span.start)
+    return None
+
+
+def explanation(pair: Pair) -> str:
+    """The stage 3 explanation: one line naming the swapped value."""
+    return f"The claim says {pair.new}, but the reference text says {pair.old}."
+
+
+# ------------------------------------------------------------------------------------------- candidates
+
+
+def _claim_prefix(res: TurnResult) -> str | None:
+    """The turn's first stage 2 input up to its CLAIM (background and reference as the engine numbered them)."""
+    for call in res.calls:
+        if call.stage == "stage2":
+            claim = res.claims[call.claim_index].text
+            head = call.input[: len(call.input) - len(claim)]
+            if call.input.endswith(claim) and head.endswith("CLAIM:\n"):
+                return head
+    return None
+
+
+def falsified_candidates(conversations: Sequence[Conversation], results: Sequence[Sequence[TurnResult]], n: int,
+                         seed: int, dialogues: Collection[str] | None = None) -> list[Candidate]:
+    """Three candidates per pair (stage 2 VERIFIED, stage 2 UNVERIFIABLE, stage 3 CONTRADICTED) for up
+    to ``n`` pairs per scored turn's reference, for the dialogues in ``dialogues`` (all when None: give
+    the train split's, never the test split's, or the references would leak)."""
+    out: list[Candidate] = []
+    for conv, turns in zip(conversations, results):
+        dialogue = dialogue_key(conv)
+        if dialogues is not None and dialogue not in dialogues:
+            continue
+        for res in turns:
+            prefix = _claim_prefix(res) if res.scored and res.reference else None
+            if prefix is None:
+                continue
+            for k, pair in enumerate(falsify(res.reference, n, seed)):
+                meta = {**asdict(pair), "pair": k}
+                base = {"conversation_id": conv.id, "dialogue_id": dialogue, "source": conv.source + SOURCE_SUFFIX,
+                        "turn_index": res.turn_index, "claim_index": -1, "gold_label": res.gold_label}
+                expl = explanation(pair)
+                for stage, claim, label, completion in (
+                        ("stage2", pair.original, VERIFIED, VERIFIED),
+                        ("stage2", pair.falsified, UNVERIFIABLE, UNVERIFIABLE),
+                        ("stage3", pair.falsified, CONTRADICTED, f"{CONTRADICTED}. {expl}")):
+                    parsed = {"label": label, **({"explanation": expl} if stage == "stage3" else {})}
+                    out.append(Candidate(stage, **base, claim=claim, target_input=prefix + claim,
+                                         completion=completion, label=label, parsed=parsed,
+                                         extra={"teacher": TEACHER, "augment": meta}))
+    return out
+
+
+def summary(candidates: Sequence[Candidate], n: int) -> dict[str, object]:
+    """The manifest's ``augment`` entry: settings, pairs made per rule and how many rows were kept."""
+    made = [c for c in candidates if c.extra.get("augment") and c.stage == "stage3"]
+    by_rule = {r: sum(c.extra["augment"]["rule"] == r for c in made) for r in RULES}
+    kept = {s: sum(c.drop is None and c.stage == s and "augment" in c.extra for c in candidates)
+            for s in ("stage2", "stage3")}
+    return {"falsified_per_reference": n, "teacher": TEACHER, "pairs": len(made), "by_rule": by_rule,
+            "kept": kept, "split": "train only",
+            "background": "the turn's first stage 2 input (its background and reference), claim replaced"}
