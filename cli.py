@@ -8,19 +8,20 @@ import logging
 import sys
 from pathlib import Path
 
+from .cli_args import add_recipe_subparser, recipe_from_args
 from .pipeline.engine import RULES
 from .pipeline.stages import ALL_STAGES
 
 
 def _add_score(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("score", help="score dialogues with the VISTA pipeline on a local model",
+    p = add_recipe_subparser(sub, "score", config_required=False,
+                             config_help="a recipe: its student, its pipeline settings and its trained adapters "
+                                         "(train.output_dir)", help="score dialogues with the VISTA pipeline on a local model",
                        description="Score every assistant turn of the input dialogues with VISTA. Settings come "
                                    "from the recipe (--config; default: the built-in defaults); the options "
                                    "marked [recipe KEY] and the trailing section.key=value overrides change it.")
     p.add_argument("--input", required=True, help="conversations: authors' .json or our .jsonl")
     p.add_argument("--output", required=True, help="per-turn records (.jsonl); the summary goes beside it")
-    p.add_argument("--config", default=None,
-                   help="a recipe: its student, its pipeline settings and its trained adapters (train.output_dir)")
     p.add_argument("--adapters", default=None, help="folder with stage1/ stage2/ stage3/ PEFT adapters "
                                                     "(default: the recipe's trained adapters, when --config has any)")
     p.add_argument("--rule", choices=RULES, default="safe",
@@ -41,7 +42,6 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--one-at-a-time", action="store_true", help="one request per call, like the authors' loop")
     for flag, key, kw in _SCORE_OVERRIDES:
         p.add_argument(flag, dest=key.replace(".", "__"), **kw)
-    p.add_argument("overrides", nargs="*", metavar="section.key=value", help="more recipe overrides")
     p.set_defaults(func=_score)
 
 
@@ -68,14 +68,14 @@ _SCORE_OVERRIDES: list[tuple[str, str, dict]] = [
 
 
 def _score(args: argparse.Namespace) -> int:
-    from .config import RecipeError, load_recipe
+    from .config import RecipeError
     from .data.io import read_conversations
     from .hardware import prepare_run
     from .scorer import VistaScorer
 
     conversations = read_conversations(args.input)[: args.limit]   # bad input fails before torch loads
     try:
-        recipe = load_recipe(args.config, _score_overrides(args) + list(args.overrides))
+        recipe = recipe_from_args(args, first=_score_overrides(args))
         prepare_run(recipe.student.dtype, args.threads, where="--dtype")  # says what it will use, first
     except (RecipeError, ValueError) as e:
         raise SystemExit(f"error: {e}") from None
@@ -128,23 +128,21 @@ def _stage_ints(pairs: list[str]) -> dict[str, int]:
 
 
 def _add_check(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="preflight a recipe before any large model loads: hardware, data, leaks, "
+    p = add_recipe_subparser(sub, "check", config_required=False,
+                             config_help="recipe YAML (default: the built-in defaults)", help="preflight a recipe before any large model loads: hardware, data, leaks, "
                                      "chat templates, thinking, GPU memory, teacher endpoint",
                        description="Everything the recipe needs short of loading the large models; one line per "
                                    "problem, exit 1 when there is any.")
-    p.add_argument("--config", default=None, help="recipe YAML (default: the built-in defaults)")
     p.add_argument("--data-root", default=None, metavar="DIR",
                    help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)")
     p.add_argument("--online", action="store_true", help="also send the teacher endpoint one real request")
-    p.add_argument("overrides", nargs="*", metavar="section.key=value", help="recipe overrides")
     p.set_defaults(func=_check)
 
 
 def _check(args: argparse.Namespace) -> int:
-    from .config import load_recipe
     from .preflight import run_checks
 
-    recipe = load_recipe(args.config, args.overrides, data_root=args.data_root)
+    recipe = recipe_from_args(args)
     return 1 if run_checks(recipe, online=args.online).problems else 0
 
 

@@ -1,5 +1,5 @@
-"""The one command-line parser for commands that read a recipe: ``vista-distill train``, ``vista-distill
-eval`` and ``train/stage{1,2,3}.py``.
+"""The one command-line parser for commands that read a recipe: ``vista-distill train``, ``eval``,
+``distill``, ``check``, ``score`` and ``train/stage{1,2,3}.py``.
 
 In the style of TRL's ``TrlParser`` (``trl/scripts/sft.py``): the typed dataclass config comes from the
 YAML file given with ``--config``, and every setting can be overridden on the command line, either as
@@ -71,10 +71,10 @@ def _help(f: dataclasses.Field) -> str:
 
 
 def add_recipe_arguments(parser: argparse.ArgumentParser, config_help: str = "recipe YAML (recipes/*.yaml)",
-                         ) -> argparse.ArgumentParser:
+                         config_required: bool = True) -> argparse.ArgumentParser:
     """Add ``--config``, one ``--section.key`` option per recipe field and the ``section.key=value``
     positional run to ``parser``; :func:`recipe_from_args` reads them back."""
-    parser.add_argument("--config", required=True, help=config_help)
+    parser.add_argument("--config", required=config_required, default=None, help=config_help)
     groups: dict[str, argparse._ArgumentGroup] = {}
     for key, f in recipe_fields():
         section = key.split(".")[0] if "." in key else "recipe"
@@ -91,18 +91,19 @@ def add_recipe_arguments(parser: argparse.ArgumentParser, config_help: str = "re
     return parser
 
 
-def add_recipe_subparser(subparsers: argparse._SubParsersAction, name: str, **kwargs: Any,
-                         ) -> argparse.ArgumentParser:
+def add_recipe_subparser(subparsers: argparse._SubParsersAction, name: str, *,
+                         config_help: str = "recipe YAML (recipes/*.yaml)", config_required: bool = True,
+                         **kwargs: Any) -> argparse.ArgumentParser:
     """``subparsers.add_parser(name, **kwargs)`` with the recipe arguments (:func:`add_recipe_arguments`)."""
     kwargs.setdefault("epilog", OVERRIDES_EPILOG)
     kwargs.setdefault("formatter_class", RecipeHelpFormatter)
-    return add_recipe_arguments(subparsers.add_parser(name, **kwargs))
+    return add_recipe_arguments(subparsers.add_parser(name, **kwargs), config_help, config_required)
 
 
-def recipe_from_args(args: argparse.Namespace):
-    """The recipe of parsed arguments: ``--config`` with the overrides applied (and ``--data-root``
-    when the command has one)."""
-    return load_recipe(args.config, list(getattr(args, "overrides", None) or []),
+def recipe_from_args(args: argparse.Namespace, first: Sequence[str] = ()) -> Recipe:
+    """The recipe of parsed arguments: ``--config`` with the overrides applied (``first`` before the
+    command line's), and ``--data-root`` when the command has one."""
+    return load_recipe(args.config, [*first, *(getattr(args, "overrides", None) or [])],
                        data_root=getattr(args, "data_root", None))
 
 

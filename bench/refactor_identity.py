@@ -88,6 +88,15 @@ def _adapters(root: Path) -> None:
         model.save_pretrained(root / stage)
 
 
+def _cpu() -> str:
+    """The CPU model and whether it computes bf16 natively (lscpu's flags)."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    native = "amx_bf16" in flags or "avx512_bf16" in flags
+    return f"{model}, {info.count('processor')} core(s), native bf16: {'yes' if native else 'no'}"
+
+
 def _budgets_key() -> str:
     """Where a recipe keeps the eval systems' token budgets (moved by the refactor)."""
     from vista_distill import config
@@ -156,7 +165,8 @@ def main() -> int:
             da, db = a["digests"].get(key), b["digests"].get(key)
             same &= da == db
             lines.append(f"| {key} | `{(da or '-')[:12]}` | `{(db or '-')[:12]}` | {'yes' if da == db else 'NO'} |")
-        lines += ["", f"Commits: {a['commit']} -> {b['commit']}."]
+        lines += ["", f"Commits: {a['commit']} -> {b['commit']}. Machine: {_cpu()}, one torch thread (outputs, not "
+                  "timings, are compared; timings are left out)."]
         (OUT / "comparison.md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
         return 0 if same else 1

@@ -13,31 +13,31 @@ import sys
 
 def add_distill_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``distill`` to a top-level ``add_subparsers()`` object."""
-    p = subparsers.add_parser(
-        "distill", help="run the teacher over a recipe's training material and export silver data per stage",
+    from ..cli_args import add_recipe_subparser
+
+    p = add_recipe_subparser(
+        subparsers, "distill", config_help="recipe YAML (teacher, data, distill sections)", help="run the teacher over a recipe's training material and export silver data per stage",
         description="Run the VISTA prompts with the recipe's teacher (OpenAI-compatible server, local model or "
                     "human labels) over the train material, cache every call, filter, and export stage1/ stage2/ "
                     "stage3/ datasets with a manifest. Rerunning resumes from the cache.")
-    p.add_argument("--config", required=True, help="recipe YAML (teacher, data, distill sections)")
     p.add_argument("--limit", type=int, default=None, help="only the first N train conversations")
     p.add_argument("--output-dir", default=None, help="override distill.output_dir")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
     p.add_argument("--data-root", default=None, metavar="DIR",
                    help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)")
-    p.add_argument("overrides", nargs="*", metavar="section.key=value",
-                   help="recipe overrides, e.g. teacher.base_url=http://127.0.0.1:8000/v1 teacher.concurrency=4")
     p.set_defaults(func=cmd_distill)
     return p
 
 
 def cmd_distill(args: argparse.Namespace) -> int:
-    from ..config import RecipeError, load_recipe
+    from ..cli_args import recipe_from_args
+    from ..config import RecipeError
     from ..data.io import SchemaError, print_error
     from ..data.splits import LeakageError
     from .run import TeacherError, TeacherUnavailable, run_distill
 
     try:
-        recipe = load_recipe(args.config, args.overrides, data_root=args.data_root)
+        recipe = recipe_from_args(args)
         result = run_distill(recipe, limit=args.limit, progress=not args.no_progress, output_dir=args.output_dir)
     except TeacherUnavailable as e:
         print(f"stopped: {e}", file=sys.stderr)

@@ -231,4 +231,4 @@ def _record(c: silver.Candidate, teacher: Teacher, teacher_style: str, student_s
     }
 
 
-__all__ = ["DistillResult", "TeacherError", "TeacherUnavailable", "load_material", "run_distill"]
+__all__ = ["DistillResult", "TeacherError", "TeacherUnavailable", "run_distill"]

@@ -45,8 +45,9 @@ def _announce(run) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..config import RecipeError
     from ..data.splits import LeakageError
+    from .errors import EvalError
     from .metrics import OVERALL
-    from .run import EvalError, run_eval
+    from .run import run_eval
 
     try:
         recipe = recipe_from_args(args)   # --config, overrides and --data-root

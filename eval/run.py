@@ -34,7 +34,6 @@ from ..data.schema import Conversation
 from ..pipeline.engine import RULES
 from . import metrics as M
 from .comparison import add_common_coverage, bootstrap_intervals, compare_results, fingerprint, significance
-from .efficiency import cost_per_1k_turns
 from .errors import EvalError
 from .significance import MCNEMAR_VARIANTS
 from .systems import FIVE_LABEL_SYSTEMS, SYSTEMS, Backends, SystemRun, run_system
@@ -212,18 +211,4 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     return EvalResult(out_dir, results, runs)
 
 
-__all__ = [
-    "SYSTEMS",
-    "EvalError",
-    "EvalResult",
-    "SystemRun",
-    "add_common_coverage",
-    "bootstrap_intervals",
-    "compare_results",
-    "cost_per_1k_turns",
-    "fingerprint",
-    "load_test_material",
-    "run_eval",
-    "run_system",
-    "significance",
-]
+__all__ = ["EvalResult", "load_test_material", "run_eval", "student_training_ids"]

@@ -179,7 +179,7 @@ def test_cli_without_test_material_fails_with_a_message(tmp_path, capsys):
 
 
 def test_cost_per_1k_turns_from_configured_prices():
-    from vista_distill.eval.run import cost_per_1k_turns
+    from vista_distill.eval.efficiency import cost_per_1k_turns
 
     recipe = load_recipe(None, ["eval.price_per_1m_tokens={teacher: {prompt: 2.5, completion: 10.0}}",
                                 "eval.price_per_hour={student: 3.6}", "eval.price_per_1k_turns={base: 0.5}"])
