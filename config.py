@@ -39,6 +39,7 @@ class DataSource:
     n: int | None = None          # sample N conversations (None = all)
     seed: int = 0
     options: dict[str, Any] = field(default_factory=dict)   # loader options, e.g. {ambiguous: drop}
+    hold_out: bool = True         # data.train only: False keeps the whole source for training (no test share)
 
 
 @dataclass
@@ -123,6 +124,7 @@ class LoraSettings:
     alpha: int = 32
     dropout: float = 0.0
     target_modules: str | list[str] = "all-linear"
+    layers_to_transform: list[int] | None = None   # only these decoder layers (negative: from the top); None: all
 
 
 @dataclass
@@ -149,6 +151,7 @@ class TrainSettings:
     resume: bool = True                      # continue from the last checkpoint in the stage's output dir
     cpu_threads: int | str | None = "auto"   # torch CPU threads (auto: the cores not busy; None: torch's default)
     options: dict[str, Any] = field(default_factory=dict)   # any other TRL SFTConfig field
+    per_stage: dict[str, dict[str, Any]] = field(default_factory=dict)   # {stage2: {max_steps: 30}}: this section's keys for one stage
 
 
 @dataclass
@@ -167,6 +170,7 @@ class EvalSettings:
     price_per_1m_tokens: dict[str, dict[str, float]] = field(default_factory=dict)  # {system: {prompt, completion}}
     price_per_hour: dict[str, float] = field(default_factory=dict)  # {system: hardware price per hour}
     heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
+    given_claims: bool = False               # also run stages 2-3 of student and base on the human claims (claim level, paired)
     threads: int | str | None = "auto"       # torch CPU threads while evaluating (auto: the cores not busy)
 
 
@@ -186,6 +190,15 @@ class Recipe:
     def resolve(self, template: str) -> str:
         """Fill ``{name}`` in a path template."""
         return template.format(name=self.name)
+
+    def for_stage(self, stage: str) -> Recipe:
+        """This recipe with ``train.per_stage[stage]`` applied to the train section."""
+        import dataclasses
+
+        extra = self.train.per_stage.get(stage) or {}
+        if not extra:
+            return self
+        return dataclasses.replace(self, train=dataclasses.replace(self.train, **extra, per_stage={}))
 
     def engine_config(self, role: Literal["teacher", "student", "base"]) -> EngineConfig:
         """The pipeline settings of one role: its prompts, how stages 2-3 answer, its token budgets
@@ -337,7 +350,27 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None,
     if data_root:
         recipe.data.root = str(data_root)
     _check_hardware_fields(recipe, where)
+    _check_per_stage(recipe, where)
     return recipe
+
+
+def _check_per_stage(recipe: Recipe, where: str) -> None:
+    """``train.per_stage`` names known stages and train keys, each value of its field's type."""
+    import dataclasses
+
+    from .pipeline.stages import STAGES
+
+    for stage, extra in recipe.train.per_stage.items():
+        if stage not in STAGES:
+            raise RecipeError(f"{where}: train.per_stage.{stage}: unknown stage; expected one of {list(STAGES)}")
+        if not isinstance(extra, dict):
+            raise RecipeError(f"{where}: train.per_stage.{stage}: expected a mapping of train keys")
+        raw = {k: v for k, v in dataclasses.asdict(recipe.train).items() if k != "per_stage"}
+        unknown = set(extra) - set(raw)
+        if unknown or "per_stage" in extra:
+            raise RecipeError(f"{where}: train.per_stage.{stage}: {sorted(unknown | ({'per_stage'} & set(extra)))} "
+                              f"are not train keys")
+        _build(TrainSettings, {**raw, **extra}, f"{where}: train.per_stage.{stage}")
 
 
 def _check_hardware_fields(recipe: Recipe, where: str) -> None:

@@ -1,8 +1,9 @@
 """``vista-distill demo``: data -> teacher -> three adapters -> evaluation -> report, on a CPU.
 
-Runs ``recipes/demo-cpu.yaml`` (bundled FaithDial sample, the embedded model as few-shot teacher,
-LoRA students trained on CPU) end to end and ends with a summary that points to the report. Every
-step resumes: the teacher's calls are cached and training restarts from its last checkpoint.
+Runs ``recipes/demo-cpu.yaml`` end to end (bundled FaithDial and Factcheck-GPT samples, their human
+labels as teacher, LoRA students trained on CPU, student vs prompted base at claim and turn level) and
+ends with a summary that points to the report. Every step resumes: the teacher's calls are cached and
+training restarts from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"      {s.get('stage')}: {_loss_line(s)}")
     times["train"] = time.perf_counter() - t
 
-    t = _step(4, "eval: student vs base vs teacher on the held-out dialogues")
+    t = _step(4, f"eval: {' vs '.join(recipe.eval.systems)} on the held-out dialogues")
     from .eval.run import run_eval
 
     result = run_eval(recipe, progress=True, material=material)
@@ -119,17 +120,39 @@ def _loss_line(summary: dict) -> str:
 
 
 def _headline(results: dict) -> list[str]:
+    """Per system: turn accuracy under each rule and claim accuracy on the human claims; then the
+    student against the base with McNemar p-values, and the majority label."""
     from .eval.metrics import OVERALL
 
+    rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
+    given = (results.get("given_claims") or {}).get("systems", {})
     lines = []
     for name, sysres in (results.get("systems") or {}).items():
         if sysres.get("status") != "ok":
             lines.append(f"{name:8s} {sysres.get('status')}: {sysres.get('reason')}")
             continue
-        turn = (results.get("metrics", {}).get(name, {}).get(OVERALL, {}).get("turn") or {}).get("safe") or {}
+        turn = results.get("metrics", {}).get(name, {}).get(OVERALL, {}).get("turn") or {}
+        parts = [f"turn accuracy {rule} {_num(turn.get(rule, {}).get('accuracy'))}" for rule in rules]
+        claims = (given.get(name) or {}).get(OVERALL) or {}
+        if claims:
+            parts.append(f"claims (stage 2) {_num(claims.get('binary_accuracy'))}")
         eff = sysres.get("efficiency") or {}
-        acc, cov = turn.get("accuracy"), turn.get("coverage")
-        lines.append(f"{name:8s} turn accuracy {'n/a' if acc is None else f'{acc:.3f}'}, coverage "
-                     f"{'n/a' if cov is None else f'{cov:.3f}'}, {eff.get('turns_per_s') or 0:.2f} turns/s"
+        lines.append(f"{name:8s} " + ", ".join(parts) + f", {eff.get('turns_per_s') or 0:.2f} turns/s"
                      + (f" ({eff['cache_hit_share']:.0%} from the call cache)" if eff.get("cache_hit_share") else ""))
+    maj = results.get("majority", {}).get(OVERALL, {})
+    if maj.get("turn") or maj.get("claim"):
+        t, c = maj.get("turn") or {}, maj.get("claim") or {}
+        lines.append(f"majority turn accuracy {_num(t.get('accuracy'))} ({t.get('label', '-')}), claims (stage 2) "
+                     f"{_num(c.get('binary_accuracy'))} ({c.get('binary_label', '-')})")
+    for label, pairs in (("claims (stage 2)", (results.get("given_claims") or {}).get("significance", {}).get("stage2", {})),
+                         *((f"turns ({rule})", results.get("significance", {}).get("by_rule", {}).get(rule, {}))
+                           for rule in rules)):
+        for p in pairs.get(OVERALL, []):
+            if {p["system_1"], p["system_2"]} == {"student", "base"}:
+                delta = p.get("delta") if p["system_1"] == "student" else -(p.get("delta") or 0)
+                lines.append(f"student - base, {label}: {delta:+.3f} over {p['n']}, McNemar p = {p['pvalue']:.2g}")
     return lines
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"

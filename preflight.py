@@ -61,8 +61,8 @@ def check_hardware(recipe: Recipe, report: Report) -> None:
     tp = training_precision(recipe, detect(training_device(recipe)))
     sp = choose_dtype(recipe.student.dtype, cap, "student.dtype")
     tc = choose_dtype(t.dtype, cap, "teacher.dtype") if local_teacher else None
-    rows = [("teacher (distill)", *((tc.dtype, tc.reason) if tc else ("-", f"{t.backend}: the server's")),
-             t.threads),
+    remote = "human labels: no model runs" if t.backend == "labels" and not t.base_url else f"{t.backend}: the server's"
+    rows = [("teacher (distill)", *((tc.dtype, tc.reason) if tc else ("-", remote)), t.threads if tc else None),
             ("training", f"weights {tp.model_dtype}, autocast {tp.compute_dtype}", tp.reason, recipe.train.cpu_threads),
             ("student, base (eval, score)", sp.dtype, sp.reason, recipe.eval.threads)]
     cores, load, env = usable_cores(), busy_cores(), os.environ.get("OMP_NUM_THREADS")

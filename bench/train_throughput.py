@@ -1,7 +1,7 @@
 """Training throughput and peak memory of the stage trainer (train/run.py), one fresh process per variant.
 
     python bench/train_throughput.py --recipe recipes/smollm2-135m-cpu.yaml --silver runs/smollm2-135m-cpu/silver \
-        --variant default --variant bf16-weights=student.dtype=bfloat16 --variant ckpt=train.gradient_checkpointing=true
+        --variant default --variant bf16-weights=student.dtype=bfloat16 --variant ckpt=train.gradient_checkpointing=true  (";" between overrides)
 
 On a GPU, the 7-8B recipes on randomly initialised models of the real architecture (config only, no
 download; the embedded tokenizer supplies the ids, and Mistral's 32,768-token vocabulary is enlarged
@@ -85,7 +85,8 @@ def run_variant(recipe: str, silver: str, stage: str, overrides: list[str], step
 
     with tempfile.TemporaryDirectory() as tmp:
         extra = [f"train.silver_dir={silver}", f"train.output_dir={tmp}", f"train.max_steps={warmup + steps}",
-                 "train.eval_steps=0", "train.save_steps=100000", "train.resume=false", "train.logging_steps=1000"]
+                 "train.eval_steps=0", "train.save_steps=100000", "train.resume=false", "train.logging_steps=1000",
+                 "train.per_stage={}"]   # the measured steps, whatever the recipe gives each stage
         if model_dir:
             extra.append(f"student.model={model_dir}")
         r = load_recipe(recipe, extra + overrides)
@@ -153,7 +154,7 @@ def main() -> None:
     rows = []
     for spec in a.variant or ["recipe"]:
         name, _, ov = spec.partition("=")
-        overrides = [o for o in ov.split(",") if o]
+        overrides = [o for o in ov.split(";") if o]   # ";" between overrides (lists take ",")
         job = dict(recipe=a.recipe, silver=a.silver, stage=a.stage, overrides=overrides, steps=a.steps,
                    warmup=a.warmup, model_dir=model_dir)
         proc = subprocess.run([sys.executable, __file__, "--_one", json.dumps(job)], capture_output=True, text=True,

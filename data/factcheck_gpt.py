@@ -82,7 +82,8 @@ BENCHMARK = "factcheck-gpt"
 FILE = "factcheck-GPT-benchmark.jsonl"
 DOWNLOAD = f"https://github.com/yuxiaw/Factcheck-GPT ({FILE})"
 
-EVIDENCE_CHOICES = ("retrieved", "human")
+EVIDENCE_CHOICES = ("retrieved", "human", "closest")
+UNIT_CHOICES = ("answer", "sentence")
 PARTIAL_CHOICES = ("lacking_evidence", "verified")
 TURN_LABEL_CHOICES = ("from_claims", "response", "none")
 UNCLAIMED_CHOICES = ("skip", "out_of_scope")
@@ -113,19 +114,22 @@ class _Bad(ValueError):
 def load_factcheck_gpt(source: str | os.PathLike, *, split: str | None = None,
                        ambiguous: str = DEFAULT_AMBIGUOUS, on_error: str = "raise",
                        evidence: str = "retrieved", partial: str = "lacking_evidence",
-                       turn_label: str = "from_claims", unclaimed: str = "skip") -> LoadResult:
+                       turn_label: str = "from_claims", unclaimed: str = "skip",
+                       unit: str = "answer") -> LoadResult:
     """Load ``factcheck-GPT-benchmark.jsonl`` (a file, or the one under a directory; ``split``
     picks ``{split}.jsonl`` instead). Options as in the module docstring."""
     check_options(ambiguous, on_error)
     for name, value, choices in (("evidence", evidence, EVIDENCE_CHOICES), ("partial", partial, PARTIAL_CHOICES),
                                  ("turn_label", turn_label, TURN_LABEL_CHOICES),
-                                 ("unclaimed", unclaimed, UNCLAIMED_CHOICES)):
+                                 ("unclaimed", unclaimed, UNCLAIMED_CHOICES), ("unit", unit, UNIT_CHOICES)):
         if value not in choices:
             raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     patterns = ("{split}.jsonl", "**/{split}.jsonl") if split else (FILE, f"**/{FILE}")
     files = source_files(source, split, patterns, "Factcheck-GPT JSONL", download=DOWNLOAD)
+    if unit == "sentence" and turn_label == "response":
+        raise ValueError("turn_label='response' labels whole answers; with unit='sentence' use 'from_claims' or 'none'")
     options = {"evidence": evidence, "partial": partial, "turn_label": turn_label, "unclaimed": unclaimed,
-               "ambiguous": ambiguous}
+               "ambiguous": ambiguous, "unit": unit}
     return merge_results([_load_file(f, on_error, options) for f in files], source, BENCHMARK)
 
 
@@ -148,15 +152,21 @@ def _load_file(path: Path, on_error: str, options: dict[str, str]) -> LoadResult
                 sink.malformed(row, f"not valid JSON ({e.msg}, column {e.colno})", line=line)
                 continue
             try:
-                conv = _conversation(path, row, line, rec, **options)
+                made = _conversation(path, row, line, rec, **options)
             except _Bad as e:
                 sink.malformed(row, str(e), e.field, line)
                 continue
-            if conv is None:
+            if made is None:
                 sink.drop(row, f"ambiguous label (ambiguous='drop') -- response_factuality "
                                f"{rec['response_factuality']!r}")
                 continue
-            convs.append(conv)
+            if isinstance(made, list):
+                if not made:
+                    sink.drop(row, "no sentence with claims (unit='sentence', unclaimed='skip')")
+                    continue
+                convs.extend(made)
+            else:
+                convs.append(made)
             sink.ok()
     return sink.finish(convs)
 
@@ -168,6 +178,14 @@ def claim_category(checkworthiness: str, stances: list[str], factuality: str, ev
         return OUT_OF_SCOPE, f"checkworthiness {checkworthiness}"
     if evidence == "human":
         return FACTUALITY[factuality], f"factuality {factuality}"
+    if evidence == "closest":   # ``stances`` is the closest passage's stance alone
+        if SUPPORT in stances:
+            return VERIFIED, f"closest passage: {SUPPORT}"
+        if REFUTE in stances:
+            return CONTRADICTED, f"closest passage: {REFUTE}"
+        if PARTIAL in stances:
+            return (VERIFIED if partial == "verified" else LACKING_EVIDENCE), f"closest passage: {PARTIAL}"
+        return LACKING_EVIDENCE, f"closest passage: {IRRELEVANT}"
     found = set(stances)
     if SUPPORT in found and REFUTE in found:
         return FACTUALITY[factuality], f"conflicting stances: factuality {factuality}"
@@ -178,6 +196,58 @@ def claim_category(checkworthiness: str, stances: list[str], factuality: str, ev
     if PARTIAL in found:
         return (VERIFIED if partial == "verified" else LACKING_EVIDENCE), f"{PARTIAL} only"
     return LACKING_EVIDENCE, f"{IRRELEVANT} only"
+
+
+def closest_passage(claim: str, passages: list[str]) -> int:
+    """Index of the passage most similar to ``claim`` (TF-IDF cosine over the claim and its passages;
+    the first on ties). Chosen from the text alone, never from the stance, so the label stays unseen."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    if len(passages) == 1:
+        return 0
+    try:
+        m = TfidfVectorizer().fit_transform([claim, *passages])
+    except ValueError:   # no word in any text
+        return 0
+    sims = cosine_similarity(m[0], m[1:])[0]
+    return int(sims.argmax())
+
+
+def sentence_conversations(conv: Conversation, passage_texts: list[str]) -> list[Conversation]:
+    """One conversation per decomposed answer sentence: the question, then the sentence as the scored
+    turn with its own claims and passages. ``dialogue_id`` stays the answer's, so splits keep the
+    sentences of one answer together. Sentences without claims are left out (with
+    ``unclaimed='out_of_scope'`` they keep their one OUT-OF-SCOPE claim)."""
+    question, answer = conv.turns
+    meta = answer.meta
+    texts = dict(enumerate(passage_texts, start=1))
+    out = []
+    for si, sent in enumerate(meta["sentences"]):
+        idx = [i for i, m in enumerate(meta["claims"]) if m["sentence"] == si]
+        if not idx:
+            continue
+        passages = _Passages()
+        claim_meta = []
+        for i in idx:
+            m = dict(meta["claims"][i])
+            m["passages"] = [passages.add(texts[n]) for n in m["passages"] if n is not None]
+            if m.get("human_passage") is not None:
+                m["human_passage"] = passages.add(texts[m["human_passage"]])
+            claim_meta.append(m)
+        claims = [answer.gold_claims[i] for i in idx]
+        gold = None if answer.gold_label is None else (
+            FAITHFUL if all(c.label in SAFE for c in claims) else HALLUCINATED)
+        smeta = {k: v for k, v in meta.items() if k not in ("claims", "sentences", "undecomposed_sentences",
+                                                          "revised_response")}
+        smeta.update(claims=claim_meta, sentence=si, claims_complete=True,
+                     label_source="claims (released VISTA rule)" if gold is not None else "none")
+        out.append(Conversation(
+            id=f"{conv.id}-s{si + 1}", source=conv.source,
+            turns=[question, Turn(ASSISTANT, " ".join(sent["text"].split()), reference=passages.render(),
+                                  gold_label=gold, gold_claims=claims, meta=smeta)],
+            meta={**conv.meta, "sentence": si + 1}))
+    return out
 
 
 def _norm(value: Any) -> str:
@@ -222,7 +292,7 @@ def human_excerpt(raw: str) -> str | None:
 
 
 def _conversation(path: Path, row: int, line: int, rec: Any, *, evidence: str, partial: str, turn_label: str,
-                  unclaimed: str, ambiguous: str) -> Conversation | None:
+                  unclaimed: str, ambiguous: str, unit: str = "answer") -> Conversation | list[Conversation] | None:
     if not isinstance(rec, dict):
         raise _Bad(None, f"expected a JSON object, got {type(rec).__name__}")
     if "prompt" not in rec and "claim" in rec:
@@ -261,6 +331,10 @@ def _conversation(path: Path, row: int, line: int, rec: Any, *, evidence: str, p
                                    "stances": [], "urls": [], "human_evidence": None})
             continue
         for c in parsed:
+            if evidence == "closest" and c["passages"]:
+                k = closest_passage(c["text"], c["passages"])
+                c = {**c, "passages": [c["passages"][k]], "stances": c["stances"][k:k + 1] if c["stances"] else [],
+                     "urls": c["urls"][k:k + 1] if len(c["urls"]) == len(c["passages"]) else c["urls"]}
             numbers = [passages.add(p) for p in c["passages"]]
             excerpt = human_excerpt(c["human_evidence"])
             human_number = passages.add(excerpt) if evidence == "human" and excerpt else None
@@ -286,12 +360,13 @@ def _conversation(path: Path, row: int, line: int, rec: Any, *, evidence: str, p
             "undecomposed_sentences": undecomposed, "claims": claim_meta, "sentences": sentence_meta,
             "revised_response": rec.get("revised_response")}
     key = text_key(prompt, response, n=12)
-    return Conversation(
+    conv = Conversation(
         id=f"{SOURCE}-{key}", source=SOURCE,
         turns=[Turn(USER, prompt),
                Turn(ASSISTANT, response, reference=passages.render(), gold_label=gold, gold_claims=claims,
                     meta=meta)],
         meta={"benchmark": BENCHMARK, "file": path.name, "row": row, "line": line, "dialogue_id": key})
+    return sentence_conversations(conv, passages.texts) if unit == "sentence" else conv
 
 
 def _claims(sent: dict[str, Any], where: str, evidence: str) -> list[dict[str, Any]]:

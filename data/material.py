@@ -83,7 +83,7 @@ def load_material(recipe: Recipe) -> Material:
     """Train and test material of a recipe.
 
     With ``data.test_fraction`` > 0 each train source is split by dialogue (so every source is
-    represented on both sides) and ``data.test`` sources are added to the test side. A test dialogue
+    represented on both sides; a source with ``hold_out: false`` stays whole on the train side) and ``data.test`` sources are added to the test side. A test dialogue
     that is also in train is handled by ``data.leaks``: ``error`` (``LeakageError``), ``drop-test``
     or ``drop-train`` (the leaking conversations leave that side, counted in the reports). Two
     conversations with the same id are an error (eval pairs systems by conversation id and turn).
@@ -102,7 +102,7 @@ def load_material(recipe: Recipe) -> Material:
     for i, src in enumerate(recipe.data.train):
         convs, report = load_source(src, root)
         loaded.append((f"data.train[{i}] {src.source}", list(convs)))
-        if f > 0:
+        if f > 0 and src.hold_out:
             parts = split_by_dialogue(convs, {"train": 1.0 - f, "test": f}, seed=recipe.data.seed)
             train += parts["train"]
             test += parts["test"]

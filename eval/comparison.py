@@ -39,6 +39,30 @@ def significance(runs: dict[str, SystemRun], rules: Sequence[str], variant: str)
     return out
 
 
+def given_claims_section(runs: dict[str, SystemRun], variant: str, n_bins: int = 10) -> dict[str, Any] | None:
+    """Claim level with the human claims given: each system's claim metrics per benchmark, and McNemar for
+    every pair of systems over the same claims (stage 2: VERIFIED vs not; and the five categories)."""
+    given = {n: r.given_records for n, r in runs.items() if r.status == "ok" and r.given_records}
+    if not given:
+        return None
+    out: dict[str, Any] = {"systems": {n: M.given_claims_metrics(rs, n_bins) for n, rs in given.items()},
+                           "significance": {}}
+    for level, binary in (("stage2", True), ("category", False)):
+        correct = {n: M.claim_correctness(rs, binary) for n, rs in given.items()}
+        sources = {n: {M.turn_key(r): r["source"] for r in rs} for n, rs in given.items()}
+        per: dict[str, list] = {}
+        for a, b in _pairs(list(given)):
+            common = sorted(set(correct[a]) & set(correct[b]))
+            groups: dict[str, list] = {}
+            for k in common:
+                groups.setdefault(sources[a][k[:2]], []).append(k)
+            for group, keys in {**dict(sorted(groups.items())), M.OVERALL: common}.items():
+                res = paired_mcnemar([correct[a][k] for k in keys], [correct[b][k] for k in keys], variant)
+                per.setdefault(group, []).append({"system_1": a, "system_2": b, **res})
+        out["significance"][level] = per
+    return out
+
+
 def add_common_coverage(metrics: dict[str, Any], runs: dict[str, SystemRun], rules: Sequence[str]) -> dict[str, Any]:
     """Accuracy over the gold turns every system that ran gave a verdict (``M.common_coverage``), per rule:
     written beside each system's own accuracy (``accuracy_common``, ``n_common``) and returned as

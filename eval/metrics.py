@@ -365,8 +365,10 @@ def majority_claim_metrics(records: Sequence[Record]) -> dict[str, Any] | None:
     label = Counter(gold).most_common(1)[0][0]
     pred = [label] * len(gold)
     present = [lab for lab in CLAIM_CATEGORIES if lab in set(gold)]
+    verified = sum(g == VERIFIED for g in gold) / len(gold)
     return {"label": label, "human_claims": len(gold), "accuracy": float(accuracy_score(gold, pred)),
-            "macro_f1": float(f1_score(gold, pred, labels=present, average="macro", zero_division=0))}
+            "macro_f1": float(f1_score(gold, pred, labels=present, average="macro", zero_division=0)),
+            "binary_label": VERIFIED if verified > 0.5 else "UNVERIFIABLE", "binary_accuracy": max(verified, 1 - verified)}
 
 
 def system_metrics(records: Sequence[Record], rules: Sequence[str],
@@ -385,6 +387,29 @@ def system_metrics(records: Sequence[Record], rules: Sequence[str],
     return out
 
 
+def given_claims_metrics(records: Sequence[Record], n_bins: int = 10) -> dict[str, Any]:
+    """Claim metrics of a run on the human claims (``EngineConfig(claims="gold")``), per benchmark and
+    overall: every claim is its own human claim, so the matches are the identity."""
+    matches = {turn_key(r): [ClaimMatch(j, j, 1.0, "exact") for j in range(len(r["gold_claims"]))]
+               for r in records if r.get("scored") and r.get("gold_claims")}
+    return {source: claim_metrics(rs, matches, True, n_bins) for source, rs in by_source(records).items()}
+
+
+def claim_correctness(records: Sequence[Record], binary: bool = True) -> dict[tuple[str, int, int], bool]:
+    """Per human claim of a given-claims run: is its label right? ``binary``: VERIFIED vs not (stage 2);
+    else the five categories (an unparsed category is wrong)."""
+    out = {}
+    for r in records:
+        if not (r.get("scored") and r.get("gold_claims")):
+            continue
+        for j, (gold, claim) in enumerate(zip(r["gold_claims"], r["claims"])):
+            if gold["label"] not in CLAIM_CATEGORIES:
+                continue
+            pred = claim.get("category")
+            out[(*turn_key(r), j)] = ((pred == VERIFIED) == (gold["label"] == VERIFIED)) if binary else pred == gold["label"]
+    return out
+
+
 __all__ = [
     "FAITHFUL",
     "HALLUCINATED",
@@ -393,7 +418,9 @@ __all__ = [
     "ClaimMatch",
     "ClaimMatcher",
     "by_source",
+    "claim_correctness",
     "claim_metrics",
+    "given_claims_metrics",
     "common_coverage",
     "correctness",
     "expected_calibration_error",

@@ -87,6 +87,40 @@ def _pair(results: dict[str, Any], rule: str, group: str, a: str, b: str) -> dic
 
 # -- markdown ------------------------------------------------------------------------------------------
 
+def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
+    """Stages 2-3 on the human claims (eval.given_claims): accuracy per benchmark and McNemar per pair."""
+    given = results.get("given_claims")
+    if not given:
+        return []
+    names = list(given["systems"])
+    groups = [g for g in next(iter(given["systems"].values())) if g != OVERALL] + [OVERALL]
+    out = ["## Claim level, human claims given (stages 2 and 3)", "",
+           "Each system labels the human claims of every test turn (no stage 1): `stage 2` is VERIFIED vs "
+           "not, `category` the five labels. McNemar pairs the same claims.", ""]
+    rows = []
+    for g in groups:
+        maj = results["majority"].get(g, {}).get("claim") or {}
+        row = [g, str(((given["systems"][names[0]].get(g) or {}).get("n_labelled_matches")) or "–")]
+        for n in names:
+            c = given["systems"][n].get(g) or {}
+            row.append(f"{_pct(c.get('binary_accuracy'))} / {_pct(c.get('accuracy'))} / {_pct(c.get('macro_f1'))}")
+        row.append(f"{_pct(maj.get('binary_accuracy'))} ({maj.get('binary_label', '–')}) / "
+                   f"{_pct(maj.get('accuracy'))} ({maj.get('label', '–')})")
+        rows.append(row)
+    out += [markdown_table(["benchmark", "claims", *[f"{n}: stage 2 / category / macro-F1" for n in names],
+                            "majority: stage 2 / category"], rows), ""]
+    rows = []
+    for level in ("stage2", "category"):
+        for g in groups:
+            for p in given["significance"][level].get(g, []):
+                rows.append([level, g, f"{p['system_1']} − {p['system_2']}", p["n"], _pct(p.get("delta")),
+                             _p(p["pvalue"]), p["mark"], f"b={p['b']}, c={p['c']}"])
+    if rows:
+        out += [markdown_table(["level", "benchmark", "pair", "claims", "Δ acc", "p", "sig.", "discordant (b, c)"],
+                               rows), ""]
+    return out
+
+
 def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     rules = results["settings"]["rules"]
     ok = _ok(results)
@@ -222,6 +256,8 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                        else _pct(c.get("binary_accuracy")) + (" (binary)" if c.get("binary_accuracy") is not None else ""))
         rows.append(row)
     out += ["Claim accuracy / macro-F1 per benchmark:", "", markdown_table(["benchmark", *ok], rows), ""]
+
+    out += _given_claims_markdown(results)
 
     # significance, all pairs overall
     out += ["## McNemar, all pairs (all benchmarks)", ""]

@@ -33,7 +33,14 @@ from ..data.material import Material, load_material, load_source
 from ..data.schema import Conversation
 from ..pipeline.engine import RULES
 from . import metrics as M
-from .comparison import add_common_coverage, bootstrap_intervals, compare_results, fingerprint, significance
+from .comparison import (
+    add_common_coverage,
+    bootstrap_intervals,
+    compare_results,
+    fingerprint,
+    given_claims_section,
+    significance,
+)
 from .errors import EvalError
 from .significance import MCNEMAR_VARIANTS
 from .systems import FIVE_LABEL_SYSTEMS, SYSTEMS, Backends, SystemRun, run_system
@@ -171,6 +178,9 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         if run.status == "ok":
             atomic_write_text(records_dir / f"{name}.jsonl",
                               "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in run.records))
+        if run.given_records:
+            atomic_write_text(records_dir / f"{name}.given_claims.jsonl",
+                              "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in run.given_records))
 
     matcher = M.ClaimMatcher(threshold=e.match_threshold, use_embeddings=e.match_embeddings)
     metrics: dict[str, Any] = {}
@@ -202,6 +212,9 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
                          "by_rule": significance(runs, e.rules, e.mcnemar)},
         "bootstrap": bootstrap_intervals(runs, e.rules, e.bootstrap, e.seed),
     }
+    given = given_claims_section(runs, e.mcnemar, e.calibration_bins)
+    if given is not None:
+        results["given_claims"] = given
     results["fingerprint"] = fingerprint(results)
     results["wall_s"] = round(time.perf_counter() - t_start, 3)
     results["hardware"] = hw.to_dict()   # beside the timings, outside the fingerprint

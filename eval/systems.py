@@ -49,6 +49,7 @@ class SystemRun:
     description: dict[str, Any] = field(default_factory=dict)
     efficiency: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
+    given_records: list[dict[str, Any]] = field(default_factory=list)   # stages 2-3 on the human claims
 
     def summary(self) -> dict[str, Any]:
         return {"status": self.status, "reason": self.reason, "description": self.description,
@@ -180,6 +181,8 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         bar.close()
     run.records = _records(results)
     run.efficiency = meter.report(scored)
+    if recipe.eval.given_claims and name in ("student", "base"):
+        run.given_records = _given_claims_records(cfg, conversations, backend, progress, name)
     if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)
         how = Counter(str((r.get("judge") or {}).get("parsed_from")) for r in run.records if r["scored"])
         run.description["judge_parsed_from"] = {k.replace("None", "unread"): v for k, v in sorted(how.items())}
@@ -189,6 +192,24 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
     cost = cost_per_1k_turns(recipe, name, run.efficiency)
     run.efficiency["cost_per_1k_turns"] = cost
     return run
+
+
+def _given_claims_records(cfg: Any, conversations: list[Conversation], backend: Any, progress: bool,
+                          name: str) -> list[dict[str, Any]]:
+    """Stages 2-3 of the same system on the human claims of every turn that has them (no stage 1)."""
+    import dataclasses
+
+    given = [c for c in conversations if any(c.turns[i].gold_claims for i in c.scored_turns)]
+    if not given:
+        return []
+    gcfg = dataclasses.replace(cfg, claims="gold")
+    bar = RequestBar(f"eval {name}, human claims given", backend, enabled=progress, mininterval=1.0)
+    try:
+        results = run_programs([vista_program(c, gcfg) for c in given], backend, batched=True,
+                               on_issue=bar.on_issue if progress else None)
+    finally:
+        bar.close()
+    return _records(results)
 
 
 class _TeacherChain:

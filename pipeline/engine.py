@@ -75,6 +75,7 @@ class EngineConfig:
     stage3: str = "score"
     stage4: bool = False              # optional: does the turn contradict earlier turns?
     max_claims: int = 16              # guards against degenerate lists; claims beyond it are counted, not kept
+    claims: str = "model"             # "gold": a turn with human claims takes them instead of stage 1
     max_new_tokens: dict[str, int] = field(
         default_factory=lambda: {"stage1": 256, "stage2": 8, "stage3": 96, "stage4": 96}
     )
@@ -83,6 +84,8 @@ class EngineConfig:
         for stage in ("stage2", "stage3"):
             if getattr(self, stage) not in ("score", "generate"):
                 raise ValueError(f"{stage} mode must be 'score' or 'generate', got {getattr(self, stage)!r}")
+        if self.claims not in ("model", "gold"):
+            raise ValueError(f"claims must be 'model' or 'gold', got {self.claims!r}")
 
 
 @dataclass
@@ -199,7 +202,9 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
 
     history = [(t.role, t.text) for t in conv.turns]
     assistant = [i for i, t in enumerate(conv.turns) if t.role == ASSISTANT]
-    first_inputs = [("stage1", stage1_input(history[:i], conv.turns[i].text, sp)) for i in assistant]
+    given = {i for i in assistant if cfg.claims == "gold" and conv.turns[i].gold_claims is not None}
+    decompose = [i for i in assistant if i not in given]
+    first_inputs = [("stage1", stage1_input(history[:i], conv.turns[i].text, sp)) for i in decompose]
     stage1_reqs = [request(t1, text, max_new_tokens=cfg.max_new_tokens["stage1"], stop_on_repeat=True)
                    for _, text in first_inputs]
     if cfg.stage4:
@@ -208,34 +213,43 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
         first_inputs += stage4_inputs
         stage1_reqs += [request(t4, text, labels=t4.labels, max_new_tokens=cfg.max_new_tokens["stage4"])
                         for _, text in stage4_inputs]
-    first = yield stage1_reqs
+    first = (yield stage1_reqs) if stage1_reqs else []
     first_calls = [Call(stage, -1, text, req, resp) for (stage, text), req, resp in zip(first_inputs, stage1_reqs, first)]
-    decompositions, contradictions = first[: len(assistant)], first[len(assistant):]
+    decompositions = dict(zip(decompose, first[: len(decompose)]))
+    stage1_calls = dict(zip(decompose, first_calls[: len(decompose)]))
+    contradictions, stage4_calls = first[len(decompose):], first_calls[len(decompose):]
 
     background = list(conv.background)
     results: list[TurnResult] = []
     for k, i in enumerate(assistant):
         turn = conv.turns[i]
-        resp1 = decompositions[k]
-        raw = resp1.meta.get("raw") or resp1.text
-        cut = truncated(resp1)
-        parsed = parse_claim_list(resp1.text, truncated=cut)
-        kept, duplicates, over = dedupe_claims(parsed.claims, cfg.max_claims)
+        if i in given:   # the human claims, as they are: no stage 1 request, nothing parsed or dropped
+            raw, cut = "", False
+            kept = [c.text for c in turn.gold_claims]
+            parsed_claims, duplicates, over, truncated_line, rejected = kept, 0, 0, None, []
+        else:
+            resp1 = decompositions[i]
+            raw = resp1.meta.get("raw") or resp1.text
+            cut = truncated(resp1)
+            parsed = parse_claim_list(resp1.text, truncated=cut)
+            kept, duplicates, over = dedupe_claims(parsed.claims, cfg.max_claims)
+            parsed_claims, truncated_line, rejected = parsed.claims, parsed.truncated_line, parsed.rejected
         res = TurnResult(
             conversation_id=conv.id, source=conv.source, turn_index=i, text=turn.text, reference=turn.reference,
-            scored=turn.is_scored, stage1_raw=raw, stage1_think=resp1.meta.get("think") or strip_think(raw)[1],
-            n_claims_raw=len(parsed.claims), background_size=len(background), gold_label=turn.gold_label,
+            scored=turn.is_scored, stage1_raw=raw, stage1_think=strip_think(raw)[1] if i in given else
+            (decompositions[i].meta.get("think") or strip_think(raw)[1]),
+            n_claims_raw=len(parsed_claims), background_size=len(background), gold_label=turn.gold_label,
             gold_claims=[asdict(c) for c in turn.gold_claims] if turn.gold_claims is not None else None,
             stage1_truncated=cut,
         )
         dropped = {"duplicate": duplicates, "over_max_claims": over,
-                   "truncated_line": int(parsed.truncated_line is not None),
-                   "refusal": sum(why == "refusal" for _, why in parsed.rejected),
-                   "not_a_claim": sum(why != "refusal" for _, why in parsed.rejected)}
+                   "truncated_line": int(truncated_line is not None),
+                   "refusal": sum(why == "refusal" for _, why in rejected),
+                   "not_a_claim": sum(why != "refusal" for _, why in rejected)}
         res.claims_dropped = {r: n for r, n in dropped.items() if n}
         claims = [ClaimResult(text=c) for c in kept]
         res.claims = claims
-        res.calls = [first_calls[k]] + ([first_calls[len(assistant) + k]] if contradictions else [])
+        res.calls = ([stage1_calls[i]] if i in stage1_calls else []) + ([stage4_calls[k]] if contradictions else [])
         if contradictions:
             label, info, err = label_result(contradictions[k], STAGE4_LABELS)
             res.stage4 = {**info, "error": err}

@@ -30,6 +30,9 @@ DEMO = ROOT / "recipes" / "demo-cpu.yaml"
     ("pipeline.max_new_tokens={stage9: 3}", r"pipeline.max_new_tokens: unknown stage\(s\) \['stage9'\]"),
     ("teacher.max_new_tokens={llm_judge: 3}", r"teacher.max_new_tokens: unknown stage\(s\) \['llm_judge'\]"),
     ("pipeline.colour=red", r"pipeline: unknown key\(s\) \['colour'\]"),
+    ("train.per_stage={stage7: {max_steps: 3}}", r"train.per_stage.stage7: unknown stage"),
+    ("train.per_stage={stage2: {max_stepz: 3}}", r"train.per_stage.stage2: \['max_stepz'\] are not train keys"),
+    ("train.per_stage={stage2: {class_balance: lots}}", r"train.per_stage.stage2.*class_balance: 'lots' is not one of"),
 ])
 def test_bad_values_fail_at_load_naming_file_and_key(override, message):
     with pytest.raises(RecipeError, match=message):
@@ -61,7 +64,7 @@ def test_every_shipped_recipe_loads_with_a_pipeline_section():
 def test_one_pipeline_section_sets_every_role():
     r = load_recipe(DEMO, ["pipeline.speakers=user,assistant", "pipeline.max_claims=5",
                            "pipeline.max_new_tokens={stage1: 40, llm_judge: 20}",
-                           "teacher.max_new_tokens={stage1: 80}"])
+                           "teacher.max_new_tokens={stage1: 80}", "teacher.stage3=score"])
     teacher, student, base = (r.engine_config(role) for role in ("teacher", "student", "base"))
     assert {c.speakers.user for c in (teacher, student, base)} == {"user"}
     assert {c.speakers.assistant for c in (teacher, student, base)} == {"assistant"}
@@ -71,7 +74,7 @@ def test_one_pipeline_section_sets_every_role():
     assert (teacher.max_new_tokens["stage1"], student.max_new_tokens["stage1"], base.max_new_tokens["stage1"]) \
         == (80, 40, 40)
     assert "llm_judge" not in student.max_new_tokens and student.max_new_tokens["stage3"] == 96
-    # the local teacher scores stage 2 by likelihood (recipe: stage3 score); an OpenAI teacher generates
+    # the local teacher scores stage 2 by likelihood (stage3 score set above); an OpenAI teacher generates
     assert (teacher.stage2, teacher.stage3) == ("score", "score")
     served = load_recipe(DEMO, ["teacher.backend=openai", "teacher.stage3=null"]).engine_config("teacher")
     assert (served.stage2, served.stage3) == ("generate", "generate")
@@ -99,3 +102,20 @@ def test_scorer_from_recipe_takes_the_student_and_pipeline(tmp_path):
     assert (plain.config.style, plain.config.max_claims, plain.config.speakers.user) == ("fewshot", 3, "user")
     student = VistaScorer.from_recipe(r, adapters=str(tmp_path), backend=LabelsBackend([]))
     assert student.config.style == "compact"
+
+
+def test_per_stage_train_settings_apply_to_their_stage_only():
+    r = load_recipe(None, ["train.per_stage={stage2: {max_steps: 7, learning_rate: 0.001}}", "train.max_steps=3"])
+    s2, s1 = r.for_stage("stage2"), r.for_stage("stage1")
+    assert (s2.train.max_steps, s2.train.learning_rate, s2.train.per_stage) == (7, 0.001, {})
+    assert (s1.train.max_steps, s1.train.learning_rate) == (3, r.train.learning_rate)
+    assert r.train.max_steps == 3 and s2.lora == r.lora and s2.data == r.data
+
+
+def test_lora_on_top_layers_only(tmp_path):
+    from vista_distill.train.hf_configs import build_lora_config
+
+    cfg = build_lora_config(load_recipe(DEMO, ["lora.layers_to_transform=[-2, -1, 0]"]))
+    assert cfg.layers_to_transform == [0, 28, 29]    # SmolLM2-135M has 30 decoder layers
+    assert set(cfg.target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert build_lora_config(load_recipe(DEMO, ["lora.layers_to_transform=null"])).layers_to_transform is None

@@ -33,7 +33,14 @@ SYSTEMS = ("student", "base", "teacher")
 PLOTS = ("accuracy.png", "confusion_stage3.png", "calibration.png")
 MAX_STEPS = 2
 BATCH = 2
+# The embedded few-shot teacher (the demo's option to a labels teacher) on 5 FaithDial dialogues.
 OVERRIDES = [
+    "teacher.backend=transformers",
+    "teacher.stage3=score",
+    "eval.systems=[student, base, teacher]",
+    "eval.given_claims=false",
+    "train.per_stage={}",
+    "lora.layers_to_transform=null",
     "data.train=[{benchmark: file, source: data/samples/faithdial_wow_sample.jsonl, n: 5}]",
     "data.test_fraction=0.4",                       # 3 dialogues for the teacher, 2 held out
     "pipeline.max_claims=2",
@@ -123,7 +130,8 @@ def test_progress_and_closing_summary(demo: DemoRuns) -> None:
     assert report.is_file()
     assert re.search(rf"^adapters:\s+{re.escape(str(out / 'checkpoints'))}\s", summary, re.M)
     for name in SYSTEMS:
-        assert re.search(rf"^\s+{name}\s+turn accuracy \d\.\d{{3}}, coverage \d\.\d{{3}}", summary, re.M)
+        assert re.search(rf"^\s+{name}\s+turn accuracy safe \d\.\d{{3}}, turn accuracy strict \d\.\d{{3}}, ", summary, re.M)
+    assert re.search(r"^\s+student - base, turns \(strict\): [+-]\d\.\d{3} over 2, McNemar p = ", summary, re.M)
     for plot in PLOTS:
         assert str(out / "eval" / plot) in summary
 
@@ -270,3 +278,44 @@ def test_second_run_trains_no_step_past_max_steps(demo: DemoRuns) -> None:
     for stage in STAGES:
         assert _json(ckpt / stage / "training_summary.json")["results"]["global_step"] == MAX_STEPS
         assert sorted(p.name for p in (ckpt / stage).glob("checkpoint-*")) == [f"checkpoint-{MAX_STEPS}"]
+
+
+def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: Path) -> None:
+    """The recipe as shipped (human labels as teacher, bundled FaithDial + Factcheck-GPT), shrunk: the summary
+    compares student and base at claim level (human claims given) and at turn level, with McNemar p-values."""
+    out = tmp_path / "run"
+    small = [
+        "data.train=[{benchmark: file, source: data/samples/faithdial_balanced_sample.jsonl, n: 4}, "
+        "{benchmark: factcheck-gpt, source: data/samples/factcheck_gpt, n: 4, "
+        "options: {unit: sentence, evidence: closest}}]",
+        "data.test_fraction=0.5", "distill.test_fraction=0", "pipeline.max_claims=2",
+        "pipeline.max_new_tokens={stage1: 48}", "train.per_device_train_batch_size=2",
+        "train.per_stage={stage1: {max_steps: 1}, stage2: {max_steps: 1}, stage3: {max_steps: 1}}",
+        "train.save_steps=1", "train.cpu_threads=1", "eval.threads=1", "eval.bootstrap=20",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, "-m", "vista_distill", "demo", "--output-dir", str(out), *small],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    manifest = _json(out / "silver" / "manifest.json")
+    assert manifest["teacher"] == "labels"
+    summary = _closing_summary(proc.stdout)
+    for name in ("student", "base"):
+        assert re.search(rf"^\s+{name}\s+turn accuracy safe \d\.\d{{3}}, turn accuracy strict \d\.\d{{3}}, "
+                         r"claims \(stage 2\) \d\.\d{3}", summary, re.M)
+    assert re.search(r"^\s+majority turn accuracy \d\.\d{3} \((faithful|hallucinated)\)", summary, re.M)
+    n_claims = re.search(r"^\s+student - base, claims \(stage 2\): [+-]\d\.\d{3} over (\d+), McNemar p = [\d.e-]+$",
+                         summary, re.M)
+    assert n_claims, summary
+    assert re.search(r"^\s+student - base, turns \(strict\): [+-]\d\.\d{3} over \d+, McNemar p = ", summary, re.M)
+    results = _json(out / "eval" / "results.json")
+    assert results["settings"]["systems"] == ["student", "base"]
+    given = _jsonl(out / "eval" / "records" / "student.given_claims.jsonl")
+    scored = [r for r in given if r["scored"] and r["gold_claims"]]
+    assert scored and all([c["text"] for c in r["claims"]] == [g["text"] for g in r["gold_claims"]] for r in scored)
+    assert int(n_claims.group(1)) == sum(len(r["gold_claims"]) for r in scored)
+    assert all(r["stage1_raw"] == "" for r in scored)
+    pair = results["given_claims"]["significance"]["stage2"]["overall"][0]
+    assert {pair["system_1"], pair["system_2"]} == {"student", "base"} and 0 <= pair["pvalue"] <= 1
+    report = (out / "eval" / "report.md").read_text(encoding="utf-8")
+    assert "## Claim level, human claims given (stages 2 and 3)" in report

@@ -181,3 +181,22 @@ def test_labels_teacher_answers_a_repeated_turn_with_all_its_annotated_claims():
     claims = turns[-1].claims
     assert [c.text for c in claims] == ["Etna is an active volcano.", "Etna last erupted in 1200."]
     assert [c.category for c in claims] == ["VERIFIED", "CONTRADICTED"]
+
+
+def test_given_claims_skip_stage1_for_turns_with_human_claims(sample):
+    conv = sample[0]   # scored turn, context (N/A) turn without human claims, scored turn
+    backend = Recording(LabelsBackend([conv]))
+    # max_claims limits what stage 1 returns, never the human claims
+    (turns,) = run_programs([vista_program(conv, EngineConfig(claims="gold", max_claims=1))], backend)
+    assert sum(r.stage == "stage1" for r in backend.requests) == 1            # the context turn only
+    for t in turns:
+        if t.scored:
+            gold = conv.turns[t.turn_index].gold_claims
+            assert [c.text for c in t.claims] == [c.text for c in gold] and t.stage1_raw == ""
+            assert [c.category for c in t.claims] == [c.label for c in gold]   # the labels teacher answers stage 2-3
+            assert not [c for c in t.calls if c.stage == "stage1"]
+    assert len(turns[-1].claims) > 1
+    model_turns = run_programs([vista_program(conv, EngineConfig(max_claims=1))], LabelsBackend([conv]))[0]
+    assert len(model_turns[-1].claims) == 1 and model_turns[-1].claims_dropped["over_max_claims"] > 0
+    with pytest.raises(ValueError, match="claims must be 'model' or 'gold'"):
+        EngineConfig(claims="oracle")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from vista_distill.config import DataSource
 from vista_distill.data.cli import add_data_subcommands
-from vista_distill.data.factcheck_gpt import claim_category, human_excerpt, load
+from vista_distill.data.factcheck_gpt import claim_category, closest_passage, human_excerpt, load
 from vista_distill.data.io import read_conversations, write_conversations
 from vista_distill.data.loaders import BENCHMARKS, guess_benchmark, load_benchmark
 from vista_distill.data.loading import RowError
@@ -206,3 +206,54 @@ def test_prepare_and_stats_through_the_cli(tmp_path, capsys):
     assert [c.to_dict() for c in back] == [json.loads(json.dumps(c.to_dict())) for c in load(FILE)]
     write_conversations(back, tmp_path / "again.jsonl")
     assert (tmp_path / "again.jsonl").read_text() == out.read_text()
+
+
+def test_closest_evidence_keeps_one_passage_per_claim_chosen_by_text_and_labels_by_its_stance():
+    res = load(FILE, evidence="closest")
+    for conv, raw in zip(res, RAW):
+        sentences = [s for s in raw["sentences"].values() if s["claims"]]
+        metas = conv.turns[1].meta["claims"]
+        raws = [(s, j) for s in sentences for j in range(len(s["claims"]))]
+        assert len(metas) == len(raws)
+        refs = passages(conv.turns[1].reference)
+        for meta, claim, (s, j) in zip(metas, conv.turns[1].gold_claims, raws):
+            found = s["auto_evidence"][j]
+            k = closest_passage(s["claims"][j], found)
+            assert len(meta["passages"]) == 1 and refs[meta["passages"][0]].strip() == found[k].strip()
+            assert meta["stances"] == s["stance_claim_autoEvid"][j][k:k + 1]
+            if s["claim_checkworthiness"][j] in ("opinion", "not_a_claim"):
+                expected = OUT_OF_SCOPE
+            else:
+                expected = {"completely-support": VERIFIED, "refute": CONTRADICTED}.get(meta["stances"][0],
+                                                                                       LACKING_EVIDENCE)
+            assert claim.label == expected, meta
+    # the choice reads the text alone: a passage repeating the claim's words wins whatever its stance
+    assert closest_passage("Paris is the capital of France", ["Bananas are yellow.", "Paris is the capital of France."]) == 1
+    assert closest_passage("x", ["only one"]) == 0
+
+
+def test_sentence_unit_gives_one_scored_sentence_per_conversation_grouped_by_answer():
+    whole = load(FILE)
+    res = load(FILE, unit="sentence")
+    by_answer = {}
+    for conv in res:
+        by_answer.setdefault(conv.meta["dialogue_id"], []).append(conv)
+        q, a = conv.turns
+        assert q.role == USER and a.role == ASSISTANT and a.meta["claims_complete"] is True
+        assert a.gold_label == (FAITHFUL if all(c.label in (VERIFIED, OUT_OF_SCOPE) for c in a.gold_claims)
+                                else HALLUCINATED)
+        refs = passages(a.reference)
+        assert sorted(n for m in a.meta["claims"] for n in m["passages"]) and set(refs) == {
+            n for m in a.meta["claims"] for n in m["passages"]}
+    for w in whole:
+        parts = by_answer.get(w.meta["dialogue_id"], [])
+        assert [c.text for p in parts for c in p.turns[1].gold_claims] == [c.text for c in w.turns[1].gold_claims]
+        for p in parts:
+            raw = RAW[w.meta["row"] - 1]
+            sent = list(raw["sentences"].values())[p.turns[1].meta["sentence"]]
+            assert p.turns[1].text == " ".join(sent["text"].split()) and p.turns[0].text == raw["prompt"]
+    assert len({c.id for c in res}) == len(res)
+    with pytest.raises(ValueError, match="unit='sentence'"):
+        load(FILE, unit="sentence", turn_label="response")
+    with pytest.raises(ValueError, match="unit must be one of"):
+        load(FILE, unit="paragraph")

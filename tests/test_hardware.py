@@ -185,6 +185,8 @@ def test_check_reports_each_role_and_flags_emulated_training(capsys):
     recipe = str(ROOT / "recipes" / "demo-cpu.yaml")
     cap = hardware.detect()
     assert main(["check", "--config", recipe]) == 0
+    assert "human labels: no model runs" in capsys.readouterr().out    # the demo's teacher
+    assert main(["check", "--config", recipe, "teacher.backend=transformers"]) == 0
     out = capsys.readouterr().out
     assert cap.describe() in out and all(r in out for r in ("teacher (distill)", "training", "student, base"))
     if cap.device == "cpu":   # the demo recipe trains on the CPU even where a GPU is visible

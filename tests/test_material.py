@@ -73,3 +73,22 @@ def test_missing_source_says_where_it_was_looked_for_and_how_to_get_it(tmp_path,
 def test_a_recipe_without_train_sources_is_refused(tmp_path):
     with pytest.raises(ValueError, match="data.train lists no sources"):
         load_material(recipe_with(tmp_path, train=[], test=[HUMAN]))
+
+
+def test_a_source_with_hold_out_false_trains_whole_and_gives_no_test_material():
+    root = Path(__file__).resolve().parents[1]
+    r = load_recipe(root / "recipes" / "demo-cpu.yaml")
+    assert [s.hold_out for s in r.data.train] == [True, False]
+    m = load_material(r)
+    assert {c.source for c in m.test} == {"FaithDial"}
+    factcheck = [c for c in m.train if c.source == "Factcheck-GPT"]
+    assert len(factcheck) == 277                      # every decomposed sentence of the bundled file
+    # the same source held out: part of it goes to the test side, split by answer
+    yml = yaml.safe_load((root / "recipes" / "demo-cpu.yaml").read_text())
+    yml["data"]["train"][1]["hold_out"] = True
+    path = root / "recipes" / "demo-cpu.yaml"
+    r2 = load_recipe(path, [f"data.train={yml['data']['train']}".replace("'", '"')])
+    m2 = load_material(r2)
+    split = [c for c in m2.test if c.source == "Factcheck-GPT"]
+    assert split and len(split) + len([c for c in m2.train if c.source == "Factcheck-GPT"]) == 277
+    assert not {c.meta["dialogue_id"] for c in split} & {c.meta["dialogue_id"] for c in m2.train}

@@ -82,8 +82,34 @@ def build_lora_config(recipe: Recipe):
     from peft import LoraConfig
 
     lora = recipe.lora
+    layers, targets = lora.layers_to_transform, lora.target_modules
+    if layers is not None:
+        config = _model_config(recipe)
+        layers = sorted({i % config.num_hidden_layers for i in layers})
+        if targets == "all-linear":   # PEFT takes layers_to_transform with a list of module names only
+            targets = decoder_linear_names(config)
     return LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                      target_modules=lora.target_modules, bias="none", task_type="CAUSAL_LM")
+                      target_modules=targets, bias="none", task_type="CAUSAL_LM", layers_to_transform=layers)
+
+
+def _model_config(recipe: Recipe):
+    from transformers import AutoConfig
+
+    from ..backends.models import resolve_model
+
+    return AutoConfig.from_pretrained(resolve_model(recipe.student.model))
+
+
+def decoder_linear_names(config) -> list[str]:
+    """Names of the linear layers inside the decoder blocks (what ``all-linear`` adapts), read from the
+    architecture built on the meta device (no weights)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sorted({name.rsplit(".", 1)[-1] for name, mod in model.named_modules()
+                   if isinstance(mod, torch.nn.Linear) and ".layers." in f".{name}"})
 
 
 def build_quantization_config(recipe: Recipe, precision: TrainPrecision):

@@ -101,6 +101,7 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
 
     if stage not in STAGES:
         raise TrainError(f"unknown stage {stage!r}; expected one of {list(STAGES)}")
+    recipe = recipe.for_stage(stage)
     t = recipe.train
     if t.class_balance not in CLASS_BALANCE:
         raise RecipeError(f"{recipe.path}: train.class_balance {t.class_balance!r}; expected one of "
@@ -203,6 +204,7 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
 
     import torch
 
+    recipe = recipe.for_stage(stage)
     done = _finished(recipe, stage)
     if done is not None:
         from accelerate import PartialState

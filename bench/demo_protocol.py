@@ -1,0 +1,221 @@
+"""The main job's protocol: choose its training settings on a validation split, train the choice with three
+seeds, evaluate on the held-out test material once, and score the VISTA human dev set.
+
+Material: ``recipes/demo-cpu.yaml`` (bundled FaithDial + Factcheck-GPT, human labels as teacher). Its
+``data.test_fraction`` holds out the FaithDial test dialogues; of the rest, ``distill.test_fraction`` of
+the dialogues is the validation split (the silver ``test`` split), and its FaithDial dialogues are the
+validation turns. Variants are judged on validation only:
+
+* claim level: stages 2-3 on the validation dialogues' human claims (stage-2 accuracy, the criterion
+  fixed before any variant ran: highest stage-2 accuracy; ties within one claim go to the simpler variant);
+* turn level: the whole student pipeline on the validation dialogues (strict and safe rules).
+
+    python bench/demo_protocol.py prepare            # silver data, validation conversations
+    python bench/demo_protocol.py base               # the prompted base on validation (once)
+    python bench/demo_protocol.py variant NAME       # one variant: train what it changes, validate
+    python bench/demo_protocol.py seed N             # the chosen recipe with train.seed=N: train, test once
+    python bench/demo_protocol.py vista-dev          # seed 0's adapters and the base on vista_human/dev.json
+    python bench/demo_protocol.py report             # bench/results/demo_protocol/README.md tables
+
+Runs go to $PROTOCOL_RUNS (default /tmp/vista-protocol); results (small JSON) to
+bench/results/demo_protocol/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes" / "demo-cpu.yaml"
+RUNS = Path(os.environ.get("PROTOCOL_RUNS", "/tmp/vista-protocol"))
+OUT = ROOT / "bench" / "results" / "demo_protocol"
+
+# What each variant changes against the recipe as written ("chosen" before any result was seen).
+# ``stages``: the adapters it trains itself; the others are the "chosen" variant's.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "chosen": {"overrides": [], "stages": ["stage1", "stage2", "stage3"],
+               "what": "recipes/demo-cpu.yaml as written: lr 5e-4, no class balancing, FaithDial + Factcheck-GPT"},
+    "class-weights": {"overrides": ["train.per_stage.stage2.class_balance=weights",
+                                    "train.per_stage.stage3.class_balance=weights"],
+                      "stages": ["stage2", "stage3"], "what": "class-weighted loss in stages 2 and 3"},
+    "lr-1e-3": {"overrides": ["train.per_stage.stage2.learning_rate=0.001"], "stages": ["stage2"],
+                "what": "stage 2 learning rate 1e-3"},
+    "augment": {"overrides": ["distill.augment_falsified=2"], "stages": ["stage2", "stage3"], "silver": "own",
+                "what": "plus rule-made VERIFIED/CONTRADICTED pairs (LLM-OASIS style, 2 per reference)"},
+    "faithdial-only": {"overrides": [], "stages": ["stage2"], "silver": "faithdial",
+                       "what": "stage 2 trained on the FaithDial examples only (no Factcheck-GPT)"},
+}
+
+
+def recipe(name: str, extra: list[str] | None = None):
+    from vista_distill.config import load_recipe
+
+    d = RUNS / name
+    return load_recipe(RECIPE, [f"distill.output_dir={RUNS / 'silver'}", f"train.output_dir={d / 'checkpoints'}",
+                                f"eval.output_dir={d / 'eval'}", *(extra or [])])
+
+
+def save(name: str, data: dict[str, Any]) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{name}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def machine() -> dict[str, Any]:
+    from vista_distill.hardware import detect
+
+    return {"cpu": detect("cpu").describe(), "loadavg_start": os.getloadavg()[0],
+            "date": time.strftime("%Y-%m-%d %H:%M")}
+
+
+def step_prepare() -> None:
+    from vista_distill.data.io import write_conversations
+    from vista_distill.data.material import load_material
+    from vista_distill.data.splits import dialogue_key
+    from vista_distill.distill.run import run_distill
+    from vista_distill.train.silver_data import load_silver
+
+    r = recipe("chosen")
+    material = load_material(r)
+    run_distill(r, progress=False, material=material)
+    val_keys = set(load_silver(RUNS / "silver", "stage2")["test"]["dialogue_id"])
+    val_keys |= set(load_silver(RUNS / "silver", "stage1")["test"]["dialogue_id"])
+    # validation turns: the FaithDial dialogues of the validation split (the test's kind of material;
+    # Factcheck-GPT is a training-only source in the demo recipe)
+    val = [c for c in material.train if dialogue_key(c) in val_keys and c.source == "FaithDial"]
+    write_conversations(val, RUNS / "validation.jsonl")
+    write_conversations(material.test, RUNS / "test.jsonl")
+    # the FaithDial-only stage-2 silver (mix variant): the same examples without Factcheck-GPT's
+    fd = RUNS / "silver-faithdial"
+    shutil.rmtree(fd, ignore_errors=True)
+    shutil.copytree(RUNS / "silver", fd)
+    dd = load_silver(RUNS / "silver", "stage2")
+    dd["train"] = dd["train"].filter(lambda row: row["source"] != "Factcheck-GPT")
+    shutil.rmtree(fd / "stage2")
+    dd.save_to_disk(str(fd / "stage2"))
+    save("prepare", {"validation_conversations": len(val), "test_conversations": len(material.test),
+                     "train_conversations": len(material.train) - len(val),
+                     "faithdial_only_stage2_train": len(dd["train"])})
+
+
+def evaluate(r, name: str, systems: list[str], input_path: Path) -> dict[str, Any]:
+    from vista_distill.eval.run import run_eval
+
+    res = run_eval(r, input_path=str(input_path), systems=systems,
+                   output_dir=RUNS / name / f"eval-{input_path.stem}", progress=False)
+    return summarise(res.results)
+
+
+def summarise(results: dict[str, Any]) -> dict[str, Any]:
+    from vista_distill.eval.metrics import OVERALL
+
+    out: dict[str, Any] = {"systems": {}, "majority": results["majority"].get(OVERALL)}
+    for name, m in results["metrics"].items():
+        g = (results.get("given_claims") or {}).get("systems", {}).get(name, {})
+        out["systems"][name] = {
+            "turn": {group: {rule: {k: t.get(k) for k in ("accuracy", "coverage", "n_gold", "macro_f1")}
+                             for rule, t in v["turn"].items()} for group, v in m.items()},
+            "claims_given": {group: {k: (c or {}).get(k) for k in ("binary_accuracy", "accuracy", "macro_f1",
+                                                                    "n_labelled_matches")}
+                             for group, c in g.items()},
+            "claims_matched": {group: {k: (v.get("claim") or {}).get(k) for k in ("human_claims_matched", "set_f1")}
+                               for group, v in m.items()},
+        }
+    out["significance"] = {"turn": results["significance"]["by_rule"],
+                           "claims": (results.get("given_claims") or {}).get("significance")}
+    return out
+
+
+def step_base() -> None:
+    r = recipe("base", ["eval.given_claims=true"])
+    t = time.perf_counter()
+    res = evaluate(r, "base", ["base"], RUNS / "validation.jsonl")
+    save("validation_base", {"machine": machine(), "seconds": round(time.perf_counter() - t), **res})
+
+
+def step_variant(name: str) -> None:
+    from vista_distill.train.run import train_stage
+
+    v = VARIANTS[name]
+    extra = list(v["overrides"]) + ["eval.given_claims=true"]
+    silver = v.get("silver")
+    if silver == "own":
+        extra.append(f"distill.output_dir={RUNS / name / 'silver'}")
+    elif silver == "faithdial":
+        extra.append(f"train.silver_dir={RUNS / 'silver-faithdial'}")
+    r = recipe(name, extra)
+    if silver == "own":
+        from vista_distill.data.material import load_material
+        from vista_distill.distill.run import run_distill
+
+        run_distill(r, progress=False, material=load_material(r))
+    ckpt = RUNS / name / "checkpoints"
+    ckpt.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    trained = {}
+    for stage in ("stage1", "stage2", "stage3"):
+        if stage in v["stages"]:
+            s = train_stage(r, stage)
+            trained[stage] = {"steps": s["results"]["global_step"], "train_loss": s["results"].get("train_loss"),
+                              "seconds": s.get("runtime_s") or s["results"].get("train_runtime")}
+        elif not (ckpt / stage).exists():
+            (ckpt / stage).symlink_to(RUNS / "chosen" / "checkpoints" / stage)
+    train_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    res = evaluate(r, name, ["student"], RUNS / "validation.jsonl")
+    save(f"validation_{name}", {"variant": name, "what": v["what"], "overrides": v["overrides"],
+                                "machine": machine(), "trained": trained, "train_s": round(train_s),
+                                "eval_s": round(time.perf_counter() - t1), **res})
+
+
+def step_seed(seed: int) -> None:
+    from vista_distill.train.run import train_stages
+
+    name = f"seed{seed}"
+    r = recipe(name, [f"train.seed={seed}", "eval.given_claims=true"])
+    t0 = time.perf_counter()
+    train_stages(r, "all")
+    train_s = time.perf_counter() - t0
+    systems = ["student", "base"] if seed == 0 else ["student"]
+    t1 = time.perf_counter()
+    res = evaluate(r, name, systems, RUNS / "test.jsonl")
+    save(f"test_seed{seed}", {"seed": seed, "machine": machine(), "train_s": round(train_s),
+                              "eval_s": round(time.perf_counter() - t1), **res})
+
+
+def step_vista_dev() -> None:
+    data = Path(os.environ.get("VISTA_DISTILL_DATA", ROOT.parent / "shared" / "data"))
+    r = recipe("seed0", ["eval.given_claims=true", "pipeline.speakers=user,assistant"])
+    t = time.perf_counter()
+    res = evaluate(r, "seed0", ["student", "base"], data / "vista_human" / "dev.json")
+    save("vista_human_dev", {"machine": machine(), "seconds": round(time.perf_counter() - t), **res})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("step", choices=["prepare", "base", "variant", "seed", "vista-dev"])
+    ap.add_argument("arg", nargs="?")
+    a = ap.parse_args()
+    RUNS.mkdir(parents=True, exist_ok=True)
+    if a.step == "prepare":
+        step_prepare()
+    elif a.step == "base":
+        step_base()
+    elif a.step == "variant":
+        if a.arg not in VARIANTS:
+            sys.exit(f"variant must be one of {list(VARIANTS)}")
+        step_variant(a.arg)
+    elif a.step == "seed":
+        step_seed(int(a.arg))
+    else:
+        step_vista_dev()
+
+
+if __name__ == "__main__":
+    main()
