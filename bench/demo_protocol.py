@@ -197,9 +197,36 @@ def step_vista_dev() -> None:
     save("vista_human_dev", {"machine": machine(), "seconds": round(time.perf_counter() - t), **res})
 
 
+def _pct(x: Any) -> str:
+    return "–" if x is None else f"{100 * x:.1f}"
+
+
+def step_report() -> None:
+    """Tables of every result file in bench/results/demo_protocol (validation variants, test seeds)."""
+    rows = []
+    for path in sorted(OUT.glob("validation_*.json")):
+        d = json.loads(path.read_text())
+        name = path.stem.removeprefix("validation_")
+        for system, m in d["systems"].items():
+            c = m["claims_given"].get("overall") or {}
+            t = m["turn"].get("overall") or {}
+            rows.append(f"| {name} | {system} | {d.get('what', 'the prompted base, few-shot prompts')} | "
+                        f"{c.get('n_labelled_matches')} | {_pct(c.get('binary_accuracy'))} | "
+                        f"{_pct((t.get('strict') or {}).get('accuracy'))} ({_pct((t.get('strict') or {}).get('coverage'))}) | "
+                        f"{_pct((t.get('safe') or {}).get('accuracy'))} | {d.get('train_s', '–')} | {d.get('eval_s', d.get('seconds', '–'))} |")
+        maj = d.get("majority") or {}
+    lines = ["| variant | system | what changes | claims | stage 2 acc | turn acc strict (coverage) | turn acc safe | train s | eval s |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |", *rows]
+    if rows:
+        lines.append(f"| majority label | – | – | {(maj.get('claim') or {}).get('human_claims')} | "
+                     f"{_pct((maj.get('claim') or {}).get('binary_accuracy'))} | {_pct((maj.get('turn') or {}).get('accuracy'))} | – | – | – |")
+    (OUT / "validation_table.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["prepare", "base", "variant", "seed", "vista-dev"])
+    ap.add_argument("step", choices=["prepare", "base", "variant", "seed", "vista-dev", "report"])
     ap.add_argument("arg", nargs="?")
     a = ap.parse_args()
     RUNS.mkdir(parents=True, exist_ok=True)
@@ -213,6 +240,8 @@ def main() -> None:
         step_variant(a.arg)
     elif a.step == "seed":
         step_seed(int(a.arg))
+    elif a.step == "report":
+        step_report()
     else:
         step_vista_dev()
 

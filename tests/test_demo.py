@@ -286,7 +286,7 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     out = tmp_path / "run"
     small = [
         "data.train=[{benchmark: file, source: data/samples/faithdial_balanced_sample.jsonl, n: 4}, "
-        "{benchmark: factcheck-gpt, source: data/samples/factcheck_gpt, n: 4, "
+        "{benchmark: factcheck-gpt, source: data/samples/factcheck_gpt, n: 4, hold_out: false, "
         "options: {unit: sentence, evidence: closest}}]",
         "data.test_fraction=0.5", "distill.test_fraction=0", "pipeline.max_claims=2",
         "pipeline.max_new_tokens={stage1: 48}", "train.per_device_train_batch_size=2",
