@@ -265,8 +265,14 @@ def test_recipe_builds_trainer_configs(path):
     recipe = load_recipe(path, ["train.use_cpu=true"])
     args = build_sft_config(recipe, "/tmp/unused", "<|im_end|>", has_eval=True, resuming=False)
     assert args.completion_only_loss is True and args.max_length == recipe.train.max_length
-    targets = build_lora_config(recipe).target_modules
-    assert targets in ("all-linear", set(recipe.lora.target_modules or []))
+    lora = build_lora_config(recipe)
+    targets = lora.target_modules
+    if recipe.lora.layers_to_transform is not None and recipe.lora.target_modules == "all-linear":
+        # PEFT takes layers_to_transform with module names only: all-linear becomes the decoder's linear layers
+        assert {"q_proj", "v_proj", "down_proj"} <= set(targets) and "lm_head" not in targets
+        assert lora.layers_to_transform and max(lora.layers_to_transform) < 30
+    else:
+        assert targets in ("all-linear", set(recipe.lora.target_modules or []))
     precision = training_precision(recipe, hardware.detect("cpu"))
     assert (args.bf16, args.fp16) == (precision.bf16, precision.fp16)
     assert args.model_init_kwargs["dtype"] == precision.model_dtype
