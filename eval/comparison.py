@@ -18,25 +18,27 @@ def _pairs(names: Sequence[str]) -> list[tuple[str, str]]:
     return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
 
 
+def _paired_tests(correct: dict[str, dict], source_of: dict[str, dict], variant: str) -> dict[str, list]:
+    """McNemar for every pair of systems over their common items, per benchmark and overall.
+    ``correct[system][item]``: right or wrong; ``source_of[system][item]``: the item's benchmark."""
+    out: dict[str, list] = {}
+    for a, b in _pairs(list(correct)):
+        common = sorted(set(correct[a]) & set(correct[b]))
+        groups: dict[str, list] = {}
+        for k in common:
+            groups.setdefault(source_of[a][k], []).append(k)
+        for group, keys in {**dict(sorted(groups.items())), M.OVERALL: common}.items():
+            res = paired_mcnemar([correct[a][k] for k in keys], [correct[b][k] for k in keys], variant)
+            out.setdefault(group, []).append({"system_1": a, "system_2": b, **res})
+    return out
+
+
 def significance(runs: dict[str, SystemRun], rules: Sequence[str], variant: str) -> dict[str, Any]:
     """McNemar for every pair of systems, per rule, per benchmark and overall (unknown = wrong)."""
     ok = [n for n, r in runs.items() if r.status == "ok"]
-    out: dict[str, Any] = {}
-    for rule in rules:
-        correct = {n: M.correctness(runs[n].records, rule) for n in ok}
-        sources = {n: {M.turn_key(r): r["source"] for r in M.gold_turns(runs[n].records)} for n in ok}
-        per_rule: dict[str, list] = {}
-        for a, b in _pairs(ok):
-            common = sorted(set(correct[a]) & set(correct[b]))
-            groups: dict[str, list] = {}
-            for k in common:
-                groups.setdefault(sources[a][k], []).append(k)
-            groups = {**dict(sorted(groups.items())), M.OVERALL: common}
-            for group, keys in groups.items():
-                res = paired_mcnemar([correct[a][k] for k in keys], [correct[b][k] for k in keys], variant)
-                per_rule.setdefault(group, []).append({"system_1": a, "system_2": b, **res})
-        out[rule] = per_rule
-    return out
+    sources = {n: {M.turn_key(r): r["source"] for r in M.gold_turns(runs[n].records)} for n in ok}
+    return {rule: _paired_tests({n: M.correctness(runs[n].records, rule) for n in ok}, sources, variant)
+            for rule in rules}
 
 
 def given_claims_section(runs: dict[str, SystemRun], variant: str, n_bins: int = 10) -> dict[str, Any] | None:
@@ -49,17 +51,9 @@ def given_claims_section(runs: dict[str, SystemRun], variant: str, n_bins: int =
                            "significance": {}}
     for level, binary in (("stage2", True), ("category", False)):
         correct = {n: M.claim_correctness(rs, binary) for n, rs in given.items()}
-        sources = {n: {M.turn_key(r): r["source"] for r in rs} for n, rs in given.items()}
-        per: dict[str, list] = {}
-        for a, b in _pairs(list(given)):
-            common = sorted(set(correct[a]) & set(correct[b]))
-            groups: dict[str, list] = {}
-            for k in common:
-                groups.setdefault(sources[a][k[:2]], []).append(k)
-            for group, keys in {**dict(sorted(groups.items())), M.OVERALL: common}.items():
-                res = paired_mcnemar([correct[a][k] for k in keys], [correct[b][k] for k in keys], variant)
-                per.setdefault(group, []).append({"system_1": a, "system_2": b, **res})
-        out["significance"][level] = per
+        sources = {n: {k: src[k[:2]] for k in correct[n]}
+                   for n, src in ((n, {M.turn_key(r): r["source"] for r in rs}) for n, rs in given.items())}
+        out["significance"][level] = _paired_tests(correct, sources, variant)
     return out
 
 

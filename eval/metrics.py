@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..data.schema import CLAIM_CATEGORIES, FAITHFUL, HALLUCINATED, TURN_LABELS, UNKNOWN, VERIFIED
+from ..data.schema import CLAIM_CATEGORIES, FAITHFUL, HALLUCINATED, TURN_LABELS, UNKNOWN, UNVERIFIABLE, VERIFIED
 
 log = logging.getLogger(__name__)
 
@@ -368,7 +368,7 @@ def majority_claim_metrics(records: Sequence[Record]) -> dict[str, Any] | None:
     verified = sum(g == VERIFIED for g in gold) / len(gold)
     return {"label": label, "human_claims": len(gold), "accuracy": float(accuracy_score(gold, pred)),
             "macro_f1": float(f1_score(gold, pred, labels=present, average="macro", zero_division=0)),
-            "binary_label": VERIFIED if verified > 0.5 else "UNVERIFIABLE", "binary_accuracy": max(verified, 1 - verified)}
+            "binary_label": VERIFIED if verified > 0.5 else UNVERIFIABLE, "binary_accuracy": max(verified, 1 - verified)}
 
 
 def system_metrics(records: Sequence[Record], rules: Sequence[str],
