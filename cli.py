@@ -40,6 +40,12 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--limit", type=int, default=None, help="score only the first N conversations")
     p.add_argument("--one-at-a-time", action="store_true", help="one request per call, like the authors' loop")
+    p.add_argument("--server", action="append", metavar="URL",
+                   help="an OpenAI-compatible server serving the base model and the stage adapters (vista-distill "
+                        "serve-config), e.g. http://127.0.0.1:8000/v1; repeat for replicas [recipe student.servers]")
+    p.add_argument("--role", choices=("student", "base"), default="student",
+                   help="with servers: student = each stage on its adapter (student.serving.adapters), compact "
+                        "prompts; base = the base model with the few-shot prompts")
     for flag, key, kw in _SCORE_OVERRIDES:
         p.add_argument(flag, dest=key.replace(".", "__"), **kw)
     p.set_defaults(func=_score)
@@ -79,11 +85,22 @@ def _score(args: argparse.Namespace) -> int:
         prepare_run(recipe.student.dtype, args.threads, where="--dtype")  # says what it will use, first
     except (RecipeError, ValueError) as e:
         raise SystemExit(f"error: {e}") from None
-    trained = Path(recipe.resolve(recipe.train.output_dir)) if args.config else None
-    adapters = args.adapters or (str(trained) if trained is not None and trained.is_dir() else None)
-    scorer = VistaScorer.from_recipe(recipe, adapters=adapters, style=args.prompts, rule=args.rule,
-                                     stage2=args.stage2, stage3=args.stage3, stage4=args.stage4,
-                                     threads=args.threads, batch_size=args.batch_size)
+    options = {"style": args.prompts, "rule": args.rule, "stage2": args.stage2, "stage3": args.stage3,
+               "stage4": args.stage4, "threads": args.threads, "batch_size": args.batch_size}
+    if args.server or recipe.student.servers:
+        from .backends.openai_compat import TeacherError
+        from .backends.server import server_backend
+
+        try:
+            backend = server_backend(recipe, args.role, servers=args.server)
+            backend.check_server()
+        except TeacherError as e:
+            raise SystemExit(f"error: {e}") from None
+        scorer = VistaScorer.from_recipe(recipe, role=args.role, backend=backend, **options)
+    else:
+        trained = Path(recipe.resolve(recipe.train.output_dir)) if args.config else None
+        adapters = args.adapters or (str(trained) if trained is not None and trained.is_dir() else None)
+        scorer = VistaScorer.from_recipe(recipe, adapters=adapters, **options)
     result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True)
     out, summary_path = result.write(args.output)
     s = result.summary
@@ -146,12 +163,56 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if run_checks(recipe, online=args.online).problems else 0
 
 
+def _add_serve_config(sub: argparse._SubParsersAction) -> None:
+    p = add_recipe_subparser(sub, "serve-config", config_required=False,
+                             config_help="the recipe the adapters were trained with (its student.model and "
+                                         "student.serving names; default: the built-in defaults)",
+                             help="write what vLLM, SGLang and llama.cpp need to serve a trained student",
+                             description="Writes vllm.sh, sglang.sh, llama_cpp/ (the adapters as GGUF LoRA, a "
+                                         "llama_cpp.server config) and serving.yaml (the recipe keys for score and "
+                                         "eval) for the stage adapters in --adapters.")
+    p.add_argument("--adapters", required=True, help="folder with stage1/ stage2/ stage3/ PEFT adapters")
+    p.add_argument("--out", default=None, help="output folder (default: ADAPTERS/serve)")
+    p.add_argument("--engines", default="vllm,sglang,llama_cpp", help="comma-separated: vllm, sglang, llama_cpp")
+    p.add_argument("--host", default="127.0.0.1", help="address the servers bind (default 127.0.0.1)")
+    p.add_argument("--llama-cpp-source", default=None, metavar="DIR",
+                   help="a llama.cpp checkout with convert_lora_to_gguf.py (default: the installed "
+                        "llama-cpp-python's source distribution, fetched once into the cache)")
+    p.add_argument("--outtype", choices=("f32", "f16", "bf16", "q8_0"), default="f32",
+                   help="GGUF LoRA precision (default f32)")
+    p.set_defaults(func=_serve_config)
+
+
+def _serve_config(args: argparse.Namespace) -> int:
+    from .serve_config import ServeConfigError, write_serve_config
+
+    recipe = recipe_from_args(args)
+    engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+    bad = sorted(set(engines) - {"vllm", "sglang", "llama_cpp"})
+    if bad:
+        raise SystemExit(f"error: --engines: unknown {bad}; choose from vllm, sglang, llama_cpp")
+    try:
+        w = write_serve_config(recipe, args.adapters, args.out, engines=engines, host=args.host,
+                               llama_cpp_source=args.llama_cpp_source, outtype=args.outtype)
+    except ServeConfigError as e:
+        raise SystemExit(f"error: {e}") from None
+    out = Path(w["out"])
+    print(f"serving files for {', '.join(w['adapters'])} in {out}:")
+    for f in w["files"]:
+        print(f"  {f}")
+    print(f"start a server (e.g. {out / (engines[0] + '.sh')}), then score against it:\n"
+          f"  vista-distill score --server http://{args.host}:PORT/v1 --input DIALOGUES --output OUT.jsonl "
+          f"(recipe keys: {out / 'serving.yaml'})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vista-distill", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_score(sub)
     _add_check(sub)
+    _add_serve_config(sub)
     from .demo import add_demo_subcommand
 
     add_demo_subcommand(sub)

@@ -110,12 +110,34 @@ class DistillConfig:
 
 
 @dataclass
+class ServingSettings:
+    """How the student and the base model are reached when ``student.servers`` lists servers."""
+
+    base_model: str = "base"       # the base model's served name (vLLM --served-model-name; a llama.cpp alias)
+    adapters: dict[str, str] = field(default_factory=lambda: {"stage1": "stage1", "stage2": "stage2",
+                                                              "stage3": "stage3"})  # stage -> served adapter name
+    label_scoring: Literal["auto", "echo", "top_logprobs", "generate"] = "auto"   # backends/server.py
+    top_logprobs: int = 20         # logprobs asked per token by top_logprobs (vLLM's --max-logprobs caps it)
+    concurrency: int = 4           # requests in flight per replica
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 120.0
+    max_retries: int = 5           # consecutive failures of every replica before a run stops
+    retry_backoff_s: float = 1.0
+    retry_backoff_max_s: float = 30.0
+    # cache answers under the run's output folder (calls-<role>/), keyed by served name and prompt: a rerun
+    # resumes; clear it when the served adapters change under the same names
+    cache: bool = False
+
+
+@dataclass
 class StudentConfig:
     model: str | None = None       # None: the embedded SmolLM2-135M
     dtype: str = "auto"            # auto: bf16 where the device computes it natively, else fp16 (GPU) / fp32
     load_in_4bit: bool = False
     attn_implementation: str | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=lambda: {"enable_thinking": False})  # training and scoring
+    servers: list[str] = field(default_factory=list)   # OpenAI-compatible replicas serving base + adapters (score, eval)
+    serving: ServingSettings = field(default_factory=ServingSettings)
 
 
 @dataclass
@@ -277,6 +299,8 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
         if not isinstance(value, list):
             raise RecipeError(f"{where}: expected a list, got {type(value).__name__}")
         return [_coerce(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is list and args == (str,) and isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]   # a=x,y on the command line
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, where)
     if origin is list and args and dataclasses.is_dataclass(args[0]):

@@ -80,11 +80,12 @@ class VistaScorer:
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, *, adapters: str | Path | Mapping[str, str | Path] | None = None,
-                    style: str | None = None, **kwargs: Any) -> VistaScorer:
+                    style: str | None = None, role: str | None = None, **kwargs: Any) -> VistaScorer:
         """A scorer with the recipe's student model and pipeline settings (speakers, claims, budgets);
-        with ``adapters`` its student prompts (``pipeline.student_prompt_style``), without them the
-        few-shot prompts. ``kwargs``: run options (rule, stage2-4, batch_size, threads, backend)."""
-        s, cfg = recipe.student, recipe.engine_config("student" if adapters else "base")
+        with ``adapters`` (or ``role="student"``: a served student, ``backend=``) its student prompts
+        (``pipeline.student_prompt_style``), without them the few-shot prompts. ``kwargs``: run options
+        (rule, stage2-4, batch_size, threads, backend)."""
+        s, cfg = recipe.student, recipe.engine_config(role or ("student" if adapters else "base"))
         return cls(model=s.model, adapters=adapters, style=style or cfg.style, speakers=cfg.speakers,
                    dtype=s.dtype, load_in_4bit=s.load_in_4bit, max_claims=cfg.max_claims,
                    max_new_tokens=cfg.max_new_tokens, chat_template_kwargs=s.chat_template_kwargs,
@@ -121,6 +122,9 @@ class VistaScorer:
             "turns_per_s": len(records) / wall if wall else None,
             **{k: v - stats_before.get(k, 0) for k, v in stats.items() if isinstance(v, (int, float))},
         }
+        if hasattr(self.backend, "describe"):   # served: URLs, names, label-scoring method, replica events
+            summary["run"]["server"] = {**self.backend.describe(),
+                                        "label_methods": dict(stats.get("label_methods") or {})}
         hw = getattr(self.backend, "hardware", None)
         if hw is not None:
             summary["run"]["hardware"] = hw.to_dict()

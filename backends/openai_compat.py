@@ -1,9 +1,14 @@
-"""A teacher behind any OpenAI-compatible chat completions server (vLLM, SGLang, TGI, llama.cpp, hosted).
+"""A model behind any OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp, hosted): the teacher's chat
+completions here, the student's and base model's rendered prompts in :mod:`.server`.
 
-``run`` sends a batch concurrently (at most ``concurrency`` requests in flight) and returns the
-answers in request order. Every completed call is written to the :class:`CallCache` the moment it
+``run`` sends a batch concurrently (at most ``concurrency`` requests in flight per replica) and returns the
+answers in request order. ``base_url`` may list several replicas of one deployment: each request goes to
+the live replica with the fewest requests in flight; a replica that fails (connection refused, timeout,
+429, 5xx) is set aside for a backoff and its request goes to another one; a replica that answers again
+after its backoff is used again. Only when every replica has failed ``max_retries + 1`` times in a row
+does the run stop. Every completed call is written to the :class:`CallCache` the moment it
 arrives, so an interrupted run loses at most the calls in flight. 429, 5xx, timeouts and connection
-errors are retried with exponential backoff (tenacity); when the retries run out the batch stops
+errors are retried with exponential backoff and jitter; when the retries run out the batch stops
 with :class:`TeacherUnavailable` and a rerun resumes from the cache. Other 4xx answers (a prompt
 too long, ...) fail that request only: an empty answer the engine records as a parse failure.
 401/403/404 stop the run with :class:`TeacherError` (wrong key, URL or model).
@@ -21,6 +26,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..pipeline.parsing import strip_think
@@ -48,6 +54,74 @@ class _Retryable(Exception):
 
 class _Aborted(Exception):
     """A queued request that was not sent because another one exhausted its retries."""
+
+
+class _Exhausted(Exception):
+    """Every replica failed more than ``max_retries`` times in a row."""
+
+
+@dataclass
+class Replica:
+    """One server of a deployment and its health as this client sees it."""
+
+    url: str
+    fails: int = 0            # consecutive failure episodes (reset by a success)
+    down_until: float = 0.0   # monotonic time before which no request is sent to it
+    episode: int = 0          # bumped when it is set aside: requests already in flight do not count twice
+    in_flight: int = 0
+    answered: int = 0
+    last_error: str = ""
+
+
+class Replicas:
+    """Picks a live replica per attempt and sets failing ones aside (see the module docstring)."""
+
+    def __init__(self, urls: Sequence[str], max_retries: int, delay: Callable[[int, BaseException], float],
+                 role: str) -> None:
+        self.replicas = [Replica(u) for u in urls]
+        self.max_retries, self.delay, self.role = max_retries, delay, role
+        self.events: list[dict[str, Any]] = []   # set aside / back, for the run summary
+
+    async def acquire(self, abort: asyncio.Event) -> tuple[Replica, int]:
+        while True:
+            if abort.is_set():
+                raise _Aborted()
+            if all(r.fails > self.max_retries for r in self.replicas):
+                raise _Exhausted()
+            now = time.monotonic()
+            live = [r for r in self.replicas if r.down_until <= now]
+            if live:
+                r = min(live, key=lambda r: (r.in_flight, r.answered))
+                r.in_flight += 1
+                return r, r.episode
+            await asyncio.sleep(max(0.01, min(r.down_until for r in self.replicas) - now))
+
+    def succeeded(self, r: Replica) -> None:
+        r.in_flight -= 1
+        r.answered += 1
+        if r.fails:
+            self.events.append({"replica": redact_url(r.url), "event": "back", "t": round(time.time(), 3)})
+            log.warning("%s server %s answers again", self.role, redact_url(r.url))
+        r.fails = 0
+
+    def failed(self, r: Replica, episode: int, exc: BaseException) -> bool:
+        """Set ``r`` aside; False when another request already did for this episode (not counted)."""
+        r.in_flight -= 1
+        if episode != r.episode:
+            return False
+        self.set_aside(r, exc)
+        return True
+
+    def set_aside(self, r: Replica, exc: BaseException) -> None:
+        r.episode += 1
+        r.fails += 1
+        r.last_error = str(exc)
+        r.down_until = time.monotonic() + self.delay(r.fails, exc)
+        self.events.append({"replica": redact_url(r.url), "event": "set aside", "error": str(exc)[:200],
+                            "t": round(time.time(), 3)})
+
+    def describe(self) -> str:
+        return ", ".join(f"{redact_url(r.url)}: {r.fails} failures ({r.last_error[:120]})" for r in self.replicas)
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -82,11 +156,12 @@ class OpenAIBackend:
     """:class:`~vista_distill.backends.base.Backend` over ``POST {base_url}/chat/completions``."""
 
     name = "openai"
+    endpoint = "chat/completions"
 
     def __init__(
         self,
         model: str,
-        base_url: str,
+        base_url: str | Sequence[str],
         *,
         api_key_env: str = "OPENAI_API_KEY",
         concurrency: int = 8,
@@ -99,16 +174,23 @@ class OpenAIBackend:
         cache: CallCache | None = None,
         backoff_s: float = 1.0,
         backoff_max_s: float = 30.0,
+        role: str = "teacher",
     ) -> None:
-        if not base_url or not base_url.startswith(("http://", "https://")):
-            raise TeacherError(f"teacher.base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, "
-                               f"got {base_url!r}")
+        self.role = role
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        where = "teacher.base_url" if role == "teacher" else f"{role} servers"
+        if not urls:
+            raise TeacherError(f"{where}: no server URL given")
+        for url in urls:
+            if not url or not str(url).startswith(("http://", "https://")):
+                raise TeacherError(f"{where} must be http(s) URLs such as http://127.0.0.1:8000/v1, got {url!r}")
         if not model:
-            raise TeacherError("teacher.model must name the model the server serves")
+            raise TeacherError(f"{role}: the model name the server serves is required")
         if concurrency < 1:
-            raise TeacherError(f"teacher.concurrency must be >= 1, got {concurrency}")
+            raise TeacherError(f"{role} concurrency must be >= 1, got {concurrency}")
         self.model = model
-        self.base_url = base_url.rstrip("/")
+        self.base_urls = [str(u).rstrip("/") for u in urls]
+        self.base_url = self.base_urls[0]
         self.api_key_env = api_key_env
         self.concurrency = concurrency
         self.timeout_s = timeout_s
@@ -125,10 +207,12 @@ class OpenAIBackend:
         self.progress: Callable[[int], None] | None = None   # told n as requests finish
         self.stats = {"requests": 0, "hits": 0, "calls": 0, "failures": 0, "retries": 0,
                       "prompt_tokens": 0, "completion_tokens": 0, "call_s": 0.0}
+        self.replicas = Replicas(self.base_urls, max_retries, self._delay, role)
         self._checked = False
 
     def __repr__(self) -> str:
-        return f"OpenAIBackend(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
+        urls = ", ".join(redact_url(u) for u in self.base_urls)
+        return f"{type(self).__name__}(model={self.model!r}, base_url={urls!r})"
 
     # ------------------------------------------------------------------ requests and keys
 
@@ -209,78 +293,101 @@ class OpenAIBackend:
     # ------------------------------------------------------------------ server
 
     def check_server(self) -> None:
-        """Fail fast with a clear error when the server is absent or refuses the key (once)."""
+        """Fail fast with a clear error when no replica answers or one refuses the key (once). A replica
+        that does not answer while another does is set aside (and tried again after its backoff)."""
         if self._checked:
             return
         import httpx
 
-        url = f"{self.base_url}/models"
-        try:
-            r = httpx.get(url, headers=self._headers(), timeout=min(self.timeout_s, 10.0))
-        except httpx.HTTPError as e:
-            raise TeacherError(
-                f"cannot reach the teacher server at {redact_url(self.base_url)} ({type(e).__name__}: {e}); "
-                "start the server or fix teacher.base_url in the recipe") from None
-        if r.status_code in (401, 403):
-            raise TeacherError(self._key_message(r.status_code))
-        if r.status_code == 200:
+        unreachable = []
+        for rep in self.replicas.replicas:
+            url = f"{rep.url}/models"
             try:
-                served = [m.get("id") for m in r.json().get("data", [])]
-            except (ValueError, AttributeError):
-                served = []
-            if served and self.model not in served:
-                log.warning("teacher server %s lists models %s, not %r; sending requests anyway",
-                            redact_url(self.base_url), served, self.model)
+                r = httpx.get(url, headers=self._headers(), timeout=min(self.timeout_s, 10.0))
+            except httpx.HTTPError as e:
+                unreachable.append((rep, f"{type(e).__name__}: {e}"))
+                continue
+            if r.status_code in (401, 403):
+                raise TeacherError(self._key_message(r.status_code, rep.url))
+            if r.status_code == 200:
+                try:
+                    served = [m.get("id") for m in r.json().get("data", [])]
+                except (ValueError, AttributeError):
+                    served = []
+                self.check_models(rep.url, served)
+        if len(unreachable) == len(self.replicas.replicas):
+            rep, err = unreachable[0]
+            where = "teacher.base_url in the recipe" if self.role == "teacher" else f"the {self.role} server URLs"
+            raise TeacherError(
+                f"cannot reach the {self.role} server at {redact_url(rep.url)} ({err}); start the server or fix "
+                f"{where}" + (f" ({len(unreachable)} replicas, none answered)" if len(unreachable) > 1 else ""))
+        for rep, err in unreachable:
+            log.warning("%s server %s does not answer (%s); using the other replicas", self.role,
+                        redact_url(rep.url), err)
+            self.replicas.set_aside(rep, RuntimeError(err))
         self._checked = True
 
-    def _key_message(self, status: int) -> str:
+    def check_models(self, url: str, served: list[str]) -> None:
+        """Warn when the server lists models but not ours (some servers alias every name)."""
+        if served and self.model not in served:
+            log.warning("%s server %s lists models %s, not %r; sending requests anyway", self.role,
+                        redact_url(url), served, self.model)
+
+    def _key_message(self, status: int, url: str | None = None) -> str:
         state = "is set" if os.environ.get(self.api_key_env) else "is not set"
-        return (f"teacher server {redact_url(self.base_url)} answered HTTP {status}: the API key was refused "
+        return (f"{self.role} server {redact_url(url or self.base_url)} answered HTTP {status}: the API key was refused "
                 f"(read from the environment variable {self.api_key_env}, which {state})")
 
     async def _gather(self, jobs: list[tuple[str, Request, dict[str, Any]]],
                       todo: dict[str, list[int]]) -> list[Any]:
         import httpx
 
-        sem = asyncio.Semaphore(self.concurrency)
+        n = self.concurrency * len(self.base_urls)
+        sem = asyncio.Semaphore(n)
         abort = asyncio.Event()
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
         async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), limits=limits) as client:
             tasks = [self._call(client, sem, abort, k, req, body, len(todo[k])) for k, req, body in jobs]
             return await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _call(self, client: Any, sem: asyncio.Semaphore, abort: asyncio.Event, key: str,
                     req: Request, body: dict[str, Any], n_waiting: int) -> dict[str, Any]:
-        from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
-
         async with sem:
-            if abort.is_set():
-                raise _Aborted()
             start = time.perf_counter()
             attempts = 0
-            try:
-                async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(self.max_retries + 1), wait=self._wait,
-                    retry=retry_if_exception_type(_Retryable), before_sleep=self._before_sleep, reraise=True,
-                ):
-                    with attempt:
-                        attempts += 1
-                        entry = await self._post(client, body)
-            except _Retryable as e:
-                abort.set()
-                self.stats["failures"] += 1
-                raise TeacherUnavailable(
-                    f"teacher server {redact_url(self.base_url)} failed {attempts} time(s) in a row ({e}); "
-                    "completed calls are cached: rerun the same command to resume") from None
-            except TeacherError:
-                abort.set()
-                self.stats["failures"] += 1
-                raise
+            while True:
+                try:
+                    rep, episode = await self.replicas.acquire(abort)
+                except _Exhausted:
+                    abort.set()
+                    self.stats["failures"] += 1
+                    raise TeacherUnavailable(
+                        f"{self.role} server{'s' if len(self.base_urls) > 1 else ''} failed "
+                        f"{self.max_retries + 1} time(s) in a row ({self.replicas.describe()}); completed calls "
+                        "are cached: rerun the same command to resume") from None
+                attempts += 1
+                try:
+                    entry = await self._post(client, rep.url, body)
+                except _Retryable as e:
+                    if self.replicas.failed(rep, episode, e) and rep.fails <= self.max_retries:
+                        self.stats["retries"] += 1
+                        log.warning("%s call failed on %s (%s); retry %d/%d", self.role, redact_url(rep.url), e,
+                                    rep.fails, self.max_retries)
+                    continue
+                except TeacherError:
+                    rep.in_flight -= 1
+                    abort.set()
+                    self.stats["failures"] += 1
+                    raise
+                self.replicas.succeeded(rep)
+                break
         elapsed = time.perf_counter() - start
-        entry.update(model=self.model, stage=req.stage, messages_digest=messages_digest(req.messages),
+        entry.update(model=body.get("model", self.model), stage=req.stage, messages_digest=messages_digest(req.messages),
                      target=req.messages[-1]["content"] if req.messages else "",
-                     params={k: v for k, v in body.items() if k != "messages"},
+                     params={k: v for k, v in body.items() if k not in ("messages", "prompt")},
                      latency_s=round(elapsed, 4), attempts=attempts, created=round(time.time(), 3))
+        if len(self.base_urls) > 1:
+            entry["replica"] = redact_url(rep.url)
         if "error" in entry:
             self.stats["failures"] += 1   # per-request failure: not cached, so a rerun tries again
         else:
@@ -294,23 +401,18 @@ class OpenAIBackend:
             self.progress(n_waiting)
         return entry
 
-    def _wait(self, state: Any) -> float:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        delay = min(self.backoff_max_s, self.backoff_s * 2 ** (state.attempt_number - 1))
+    def _delay(self, fails: int, exc: BaseException) -> float:
+        """Backoff before a failed replica is tried again: exponential with jitter, at least Retry-After."""
+        delay = min(self.backoff_max_s, self.backoff_s * 2 ** (fails - 1))
         delay *= 0.5 + random.random() / 2   # jitter: concurrent retries do not hit the server together
         if isinstance(exc, _Retryable) and exc.retry_after is not None:
             delay = max(delay, min(exc.retry_after, self.backoff_max_s))
         return delay
 
-    def _before_sleep(self, state: Any) -> None:
-        self.stats["retries"] += 1
-        exc = state.outcome.exception() if state.outcome is not None else None
-        log.warning("teacher call failed (%s); retry %d/%d", exc, state.attempt_number, self.max_retries)
-
-    async def _post(self, client: Any, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, client: Any, base_url: str, body: dict[str, Any]) -> dict[str, Any]:
         import httpx
 
-        url = f"{self.base_url}/chat/completions"
+        url = f"{base_url}/{self.endpoint}"
         try:
             r = await client.post(url, json=body, headers=self._headers())
         except httpx.TimeoutException as e:
@@ -323,10 +425,14 @@ class OpenAIBackend:
         if status in (401, 403):
             raise TeacherError(self._key_message(status))
         if status == 404:
-            raise TeacherError(f"{redact_url(url)} answered HTTP 404 (no chat completions endpoint, or no "
-                               f"model {self.model!r}): {r.text[:200]}")
+            raise TeacherError(f"{redact_url(url)} answered HTTP 404 (no {self.endpoint} endpoint, or no "
+                               f"model {body.get('model', self.model)!r}): {r.text[:200]}")
         if status >= 400:
             return {"error": f"HTTP {status}: {r.text[:300]}"}
+        return self.parse(r)
+
+    def parse(self, r: Any) -> dict[str, Any]:
+        """The cache entry of a 2xx answer (chat completions)."""
         try:
             data = r.json()
             choice = data["choices"][0]

@@ -149,7 +149,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         },
     }
 
-    backends = Backends(recipe)
+    backends = Backends(recipe, cache_root=out_dir)
     runs: dict[str, SystemRun] = {}
     # base-model systems first (one model load), then the student, then the teacher
     order = sorted(names, key=lambda n: ("base", "llm_judge", "factscore", "student", "teacher").index(n))

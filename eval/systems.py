@@ -70,12 +70,22 @@ def _records(results: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
 class Backends:
     """Loads the base model once for base / llm_judge / factscore and the student (with adapters) once."""
 
-    def __init__(self, recipe: Recipe) -> None:
+    def __init__(self, recipe: Recipe, cache_root: Path | None = None) -> None:
         self.recipe = recipe
+        self.cache_root = cache_root   # server answers (student.servers) are cached under it, per role
         self._base: Any = None
         self.load_s: dict[str, float] = {}
 
+    def _served(self, role: str) -> Any:
+        from ..backends.server import server_backend
+
+        serving = self.recipe.student.serving
+        cache = str(self.cache_root / f"calls-{role}") if serving.cache and self.cache_root is not None else None
+        return server_backend(self.recipe, role, cache_dir=cache)
+
     def base(self) -> Any:
+        if self._base is None and self.recipe.student.servers:
+            self._base = self._served("base")
         if self._base is None:
             from ..backends.transformers import TransformersBackend
 
@@ -98,6 +108,8 @@ class Backends:
     def student(self) -> Any:
         from ..backends.transformers import TransformersBackend
 
+        if self.recipe.student.servers:   # the adapters are on the servers (vista-distill serve-config)
+            return self._served("student")
         root = self.adapters_dir()
         want = [s for s in self.recipe.train.stages if s in STAGES] or list(STAGES)
         missing = [s for s in want if not (root / s / "adapter_config.json").exists()]
@@ -127,6 +139,8 @@ def _free_memory() -> None:
 
 
 def _describe_local(backend: Any, style: str, adapters: dict[str, str] | None = None) -> dict[str, Any]:
+    if hasattr(backend, "describe"):   # served (backends/server.py)
+        return {**backend.describe(), "prompts": style}
     return {"backend": backend.name, "model_path": str(backend.model_path), "dtype": str(backend.torch_dtype),
             "hardware": backend.hardware.to_dict(),
             "device": backend.device, "prompts": style, "adapters": adapters, "batch_size": backend.batch_size}
@@ -154,7 +168,8 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
             cfg = recipe.engine_config("student")
             style = cfg.style
             programs = [vista_program(c, cfg) for c in conversations]
-            run.description = {**_describe_local(backend, style, {k: str(v) for k, v in backend.adapters.items()}),
+            adapters = getattr(backend, "adapters", None) or getattr(backend, "stage_models", {})
+            run.description = {**_describe_local(backend, style, {k: str(v) for k, v in adapters.items()}),
                                "stage2": cfg.stage2, "stage3": cfg.stage3, "load_s": backends.load_s.get("student")}
         elif name == "teacher":
             backend, programs, run.description = _teacher(recipe, conversations, out_dir)
@@ -181,6 +196,9 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         bar.close()
     run.records = _records(results)
     run.efficiency = meter.report(scored)
+    if hasattr(backend, "describe"):   # which label-scoring method ran, replicas set aside and back
+        run.description.update({k: v for k, v in backend.describe().items() if k in ("label_method", "replica_events")})
+        run.description["label_methods"] = dict(backend.stats.get("label_methods") or {})
     if recipe.eval.given_claims and name in ("student", "base"):
         run.given_records = _given_claims_records(cfg, conversations, backend, progress, name)
     if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)

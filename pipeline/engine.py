@@ -179,10 +179,12 @@ def truncated(resp: Response) -> bool:
 
 
 def label_result(resp: Response, labels: Sequence[str]) -> tuple[str | None, dict[str, Any], str | None]:
+    # served models say how the label was scored (backends/server.py); in-process records stay as they were
+    how = {k: resp.meta[k] for k in ("label_method", "bounded") if k in resp.meta}
     if resp.label is not None:
-        return resp.label, {"label": resp.label, "probs": resp.probs, "raw": resp.text}, None
+        return resp.label, {"label": resp.label, "probs": resp.probs, "raw": resp.text, **how}, None
     parsed = parse_label(resp.text, labels)
-    info = {"label": parsed.label, "probs": resp.probs, "raw": resp.text, "explanation": parsed.explanation}
+    info = {"label": parsed.label, "probs": resp.probs, "raw": resp.text, "explanation": parsed.explanation, **how}
     error = parsed.error
     if error and resp.meta.get("error"):
         error = f"{error} ({resp.meta['error']})"

@@ -1,0 +1,307 @@
+"""The student, the base model or a baseline on OpenAI-compatible servers (vLLM, SGLang, llama.cpp, TGI).
+
+Prompts are rendered here, through the model's own chat template (:func:`~vista_distill.pipeline.render.render`,
+the renderer the in-process backend and training use), and sent as text to ``/v1/completions``. Each stage's
+requests name that stage's served model: a LoRA adapter on vLLM (``--lora-modules stage1=DIR ...``) or
+SGLang (``--lora-paths``), a model alias on llama.cpp (one entry per adapter in its config file); stages
+without an adapter use the base model's name.
+
+Stages 2-3 keep label scoring. Each label's log-likelihood comes from the server's logprobs, by one of:
+
+* ``echo``: the prompt followed by the label, sent with ``echo`` and ``logprobs``; the label tokens' prompt
+  logprobs are summed. Exact (vLLM, SGLang, hosted completions). llama-cpp-python supports it too but sorts
+  the whole vocabulary in Python for every echoed token (seconds per request).
+* ``top_logprobs``: one request per label token (prompt plus the label's first ``j`` tokens, one new token,
+  the ``top_logprobs`` most likely): the label token's logprob read from that list. Exact whenever every
+  label token is among them (the answer records the labels where one was not: then the list's smallest
+  logprob stands in, an upper bound). Servers that cache prompt prefixes (all of the above) compute only
+  the new tokens.
+* ``generate``: a short greedy answer matched to a label (no probabilities).
+
+``auto`` tries them in that order on the first label request and keeps the first the server supports.
+Which method ran is recorded with every answer (``meta["label_method"]``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..pipeline.render import THINKING_OFF, render
+from ..pipeline.stages import ALL_STAGES
+from .base import Request, Response
+from .cache import CallCache, call_key
+from .openai_compat import OpenAIBackend, TeacherError, _Retryable, redact_url
+from .transformers import _has_repeated_line
+
+log = logging.getLogger(__name__)
+
+LABEL_METHODS = ("auto", "echo", "top_logprobs", "generate")
+
+
+def truncate_repeats(text: str) -> str:
+    """``text`` cut after the first completed line that repeats an earlier one: where the in-process
+    backend's repeated-line stop ends a list (servers cannot be told to stop there)."""
+    pos = 0
+    while True:
+        nl = text.find("\n", pos)
+        if nl < 0:
+            return text
+        if _has_repeated_line(text[: nl + 1]):
+            return text[: nl + 1]
+        pos = nl + 1
+
+
+class ServerBackend(OpenAIBackend):
+    """:class:`~vista_distill.backends.base.Backend` over ``POST {url}/completions`` on one or more replicas."""
+
+    name = "server"
+    endpoint = "completions"
+
+    def __init__(self, tokenizer: Any, base_url: str | Sequence[str], model: str,
+                 stage_models: Mapping[str, str] | None = None, *, label_scoring: str = "auto",
+                 top_logprobs: int = 20, chat_template_kwargs: Mapping[str, Any] | None = None,
+                 role: str = "student", cache: CallCache | None = None, **kwargs: Any) -> None:
+        """``tokenizer``: the model's tokenizer (renders prompts, splits labels into tokens); ``model``: the
+        base model's served name; ``stage_models``: the served name of each stage's adapter."""
+        if label_scoring not in LABEL_METHODS:
+            raise TeacherError(f"{role}: label_scoring must be one of {LABEL_METHODS}, got {label_scoring!r}")
+        bad = sorted(set(stage_models or {}) - set(ALL_STAGES))
+        if bad:
+            raise TeacherError(f"{role}: server model names for unknown stages {bad}; stages are {ALL_STAGES}")
+        super().__init__(model, base_url, role=role, cache=cache, chat_template_kwargs=None, **kwargs)
+        self.tokenizer = tokenizer
+        self.stage_models = dict(stage_models or {})
+        self.label_scoring = label_scoring
+        self.top_logprobs = top_logprobs
+        self.template_kwargs = dict(THINKING_OFF if chat_template_kwargs is None else chat_template_kwargs)
+        self.method: str | None = None if label_scoring == "auto" else label_scoring
+        self.name = f"server:{self.model}"
+        self.stats["label_methods"] = {}
+
+    def served_name(self, stage: str) -> str:
+        return self.stage_models.get(stage, self.model)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "server", "servers": [redact_url(u) for u in self.base_urls], "model": self.model,
+                "stage_models": self.stage_models, "label_scoring": self.label_scoring,
+                "label_method": self.method, "replica_events": self.replicas.events}
+
+    # ------------------------------------------------------------------ requests
+
+    def prompt(self, req: Request) -> str:
+        return render(self.tokenizer, list(req.messages), template_kwargs=self.template_kwargs)
+
+    def completion(self, req: Request, prompt: str, max_tokens: int, **extra: Any) -> dict[str, Any]:
+        return {**self.extra_body, "model": self.served_name(req.stage), "prompt": prompt, "max_tokens": max_tokens,
+                "temperature": 0.0, "seed": self.seed, **extra}
+
+    @staticmethod
+    def key(body: dict[str, Any]) -> str:
+        return call_key({"api": "completions", **body})
+
+    def check_models(self, url: str, served: list[str]) -> None:
+        # llama.cpp answers an unknown model name with its default model: a missing adapter would go unseen.
+        wanted = {self.model, *self.stage_models.values()}
+        missing = sorted(w for w in wanted if served and w not in served)
+        if missing:
+            raise TeacherError(f"{self.role} server {redact_url(url)} does not serve {missing} (it serves {served}); "
+                               "serve the adapters under these names (vista-distill serve-config) or fix the "
+                               "recipe's student.serving names")
+
+    def parse(self, r: Any) -> dict[str, Any]:
+        try:
+            data = r.json()
+            choice = data["choices"][0]
+            text = choice.get("text") or ""
+            usage = data.get("usage") or {}
+            lp = choice.get("logprobs") or None
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise _Retryable(f"malformed response body {r.text[:200]!r}") from None
+        entry: dict[str, Any] = {"raw": text, "text": text, "finish_reason": choice.get("finish_reason"),
+                                 "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+                                 "completion_tokens": int(usage.get("completion_tokens") or 0)}
+        if lp:
+            top = lp.get("top_logprobs") or []
+            entry["logprobs"] = {"tokens": lp.get("tokens"), "token_logprobs": lp.get("token_logprobs"),
+                                 "text_offset": lp.get("text_offset"),
+                                 # only the first generated position's list is read (top_logprobs method)
+                                 "top": None if not top else _top_at(lp, top)}
+        return entry
+
+    @staticmethod
+    def _response(key: str, entry: dict[str, Any], cached: bool) -> Response:
+        resp = OpenAIBackend._response(key, entry, cached)
+        if entry.get("logprobs"):
+            resp.meta["logprobs_raw"] = entry["logprobs"]
+        return resp
+
+    # ------------------------------------------------------------------ Backend protocol
+
+    def run(self, requests: list[Request]) -> list[Response]:
+        out: list[Response | None] = [None] * len(requests)
+        prompts = [self.prompt(r) for r in requests]
+        gen = [i for i, r in enumerate(requests) if not r.labels]
+        if gen:
+            answers = self.generate([(requests[i], self.completion(requests[i], prompts[i], requests[i].max_new_tokens))
+                                     for i in gen])
+            for i, a in zip(gen, answers):
+                text = a.text
+                if requests[i].stop_on_repeat:
+                    text = truncate_repeats(text)
+                a.meta.pop("logprobs_raw", None)
+                out[i] = Response(text=text.strip(), prompt_tokens=a.prompt_tokens,
+                                  completion_tokens=a.completion_tokens, meta=a.meta)
+        lab = [i for i, r in enumerate(requests) if r.labels]
+        if lab:
+            for i, resp in zip(lab, self.choose([requests[i] for i in lab], [prompts[i] for i in lab])):
+                out[i] = resp
+        return out  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ label scoring
+
+    def choose(self, requests: list[Request], prompts: list[str]) -> list[Response]:
+        if self.method is None:
+            self.method = self._probe(requests[0], prompts[0])
+            log.info("%s: label scoring by %s", self.name, self.method)
+        method = self.method
+        if method == "echo":
+            res = self._echo(requests, prompts)
+        elif method == "top_logprobs":
+            res = self._top_logprobs(requests, prompts)
+        else:
+            res = self._generate_labels(requests, prompts)
+        counts = self.stats["label_methods"]
+        counts[method] = counts.get(method, 0) + len(res)
+        return res
+
+    def _probe(self, req: Request, prompt: str) -> str:
+        """The first method (echo, top_logprobs, generate) the server answers with what it needs."""
+        lab = req.labels[0]
+        a = self.generate([(req, self.completion(req, prompt + lab, 1, echo=True, logprobs=1))])[0]
+        if _echo_logprobs(a, len(prompt), len(prompt + lab)) is not None:
+            return "echo"
+        a = self.generate([(req, self.completion(req, prompt, 1, logprobs=self.top_logprobs))])[0]
+        if (a.meta.get("logprobs_raw") or {}).get("top"):
+            return "top_logprobs"
+        log.warning("%s: the server returns no logprobs; labels are generated and matched (no probabilities)",
+                    self.name)
+        return "generate"
+
+    def _scored(self, labels: tuple[str, ...], scores: list[float], method: str, **meta: Any) -> Response:
+        m = max(scores)
+        exp = [math.exp(s - m) for s in scores]
+        z = sum(exp)
+        best = max(range(len(labels)), key=lambda j: scores[j])
+        return Response(text=labels[best], label=labels[best],
+                        probs={lab: e / z for lab, e in zip(labels, exp)},
+                        meta={"logprobs": dict(zip(labels, scores)), "label_method": method, **meta})
+
+    def _echo(self, requests: list[Request], prompts: list[str]) -> list[Response]:
+        jobs = [(r, self.completion(r, p + lab, 1, echo=True, logprobs=1)) for r, p in zip(requests, prompts)
+                for lab in r.labels]
+        answers = iter(self.generate(jobs))
+        out = []
+        for r, p in zip(requests, prompts):
+            scores = []
+            for lab in r.labels:
+                s = _echo_logprobs(next(answers), len(p), len(p + lab))
+                if s is None:
+                    raise TeacherError(f"{self.role} server stopped returning prompt logprobs (echo) for "
+                                       f"{self.served_name(r.stage)!r}; set label_scoring: top_logprobs")
+                scores.append(s)
+            out.append(self._scored(r.labels, scores, "echo"))
+        return out
+
+    def _label_pieces(self, label: str) -> list[str]:
+        """The label's text split at its token boundaries (the model's tokenizer)."""
+        ids = self.tokenizer(label, add_special_tokens=False)["input_ids"]
+        texts = [self.tokenizer.decode(ids[: j + 1]) for j in range(len(ids))]
+        return [t[len(texts[j - 1]):] if j else t for j, t in enumerate(texts)]
+
+    def _top_logprobs(self, requests: list[Request], prompts: list[str]) -> list[Response]:
+        pieces = {lab: self._label_pieces(lab) for r in requests for lab in r.labels}
+        scores = [[0.0] * len(r.labels) for r in requests]
+        bounded: list[set[str]] = [set() for _ in requests]
+        depth = max(len(v) for v in pieces.values())
+        for j in range(depth):
+            jobs, where = [], []
+            for i, (r, p) in enumerate(zip(requests, prompts)):
+                for k, lab in enumerate(r.labels):
+                    if j < len(pieces[lab]):
+                        jobs.append((r, self.completion(r, p + "".join(pieces[lab][:j]), 1, logprobs=self.top_logprobs)))
+                        where.append((i, k, lab))
+            for (i, k, lab), a in zip(where, self.generate(jobs)):
+                top = (a.meta.get("logprobs_raw") or {}).get("top") or {}
+                if not top:
+                    raise TeacherError(f"{self.role} server returned no top_logprobs for "
+                                       f"{self.served_name(requests[i].stage)!r}; set label_scoring: generate")
+                piece = pieces[lab][j]
+                if piece in top:
+                    scores[i][k] += top[piece]
+                else:
+                    scores[i][k] += min(top.values())
+                    bounded[i].add(lab)
+        return [self._scored(r.labels, s, "top_logprobs", **({"bounded": sorted(b)} if b else {}))
+                for r, s, b in zip(requests, scores, bounded)]
+
+    def _generate_labels(self, requests: list[Request], prompts: list[str]) -> list[Response]:
+        n = max(len(self.tokenizer(lab, add_special_tokens=False)["input_ids"]) for r in requests for lab in r.labels)
+        answers = self.generate([(r, self.completion(r, p, n + 2)) for r, p in zip(requests, prompts)])
+        out = []
+        for r, a in zip(requests, answers):
+            text = a.text.strip()
+            match = next((lab for lab in sorted(r.labels, key=len, reverse=True)
+                          if text.upper().startswith(lab.upper())), None)
+            out.append(Response(text=text, label=match, meta={"label_method": "generate"}))
+        return out
+
+
+def _top_at(lp: dict[str, Any], top: list[Any]) -> dict[str, float] | None:
+    """The top-logprobs dict of the first generated token (the last list when the prompt was echoed)."""
+    first = top[-1] if lp.get("text_offset") and len(top) > 1 else top[0]
+    if isinstance(first, list):   # chat-style [{"token", "logprob"}]
+        return {d["token"]: float(d["logprob"]) for d in first}
+    return {str(k): float(v) for k, v in first.items()} if isinstance(first, dict) else None
+
+
+def _echo_logprobs(a: Response, start: int, end: int) -> float | None:
+    """Sum of the echoed prompt logprobs of the tokens in text ``[start, end)``; None when the answer has
+    none, or when a token straddles ``start`` (the label does not begin on a token boundary)."""
+    lp = a.meta.get("logprobs_raw") or {}
+    offsets, values = lp.get("text_offset"), lp.get("token_logprobs")
+    if not offsets or not values or len(offsets) != len(values):
+        return None
+    if start not in offsets:
+        return None
+    total, seen = 0.0, False
+    for off, v in zip(offsets, values):
+        if start <= off < end:
+            if v is None:
+                return None
+            total += float(v)
+            seen = True
+    return total if seen else None
+
+
+def server_backend(recipe: Any, role: str = "student", servers: Sequence[str] | None = None,
+                   cache_dir: str | None = None) -> ServerBackend:
+    """The recipe's student (its adapters' served names) or base model (``role="base"``) on
+    ``servers`` (default ``student.servers``); answers cached under ``cache_dir`` when given."""
+    from transformers import AutoTokenizer
+
+    from .models import resolve_model
+
+    s, v = recipe.student, recipe.student.serving
+    urls = list(servers or s.servers)
+    if not urls:
+        raise TeacherError(f"{role}: no servers (student.servers in the recipe, or --server URL)")
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(s.model))
+    stage_models = {st: name for st, name in v.adapters.items() if st in recipe.train.stages} if role == "student" else {}
+    return ServerBackend(tokenizer, urls, v.base_model, stage_models, label_scoring=v.label_scoring,
+                         top_logprobs=v.top_logprobs, chat_template_kwargs=s.chat_template_kwargs, role=role,
+                         cache=CallCache(cache_dir) if cache_dir else None, concurrency=v.concurrency,
+                         api_key_env=v.api_key_env, timeout_s=v.timeout_s, max_retries=v.max_retries,
+                         backoff_s=v.retry_backoff_s, backoff_max_s=v.retry_backoff_max_s)

@@ -1,0 +1,207 @@
+"""The student on real llama.cpp servers (``llama-cpp-python[server]``) on 127.0.0.1: three stage adapters
+trained here on the embedded SmolLM2-135M, converted to GGUF LoRA by ``vista-distill serve-config``
+(llama.cpp's own converter), served as one model alias per stage. No fake responses.
+
+* agreement: the served student labels the same claims as the in-process student (float32), turn verdicts
+  and label probabilities included;
+* replicas: one of two replicas is SIGKILLed mid-run and restarted later: the records equal a run
+  without the fault, each turn once, and the restarted replica answers again.
+
+Stages 2-3 run on the sample's human claims (``EngineConfig(claims="gold")``): the same inputs for both
+backends, and few enough requests for a test (each label token is one request on llama.cpp).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import SAMPLE, assert_same_records
+from test_train import distill_sample
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None,
+    reason="llama_cpp is not importable: install the server extra (see README) to run the served-student tests")
+
+STAGE_NAMES = {"stage1": "stage1", "stage2": "stage2", "stage3": "stage3"}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """Trained adapters, the recipe they were trained with, and serve-config's llama.cpp files."""
+    import torch
+    from vista_distill.config import load_recipe
+    from vista_distill.serve_config import write_serve_config
+    from vista_distill.train.run import train_stages
+
+    tmp = tmp_path_factory.mktemp("served")
+    silver = distill_sample(tmp / "silver")
+    raw = {"name": "served", "student": {"dtype": "float32"},
+           "lora": {"r": 8, "alpha": 16, "layers_to_transform": [-4, -3, -2, -1]},
+           "train": {"output_dir": str(tmp / "ck"), "silver_dir": str(silver), "max_steps": 3, "max_length": 384,
+                     "learning_rate": 2e-3, "per_device_train_batch_size": 4, "use_cpu": True, "save_steps": 100,
+                     "eval_steps": 100, "logging_steps": 1, "cpu_threads": 1}}
+    path = tmp / "recipe.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    recipe = load_recipe(path)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train_stages(recipe, "all")
+    finally:
+        torch.set_num_threads(before)
+    written = write_serve_config(recipe, tmp / "ck", tmp / "serve", engines=("vllm", "llama_cpp"))
+    return recipe, tmp / "ck", written
+
+
+def _models(written) -> list[dict]:
+    config = json.loads(Path(written["llama_cpp"]["config"]).read_text())
+    return [{k: m[k] for k in ("model_alias", "lora_path") if k in m} for m in config["models"]]
+
+
+def _score(backend, recipe):
+    from vista_distill.data.io import read_conversations
+    from vista_distill.pipeline.engine import run_programs, vista_program
+
+    cfg = dataclasses.replace(recipe.engine_config("student"), claims="gold")
+    convs = read_conversations(SAMPLE)
+    return [t.to_dict() for turns in run_programs([vista_program(c, cfg) for c in convs], backend, batched=True)
+            for t in turns]
+
+
+@pytest.fixture(scope="module")
+def reference(served):
+    """The served student's records through one llama.cpp server (no fault), and the in-process ones."""
+    from vista_distill.backends.llama_server import LlamaServer
+    from vista_distill.backends.server import server_backend
+    from vista_distill.backends.transformers import TransformersBackend
+
+    recipe, adapters, written = served
+    recipe = dataclasses.replace(recipe, student=dataclasses.replace(
+        recipe.student, serving=dataclasses.replace(recipe.student.serving, label_scoring="auto", concurrency=1)))
+    with LlamaServer(models=_models(written), n_threads=1) as srv:
+        backend = server_backend(recipe, "student", servers=[srv.base_url])
+        records = _score(backend, recipe)
+    local = TransformersBackend(None, adapters=adapters, dtype="float32", threads=1)
+    return recipe, records, _score(local, recipe), backend
+
+
+def _claims(records):
+    """(turn, claim, stage-2 label, category, stage-2 probabilities) of every claim."""
+    return [(r["turn_index"], c["text"], (c["stage2"] or {}).get("label"), c["category"], (c["stage2"] or {}).get("probs"))
+            for r in records if r["scored"] for c in r["claims"]]
+
+
+def test_serve_config_writes_engine_files_and_recipe_keys(served):
+    from vista_distill.config import load_recipe
+
+    _recipe, adapters, written = served
+    out = Path(written["out"])
+    vllm = (out / "vllm.sh").read_text()
+    for stage in STAGE_NAMES:
+        assert f"{stage}={(adapters / stage).resolve()}" in vllm
+    assert "--enable-lora" in vllm and "--served-model-name base" in vllm and "--max-lora-rank 8" in vllm
+    loras = written["llama_cpp"]["loras"]
+    assert sorted(loras) == sorted(STAGE_NAMES) and all(Path(p).stat().st_size > 0 for p in loras.values())
+    block = yaml.safe_load((out / "serving.yaml").read_text())["llama_cpp"]
+    (out / "r.yaml").write_text(yaml.safe_dump(block))
+    r = load_recipe(out / "r.yaml")
+    assert r.student.servers == ["http://127.0.0.1:8080/v1"] and r.student.serving.label_scoring == "top_logprobs"
+
+
+def _close(server: dict, local: dict, bounded: list[str], tol: float = 0.3) -> bool:
+    """Label log-likelihoods agree within ``tol`` nats (measured: up to 0.24 on these adapters: llama.cpp multiplies
+    Q4_1 weights by 8-bit-quantized activations, the in-process model the same weights in float32); a label marked bounded (one of its tokens was not among
+    the server's top logprobs, so the list's smallest stood in) may only come out higher on the server."""
+    return all(abs(server[k] - local[k]) < tol if k not in bounded else server[k] > local[k] - tol for k in local)
+
+
+def test_served_student_agrees_with_in_process(served, reference):
+    _recipe, served_records, local_records, backend = reference
+    a, b = _claims(served_records), _claims(local_records)
+    assert len(a) == len(b) == 19
+    assert [x[:2] for x in a] == [x[:2] for x in b]            # same claims, same order
+    labels = sum(x[2:4] == y[2:4] for x, y in zip(a, b)) / len(a)
+    verdicts = [r["verdicts"] for r in served_records if r["scored"]]
+    turns = sum(x == y for x, y in zip(verdicts, [r["verdicts"] for r in local_records if r["scored"]])) / len(verdicts)
+    stage2 = [c["stage2"] for r in served_records if r["scored"] for c in r["claims"]]
+    print(f"agreement: labels {labels:.3f} of {len(a)} claims, verdicts {turns:.3f} of {len(verdicts)} turns")
+    assert labels >= 0.95 and turns >= 0.95
+    # how each label was scored is recorded with every answer (llama.cpp: its echo offsets skip special tokens)
+    assert backend.method == "top_logprobs" and all(s["label_method"] == "top_logprobs" for s in stage2)
+    label_requests = sum(1 + (c["stage3"] is not None) for r in served_records if r["scored"] for c in r["claims"])
+    assert backend.stats["label_methods"] == {"top_logprobs": label_requests}
+
+
+@pytest.mark.parametrize("stage", ["stage2", "stage3"])
+def test_served_adapter_log_likelihoods_match_in_process(served, reference, stage):
+    """Each label's log-likelihood, stage by stage, on the same prompts (a turn's human claims with its
+    reference): stage 3 whatever stage 2 would have said."""
+    from vista_distill.backends.base import Request
+    from vista_distill.backends.llama_server import LlamaServer
+    from vista_distill.backends.server import server_backend
+    from vista_distill.backends.transformers import TransformersBackend
+    from vista_distill.data.io import read_conversations
+    from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+
+    recipe, adapters, written = served
+    t = get_template(stage, "compact")
+    conv = read_conversations(SAMPLE)[0]
+    reqs = [Request(stage, tuple(build_messages(t, stage2_input([], conv.turns[i].reference or "", c.text))),
+                    labels=t.labels)
+            for i in conv.scored_turns for c in conv.turns[i].gold_claims or []][:4]
+    local = TransformersBackend(None, adapters=adapters, dtype="float32", threads=1).run(reqs)
+    with LlamaServer(models=_models(written), n_threads=1) as srv:
+        got = server_backend(reference[0], "student", servers=[srv.base_url]).run(reqs)
+    for g, x in zip(got, local):
+    assert [g.label for g in got] == [x.label for x in local]
+    assert all(_close(g.meta["logprobs"], x.meta["logprobs"], g.meta.get("bounded", [])) for g, x in zip(got, local))
+    assert all(g.meta["label_method"] == "top_logprobs" for g in got)
+
+
+def test_replica_sigkilled_and_restarted_mid_run(served, reference, tmp_path):
+    from vista_distill.backends.llama_server import LlamaServer
+    from vista_distill.backends.server import server_backend
+
+    recipe, served_records, _local, _ = reference
+    recipe = dataclasses.replace(recipe, student=dataclasses.replace(recipe.student, serving=dataclasses.replace(
+        recipe.student.serving, label_scoring="top_logprobs", concurrency=1, retry_backoff_s=0.5,
+        retry_backoff_max_s=2.0, max_retries=3)))
+    logs = [tmp_path / "a.log", tmp_path / "b.log", tmp_path / "a2.log"]
+    models = _models(served[2])
+    a = LlamaServer(models=models, n_threads=1, log_path=logs[0]).start()
+    b = LlamaServer(models=models, n_threads=1, log_path=logs[1]).start()
+    restarted = None
+    try:
+        backend = server_backend(recipe, "student", servers=[a.base_url, b.base_url])
+        out: dict = {}
+        run = threading.Thread(target=lambda: out.update(records=_score(backend, recipe)), daemon=True)
+        run.start()
+        deadline = time.monotonic() + 300
+        while a.served() < 10 and run.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert run.is_alive(), "the run finished before a replica could be killed"
+        a.kill()
+        killed_b = b.served()
+        while b.served() < killed_b + 10 and run.is_alive():
+            time.sleep(0.05)
+        assert run.is_alive(), "the run finished before the killed replica could be restarted"
+        restarted = LlamaServer(models=models, n_threads=1, port=a.port, log_path=logs[2]).start()
+        run.join(600)
+        assert not run.is_alive()
+    finally:
+        for s in (a, b, restarted):
+            if s is not None:
+                s.stop()
+    assert_same_records(out["records"], served_records)
+    events = [e["event"] for e in backend.replicas.events]
+    assert "set aside" in events and "back" in events
+    assert restarted.served() > 0          # the restarted replica was used again
+    # nothing lost, nothing twice: every scored turn once, in order
+    assert [r["turn_index"] for r in out["records"]] == [r["turn_index"] for r in served_records]
