@@ -88,6 +88,9 @@ class PipelineConfig:
     max_claims: int = 16                     # claims kept per turn; those beyond are counted as dropped
     student_prompt_style: PromptStyle = "compact"   # the student's prompts (silver data, training, scoring)
     max_new_tokens: dict[str, int] = field(default_factory=dict)   # per stage / baseline prompt, over defaults
+    # stages 2-3: a reference plus background longer than this (tokens, ~4 characters each) is judged in
+    # chunks and the answers combined as SCALE does (pipeline/chunking.py); None: never chunked
+    context_budget: int | None = None
 
     def speaker_names(self) -> Speakers:
         user, _, assistant = self.speakers.partition(",")
@@ -236,6 +239,7 @@ class Recipe:
             cfg = EngineConfig(style=p.student_prompt_style if role == "student" else "fewshot",
                                speakers=p.speaker_names(), max_claims=p.max_claims)
         cfg.max_new_tokens.update(budgets)
+        cfg.context_budget = p.context_budget
         return cfg
 
 

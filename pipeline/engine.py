@@ -37,6 +37,7 @@ from ..data.schema import (
     VERIFIED,
     Conversation,
 )
+from .chunking import Chunk, approx_tokens, chunk_context, combine
 from .parsing import parse_claim_list, parse_label, strip_think
 from .stages import STAGE4_LABELS
 from .templates import (
@@ -76,6 +77,9 @@ class EngineConfig:
     stage4: bool = False              # optional: does the turn contradict earlier turns?
     max_claims: int = 16              # guards against degenerate lists; claims beyond it are counted, not kept
     claims: str = "model"             # "gold": a turn with human claims takes them instead of stage 1
+    # stages 2-3: reference + background beyond this many tokens are judged in chunks (pipeline/chunking.py)
+    context_budget: int | None = None
+    count_tokens: Callable[[str], int] | None = None   # None: about four characters per token
     max_new_tokens: dict[str, int] = field(
         default_factory=lambda: {"stage1": 256, "stage2": 8, "stage3": 96, "stage4": 96}
     )
@@ -258,25 +262,33 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
         if not turn.is_scored:
             background += [c.text for c in claims]
         else:
-            inputs2 = [stage2_input(background, turn.reference, c.text) for c in claims]
+            chunks = ([Chunk(background, turn.reference)] if not cfg.context_budget else
+                      chunk_context(background, turn.reference or "", cfg.context_budget,
+                                    cfg.count_tokens or approx_tokens))
+            # one request per claim and chunk (one chunk: exactly the method's requests)
+            jobs2 = [(j, stage2_input(ch.background, ch.reference, c.text, ch.first_fact))
+                     for j, c in enumerate(claims) for ch in chunks]
             reqs2 = [request(t2, text, labels=t2.labels if cfg.stage2 == "score" else (),
-                             max_new_tokens=cfg.max_new_tokens["stage2"]) for text in inputs2]
+                             max_new_tokens=cfg.max_new_tokens["stage2"]) for _, text in jobs2]
             s2 = yield reqs2
-            res.calls += [Call("stage2", j, *call) for j, call in enumerate(zip(inputs2, reqs2, s2))]
-            for c, resp in zip(claims, s2):
-                label, c.stage2, c.error = label_result(resp, STAGE2_LABELS)
+            res.calls += [Call("stage2", j, text, req, resp) for (j, text), req, resp in zip(jobs2, reqs2, s2)]
+            for j, c in enumerate(claims):
+                answers = [label_result(r, STAGE2_LABELS) for r in s2[j * len(chunks):(j + 1) * len(chunks)]]
+                label, c.stage2, c.error = answers[0] if len(chunks) == 1 else combine("stage2", answers)
                 if label == VERIFIED:
                     c.category = VERIFIED
             unverifiable = [j for j, c in enumerate(claims) if c.stage2["label"] == UNVERIFIABLE]
             if unverifiable:
-                inputs3 = [stage3_input(background, turn.reference, claims[j].text) for j in unverifiable]
+                jobs3 = [(j, stage3_input(ch.background, ch.reference, claims[j].text, ch.first_fact))
+                         for j in unverifiable for ch in chunks]
                 reqs3 = [request(t3, text, labels=t3.labels if cfg.stage3 == "score" else (),
-                                 max_new_tokens=cfg.max_new_tokens["stage3"]) for text in inputs3]
+                                 max_new_tokens=cfg.max_new_tokens["stage3"]) for _, text in jobs3]
                 s3 = yield reqs3
-                res.calls += [Call("stage3", j, *call) for j, call in zip(unverifiable, zip(inputs3, reqs3, s3))]
-                for j, resp in zip(unverifiable, s3):
+                res.calls += [Call("stage3", j, text, req, resp) for (j, text), req, resp in zip(jobs3, reqs3, s3)]
+                for k3, j in enumerate(unverifiable):
                     c = claims[j]
-                    c.category, c.stage3, c.error = label_result(resp, STAGE3_LABELS)
+                    answers = [label_result(r, STAGE3_LABELS) for r in s3[k3 * len(chunks):(k3 + 1) * len(chunks)]]
+                    c.category, c.stage3, c.error = answers[0] if len(chunks) == 1 else combine("stage3", answers)
             background += [c.text for c in claims if c.category in JOINS_BACKGROUND]
             for rule in RULES:
                 res.verdicts[rule], res.vista_scores[rule], reason = turn_verdict(claims, rule)

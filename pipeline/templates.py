@@ -141,10 +141,10 @@ def _history_lines(history: Sequence[tuple[str, str]], speakers: Speakers) -> st
     return "\n".join(f"{speakers.name(role)}: {text}" for role, text in history)
 
 
-def _numbered(items: Sequence[str]) -> str:
+def _numbered(items: Sequence[str], start: int = 1) -> str:
     if not items:
         return NA
-    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
+    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, start))
 
 
 def stage1_input(
@@ -157,18 +157,19 @@ def stage1_input(
     )
 
 
-def stage2_input(background: Sequence[str], reference: str, claim: str) -> str:
-    """Stage 2 user message: numbered background claims, the reference text and one claim."""
+def stage2_input(background: Sequence[str], reference: str, claim: str, first_fact: int = 1) -> str:
+    """Stage 2 user message: numbered background claims (from ``first_fact``: a later chunk of a long
+    background keeps its numbers), the reference text and one claim."""
     return (
-        f"BACKGROUND KNOWLEDGE:\n{_numbered(background)}\n\n"
+        f"BACKGROUND KNOWLEDGE:\n{_numbered(background, first_fact)}\n\n"
         f"REFERENCE TEXT:\n{reference}\n\n"
         f"CLAIM:\n{claim}"
     )
 
 
-def stage3_input(background: Sequence[str], reference: str, claim: str) -> str:
+def stage3_input(background: Sequence[str], reference: str, claim: str, first_fact: int = 1) -> str:
     """Stage 3 user message: the same fields as stage 2."""
-    return stage2_input(background, reference, claim)
+    return stage2_input(background, reference, claim, first_fact)
 
 
 def stage4_input(
