@@ -25,11 +25,21 @@ class ScoreResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
     def write(self, path: str | Path) -> tuple[Path, Path]:
-        """Write records as JSONL to ``path`` and the summary beside it (``<stem>.summary.json``)."""
+        """Write records as JSONL to ``path``, the summary beside it (``<stem>.summary.json``) and the HTML
+        report of every turn (``<stem>.report.html``)."""
+        from .html_report import write_html
+
         path = Path(path)
         atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records))
         summary_path = path.with_name(path.stem + ".summary.json")
         atomic_write_text(summary_path, json.dumps(self.summary, indent=2, ensure_ascii=False))
+        rows = [[rule, f"{100 * r['coverage']:.1f}", (r.get("gold") or {}).get("accuracy"), r["verdicts"]]
+                for rule, r in self.summary.get("by_rule", {}).items()]
+        write_html(path.with_name(path.stem + ".report.html"), f"VISTA scores: {path.name}", {"scored": self.records},
+                   headline=rows, headline_header=["rule", "coverage %", "accuracy vs gold", "verdicts"],
+                   rules=list(self.summary.get("by_rule", {})) or ["safe"],
+                   notes=[f"{self.summary.get('scored_turns')} scored turns; backend "
+                          f"{(self.summary.get('run') or {}).get('backend')}"])
         return path, summary_path
 
 

@@ -220,7 +220,16 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     results["hardware"] = hw.to_dict()   # beside the timings, outside the fingerprint
     if compare:
         results["compare"] = compare_results(results, compare)
-    write_report(out_dir, results)
+    paths = write_report(out_dir, results)
+    from ..html_report import eval_headline, write_html
+
+    header, rows = eval_headline(results)
+    write_html(out_dir / "report.html", f"vista-distill eval: {recipe.name}",
+               {n: r.records for n, r in runs.items() if r.status == "ok"}, headline=rows, headline_header=header,
+               plots=[paths[p] for p in ("accuracy.png", "confusion_stage3.png", "calibration.png") if p in paths],
+               rules=list(e.rules), initial_background={c.id: list(c.background) for c in conversations},
+               notes=[f"{material['scored_turns']} scored turns; significance tests and every table: report.md and "
+                      "results.json beside this page"])
     return EvalResult(out_dir, results, runs)
 
 

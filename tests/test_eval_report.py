@@ -87,6 +87,11 @@ def test_student_runs_with_adapters_and_compact_prompts(run):
     assert len(records) == 2 and all(set(r["verdicts"]) == set(RULES) for r in records)
     report = (run.out_dir / "report.md").read_text()
     assert "student acc" in report          # the teacher vs student table is there
+    # the HTML page: every system's scored turns, plots inlined (browser checks: test_html_report.py)
+    page = (run.out_dir / "report.html").read_text()
+    ok = [n for n, x in run.results["systems"].items() if x["status"] == "ok"]
+    assert page.count('class="turn') == sum(r["scored"] for n in ok for r in run.systems[n].records)
+    assert page.count("data:image/png;base64,") == 3 and "http" not in page.split("<script>")[0].split("</style>")[0]
     pairs = run.results["significance"]["by_rule"]["safe"]["sample"]
     assert ("student", "teacher") in {(p["system_1"], p["system_2"]) for p in pairs}
 
