@@ -234,6 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    if not args.verbose:   # library bars and known warnings off; -v shows them (demo: all in its log file)
+        from .progress import quiet_libraries
+
+        quiet_libraries()
     from .config import RecipeError
     from .data.io import SchemaError, print_error
 

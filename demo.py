@@ -44,6 +44,9 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.teacher_model:
         overrides.append(f"teacher.model={args.teacher_model}")
     recipe = load_recipe(args.recipe, overrides + list(args.overrides))
+    from .progress import log_to_file
+
+    log_path = log_to_file(out / "demo.log")   # the full log: library messages and warnings included
     from .hardware import prepare_run
     from .train.hf_configs import training_hardware
 
@@ -106,6 +109,8 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"report:   {result.out_dir / 'report.md'}")
     print(f"plots:    {', '.join(str(p) for p in sorted(result.out_dir.glob('*.png')))}")
     print(f"adapters: {Path(recipe.resolve(recipe.train.output_dir))}  (vista-distill score --adapters ...)")
+    print(f"log:      {log_path}")
+    print(f"page:     {result.out_dir / 'report.html'}  (every turn, with filters)")
     print("=" * 72)
     return 0
 

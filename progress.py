@@ -1,9 +1,68 @@
-"""The live progress bar of ``score``, ``distill`` and ``eval``: one tqdm bar over model requests."""
+"""The live progress bar of ``score``, ``distill`` and ``eval`` (one tqdm bar over model requests), and
+the quiet terminal: library progress bars and known warnings off unless ``-v``, everything in a log file."""
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+QUIET_ENV = "VISTA_DISTILL_QUIET"   # set by quiet_libraries: the trainer then draws no bar of its own
+
+
+def quiet_libraries() -> None:
+    """Turn off the progress bars of datasets, transformers and huggingface_hub ("Tokenizing", "Filter",
+    "Loading weights", GGUF conversion...) and their info messages; warnings go to the log (see
+    :func:`log_to_file`), not the terminal. ``vista-distill -v`` leaves all of it on."""
+    os.environ[QUIET_ENV] = "1"
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    logging.captureWarnings(True)
+    warn_log = logging.getLogger("py.warnings")
+    warn_log.propagate = False          # FutureWarning and the like: log file only
+    if not warn_log.handlers:
+        warn_log.addHandler(logging.NullHandler())
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()
+        datasets.logging.set_verbosity_error()
+    except ImportError:
+        pass
+    try:
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
+        transformers.utils.logging.set_verbosity_error()
+    except ImportError:
+        pass
+    try:
+        import huggingface_hub
+
+        huggingface_hub.utils.disable_progress_bars()
+    except ImportError:
+        pass
+
+
+def log_to_file(path: str | Path) -> Path:
+    """Append every log record (INFO and up, library messages and captured warnings included) to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(min(root.level or logging.WARNING, logging.INFO))
+    for h in root.handlers:   # the terminal keeps its own level
+        if h is not handler and h.level == logging.NOTSET:
+            h.setLevel(logging.WARNING if os.environ.get(QUIET_ENV) else logging.INFO)
+    logging.getLogger("py.warnings").addHandler(handler)
+    for name in ("transformers", "datasets", "trl", "peft", "accelerate"):
+        logging.getLogger(name).addHandler(handler)
+    return path
 
 
 class RequestBar:
@@ -54,4 +113,4 @@ class RequestBar:
             self.target = None   # the bar keeps no model alive
 
 
-__all__ = ["RequestBar"]
+__all__ = ["QUIET_ENV", "RequestBar", "log_to_file", "quiet_libraries"]

@@ -89,7 +89,9 @@ def main() -> None:
             "verdict_safe": sum(x["verdicts"].get("safe") == y["verdicts"].get("safe") for x, y in turns) / len(turns),
         },
     }
-    name = f"server_student_{out['cpu'].split(';')[0].strip().lower().replace(' ', '-')[:24]}_{a.claims}"
+    from vista_distill.hardware import short_cpu_label
+
+    name = f"server_student_{short_cpu_label()}_{a.claims}"
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / f"{name}.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))

@@ -25,6 +25,9 @@ def add_distill_subcommand(subparsers: argparse._SubParsersAction) -> argparse.A
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
     p.add_argument("--data-root", default=None, metavar="DIR",
                    help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)")
+    p.add_argument("--push-to-hub", metavar="REPO", default=None,
+                   help="then push the silver datasets (dataset cards included, the teacher's call cache not) to a "
+                        "Hub dataset repo id, or a local folder (file://PATH)")
     p.set_defaults(func=cmd_distill)
     return p
 
@@ -64,4 +67,8 @@ def cmd_distill(args: argparse.Namespace) -> int:
               f"train {c['train']['examples']}, test {c['test']['examples']}"
               + (f"; labels {c['train']['labels']}" if c["train"]["labels"] else ""))
     print(f"silver data: {result.out_dir} (fingerprint {m['fingerprint'][:16]})")
+    if getattr(args, "push_to_hub", None):
+        from ..hub import push
+
+        print(f"pushed {result.out_dir} -> {push(result.out_dir, args.push_to_hub, repo_type='dataset')}")
     return 0

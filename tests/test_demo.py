@@ -134,6 +134,13 @@ def test_progress_and_closing_summary(demo: DemoRuns) -> None:
     assert re.search(r"^\s+student - base, turns \(strict\): [+-]\d\.\d{3} over 2, McNemar p = ", summary, re.M)
     for plot in PLOTS:
         assert str(out / "eval" / plot) in summary
+    # a quiet terminal: no library bars or warnings (they are in the log file), the closing summary last
+    assert both.count("\n") <= 80, both[-3000:]      # lines; a bar redraws its own line (\r)
+    assert "FutureWarning" not in both and "Traceback" not in both and "Tokenizing" not in both
+    assert "Loading weights" not in both
+    log = out / "demo.log"
+    assert re.search(rf"^log:\s+{re.escape(str(log))}$", summary, re.M) and log.stat().st_size > 0
+    assert (out / "eval" / "report.html").is_file()
 
 
 def test_silver_data_has_three_stages(demo: DemoRuns) -> None:

@@ -23,7 +23,7 @@ def scored(embedded_backend, tmp_path_factory):
     from vista_distill.scorer import VistaScorer
 
     out = tmp_path_factory.mktemp("html") / "out.jsonl"
-    scorer = VistaScorer(backend=embedded_backend, max_new_tokens={"stage1": 96, "stage3": 16})
+    scorer = VistaScorer(backend=embedded_backend, max_claims=3, max_new_tokens={"stage1": 64, "stage3": 16})
     result = scorer.score(read_conversations(SAMPLE)[:1])
     result.write(out)
     return result, out

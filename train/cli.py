@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..cli_args import RecipeParser, add_recipe_subparser, recipe_from_args
 from ..pipeline.stages import STAGES
@@ -29,6 +30,9 @@ def add_train_subcommand(subparsers: argparse._SubParsersAction) -> argparse.Arg
     )
     p.add_argument("--stage", default="all", choices=("all", *STAGES),
                    help="all = the recipe's train.stages in order (default)")
+    p.add_argument("--push-to-hub", metavar="REPO", default=None,
+                   help="then push the adapters (cards included, checkpoints not) to a Hub repo id, or a local "
+                        "folder (file://PATH)")
     p.set_defaults(func=run_train)
     return p
 
@@ -52,6 +56,12 @@ def run_train(args: argparse.Namespace, stage: str | None = None) -> int:
               if r["final_eval_loss"] is not None else "")
         if int(os.environ.get("RANK", "0")) == 0:
             print(f"[{s['stage']}] {r['global_step']} steps{ev}; adapter: {s['output_dir']}")
+    repo = getattr(args, "push_to_hub", None)
+    if repo and summaries and int(os.environ.get("RANK", "0")) == 0:
+        from ..hub import push
+
+        where = push(Path(summaries[0]["output_dir"]).parent, repo)
+        print(f"pushed {Path(summaries[0]['output_dir']).parent} -> {where}")
     return 0
 
 

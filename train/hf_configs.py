@@ -4,6 +4,7 @@ the 4-bit ``BitsAndBytesConfig`` of QLoRA, and the precision they train in on th
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,6 +152,8 @@ def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has
         "eval_steps": t.eval_steps if t.eval_steps > 0 else None, "eval_on_start": evaluate and not resuming,
         "seed": t.seed, "completion_only_loss": True, "eos_token": eos_token, "model_init_kwargs": init_kwargs,
         "report_to": "none", "dataloader_num_workers": 0, "logging_first_step": True,
+        # the quiet terminal (progress.quiet_libraries): no per-step bar, the loss lines only
+        "disable_tqdm": bool(os.environ.get("VISTA_DISTILL_QUIET")),
     }
     if "activation_checkpointing" in SFTConfig.__dataclass_fields__:  # transformers >= 5.x renamed it
         kwargs["activation_checkpointing"] = kwargs.pop("gradient_checkpointing")

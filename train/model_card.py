@@ -80,15 +80,40 @@ def _fmt(x: Any) -> str:
     return f"{x:.4f}" if isinstance(x, float) else str(x)
 
 
+def card_metadata(s: dict[str, Any]) -> Any:
+    """The card's YAML header (``huggingface_hub.ModelCardData``): base model, ``library_name: peft``, tags,
+    the teacher and silver-data fingerprint, and a ``model-index`` block with the training run's metrics
+    (final train loss; eval loss on the silver test split when there is one)."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    r, silver = s["results"], s["silver"]
+    stage_task = {"stage1": "text-generation"}.get(s["stage"], "text-classification")
+    dataset = {"dataset_type": "vista-distill-silver", "dataset_name": f"silver {s['stage']} ({silver['fingerprint']})",
+               "dataset_split": "test", "task_type": stage_task,
+               "task_name": f"VISTA {s['stage']}"}
+    results = []
+    if r.get("final_eval_loss") is not None:
+        results.append(EvalResult(**dataset, metric_type="loss", metric_name="eval loss (silver test split)",
+                                  metric_value=round(float(r["final_eval_loss"]), 4)))
+    if r.get("final_train_loss") is not None:
+        results.append(EvalResult(**{**dataset, "dataset_split": "train"}, metric_type="loss",
+                                  metric_name="final train loss", metric_value=round(float(r["final_train_loss"]), 4)))
+    return ModelCardData(
+        base_model=s["base_model"], library_name="peft", pipeline_tag="text-generation",
+        tags=["vista-distill", "vista", "lora", "sft", "trl", s["stage"]],
+        model_name=f"{s['recipe']}-{s['stage']}", eval_results=results or None,
+        vista_distill={"teacher": s["teacher"], "silver_fingerprint": silver["fingerprint"], "stage": s["stage"],
+                       "recipe": s["recipe"]},
+    )
+
+
 def write_model_card(path: Path, summary: dict[str, Any]) -> None:
     """``README.md`` of an adapter: teacher, silver data, hyperparameters, loss curves."""
     s = summary
     hp = s["hyperparameters"]
     lines = [
         "---",
-        f"base_model: {s['base_model']}",
-        "library_name: peft",
-        "tags: [vista-distill, vista, lora, sft, trl]",
+        card_metadata(s).to_yaml(),
         "---",
         "",
         f"# {s['recipe']} / {s['stage']}: VISTA {s['stage']} student adapter",
