@@ -67,6 +67,14 @@ _SCORE_OVERRIDES: list[tuple[str, str, dict]] = [
     ("--speakers", "pipeline.speakers", {"help": "user,assistant speaker names in prompts (appendix: "
                                                  "apprentice,wizard) [recipe pipeline.speakers]"}),
     ("--max-claims", "pipeline.max_claims", {"type": int, "help": "[recipe pipeline.max_claims]"}),
+    ("--world-knowledge", "pipeline.world.knowledge",
+     {"metavar": "PATH|model", "help": "run the world-knowledge stage on LACKING EVIDENCE claims (TRUE / FALSE / NOT "
+                                       "ENOUGH KNOWLEDGE) and add the three-way verdict: 'model' asks the model's own "
+                                       "knowledge, a path (JSONL / JSON / text file or folder) is searched per claim "
+                                       "with BM25 [recipe pipeline.world]"}),
+    ("--world-concurrent", "pipeline.world.concurrent",
+     {"action": "store_const", "const": True, "help": "world stage: also search the turn's reference and background "
+                                                      "with the claim [recipe pipeline.world.concurrent]"}),
     ("--max-new-tokens", "pipeline.max_new_tokens",
      {"action": "append", "metavar": "STAGE=N", "help": "generation budget per stage, e.g. stage1=128 (defaults: "
                                                         "stage1 256, stage3 96) [recipe pipeline.max_new_tokens]"}),
@@ -83,6 +91,10 @@ def _score(args: argparse.Namespace) -> int:
     try:
         recipe = recipe_from_args(args, first=_score_overrides(args))
         prepare_run(recipe.student.dtype, args.threads, where="--dtype")  # says what it will use, first
+        if recipe.pipeline.world.knowledge:   # a bad knowledge file fails before any model loads
+            from .pipeline.knowledge import load_knowledge
+
+            load_knowledge(recipe.pipeline.world.knowledge)
     except (RecipeError, ValueError) as e:
         raise SystemExit(f"error: {e}") from None
     options = {"style": args.prompts, "rule": args.rule, "stage2": args.stage2, "stage3": args.stage3,
@@ -104,13 +116,23 @@ def _score(args: argparse.Namespace) -> int:
     result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True)
     out, summary_path = result.write(args.output)
     s = result.summary
-    print(f"scored {s['scored_turns']} turns in {s['conversations']} conversations "
-          f"({s['context_turns']} context turns) in {s['run']['wall_s']:.0f}s")
+    from .progress import print_table
+
+    verdicts = sorted({v for r in s["by_rule"].values() for v in r["verdicts"]})
+    rows = []
     for rule, r in s["by_rule"].items():
-        gold = r["gold"]
-        acc = f", accuracy {gold['accuracy']:.3f} on {gold['n']}/{gold['n_gold']} gold turns" if gold and "accuracy" in gold else ""
-        print(f"  rule {rule:6s}: coverage {r['coverage']:.3f}, verdicts {r['verdicts']}{acc}")
-    print(f"records: {out}\nsummary: {summary_path}")
+        gold = r["gold"] or {}
+        acc = f"{gold['accuracy']:.3f} ({gold['n']}/{gold['n_gold']})" if gold.get("accuracy") is not None else None
+        rows.append([rule, f"{r['coverage']:.3f}", *(r["verdicts"].get(v, 0) for v in verdicts), acc])
+    print_table(f"scored {s['scored_turns']} turns in {s['conversations']} conversations "
+                f"({s['context_turns']} context turns) in {s['run']['wall_s']:.0f}s",
+                ["rule", "coverage", *verdicts, "accuracy vs gold (turns)"], rows)
+    if "world" in s:   # the world-knowledge stage ran
+        w = s["world"]
+        print_table(f"world stage: {w['claims_asked']} LACKING EVIDENCE claim(s) asked "
+                    f"({', '.join(f'{k} {v}' for k, v in w['claim_labels'].items()) or 'none'})",
+                    ["three-way verdict", "turns"], [[k, v] for k, v in w["verdicts"].items()])
+    print(f"records: {out}\nsummary: {summary_path}\npage:    {out.with_name(out.stem + '.report.html')}")
     return 0
 
 
@@ -121,7 +143,12 @@ def _score_overrides(args: argparse.Namespace) -> list[str]:
         value = getattr(args, key.replace(".", "__"))
         if value is None:
             continue
-        if key == "pipeline.max_new_tokens":
+        if key.startswith("pipeline.world."):
+            out.append("pipeline.world.enabled=true")
+            if key == "pipeline.world.knowledge" and value == "model":
+                continue   # the model's own knowledge: no passages
+            value = json.dumps(value)
+        elif key == "pipeline.max_new_tokens":
             value = json.dumps(_stage_ints(value))
         elif key == "student.chat_template_kwargs":
             try:

@@ -80,6 +80,17 @@ class TeacherConfig:
 
 
 @dataclass
+class WorldConfig:
+    """The optional world-knowledge stage (README "World knowledge"): each LACKING EVIDENCE claim is asked
+    whether it is TRUE / FALSE / NOT ENOUGH KNOWLEDGE in the world, and each turn gets a three-way verdict."""
+
+    enabled: bool = False
+    knowledge: str | None = None     # a knowledge file or folder (JSONL, JSON, text) searched per claim (BM25)
+    concurrent: bool = False         # also search the turn's reference and background with the claim
+    top_k: int = 3                   # passages per source
+
+
+@dataclass
 class PipelineConfig:
     """How the VISTA pipeline runs, for every role (teacher, student, base model, baselines) and command
     (distill, train, eval, score)."""
@@ -91,6 +102,7 @@ class PipelineConfig:
     # stages 2-3: a reference plus background longer than this (tokens, ~4 characters each) is judged in
     # chunks and the answers combined as SCALE does (pipeline/chunking.py); None: never chunked
     context_budget: int | None = None
+    world: WorldConfig = field(default_factory=WorldConfig)
 
     def speaker_names(self) -> Speakers:
         user, _, assistant = self.speakers.partition(",")
@@ -240,6 +252,9 @@ class Recipe:
                                speakers=p.speaker_names(), max_claims=p.max_claims)
         cfg.max_new_tokens.update(budgets)
         cfg.context_budget = p.context_budget
+        w = p.world
+        cfg.world, cfg.world_concurrent, cfg.world_top_k = w.enabled, w.concurrent, w.top_k
+        cfg.world_knowledge = self.resolve(w.knowledge) if w.knowledge else None
         return cfg
 
 

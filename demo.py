@@ -91,28 +91,68 @@ def run_demo(args: argparse.Namespace) -> int:
     times["eval"] = time.perf_counter() - t
 
     total = time.perf_counter() - started
-    print("\n" + "=" * 72)
-    print(f"demo finished in {total / 60:.1f} min "
-          f"({', '.join(f'{k} {v / 60:.1f}' for k, v in times.items())} min)")
-    for line in _headline(result.results):
-        print("  " + line)
-    print(f"precision: {hw.precision.dtype} ({hw.precision.reason})")
-    print(f"threads:   {hw.threads.threads} ({hw.threads.reason})")
-    print(f"machine:   {hw.capability.describe()}")
     summary = {"minutes": {k: round(v / 60, 2) for k, v in {**times, "total": total}.items()},
                "hardware": hw.to_dict(), "training": train_hw.to_dict(),
                "headline": _headline(result.results), "report": str(result.out_dir / "report.md")}
     from .data.io import atomic_write_text
+    from .progress import console
 
     atomic_write_text(out / "demo_summary.json", json.dumps(summary, indent=2) + "\n")
-    print(f"summary:  {out / 'demo_summary.json'}")
-    print(f"report:   {result.out_dir / 'report.md'}")
-    print(f"plots:    {', '.join(str(p) for p in sorted(result.out_dir.glob('*.png')))}")
-    print(f"adapters: {Path(recipe.resolve(recipe.train.output_dir))}  (vista-distill score --adapters ...)")
-    print(f"log:      {log_path}")
-    print(f"page:     {result.out_dir / 'report.html'}  (every turn, with filters)")
-    print("=" * 72)
+    term = console(stderr=False)
+    term.rule()
+    term.print(f"demo finished in {total / 60:.1f} min "
+               f"({', '.join(f'{k} {v / 60:.1f}' for k, v in times.items())} min)")
+    term.print(f"machine:   {hw.capability.describe()}; {hw.precision.dtype} ({hw.precision.reason}); "
+               f"{hw.threads.threads} thread(s) ({hw.threads.reason})")
+    term.print(f"adapters:  {Path(recipe.resolve(recipe.train.output_dir))}  (vista-distill score --adapters ...)")
+    term.print(f"plots:     {', '.join(str(p) for p in sorted(result.out_dir.glob('*.png')))}")
+    term.print(f"summary:   {out / 'demo_summary.json'}")
+    term.print(f"log:       {log_path}")
+    term.print(f"page:      {result.out_dir / 'report.html'}  (every turn, with filters)")
+    for table in _summary_tables(result.results):
+        term.print(table)
+    term.print(f"report:    {result.out_dir / 'report.md'}")
     return 0
+
+
+def _summary_tables(results: dict) -> list:
+    """The closing tables: each system's accuracy (turns under each rule, claims at stage 2, speed) and the
+    majority label; then student against base with McNemar p-values."""
+    from rich import box
+    from rich.table import Table
+
+    from .eval.metrics import OVERALL
+
+    rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
+    given = (results.get("given_claims") or {}).get("systems", {})
+    systems = Table(title="held-out dialogues: accuracy", box=box.SIMPLE, title_justify="left")
+    for col in ("system", *(f"turns {r}" for r in rules), "claims (stage 2)", "turns/s"):
+        systems.add_column(col, justify="left" if col == "system" else "right")
+    for name, sysres in (results.get("systems") or {}).items():
+        if sysres.get("status") != "ok":
+            systems.add_row(name, *(["-"] * (len(rules) + 1)), f"{sysres.get('status')}: {sysres.get('reason')}")
+            continue
+        turn = results.get("metrics", {}).get(name, {}).get(OVERALL, {}).get("turn") or {}
+        claims = (given.get(name) or {}).get(OVERALL) or {}
+        eff = sysres.get("efficiency") or {}
+        systems.add_row(name, *(_num(turn.get(r, {}).get("accuracy")) for r in rules),
+                        _num(claims.get("binary_accuracy")), f"{eff.get('turns_per_s') or 0:.2f}")
+    maj = results.get("majority", {}).get(OVERALL, {})
+    if maj.get("turn") or maj.get("claim"):
+        t, c = maj.get("turn") or {}, maj.get("claim") or {}
+        systems.add_row(f"majority ({t.get('label', '-')} / {c.get('binary_label', '-')})",
+                        *([_num(t.get("accuracy"))] * len(rules)), _num(c.get("binary_accuracy")), "")
+    tests = Table(title="student - base (McNemar, exact)", box=box.SIMPLE, title_justify="left")
+    for col in ("level", "accuracy difference", "n", "p"):
+        tests.add_column(col, justify="left" if col == "level" else "right")
+    for label, pairs in (("claims (stage 2)", (results.get("given_claims") or {}).get("significance", {}).get("stage2", {})),
+                         *((f"turns ({rule})", results.get("significance", {}).get("by_rule", {}).get(rule, {}))
+                           for rule in rules)):
+        for p in pairs.get(OVERALL, []):
+            if {p["system_1"], p["system_2"]} == {"student", "base"}:
+                delta = p.get("delta") if p["system_1"] == "student" else -(p.get("delta") or 0)
+                tests.add_row(label, f"{delta:+.3f}", str(p["n"]), f"{p['pvalue']:.2g}")
+    return [systems] + ([tests] if tests.row_count else [])
 
 
 def _loss_line(summary: dict) -> str:

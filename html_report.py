@@ -80,8 +80,18 @@ def _claim(c: Mapping[str, Any]) -> str:
     p = probs.get(cat) if cat else None
     tip = "; ".join(f"{k} {v:.2f}" for k, v in probs.items()) if probs else (c.get("error") or "")
     label = f"{_e(cat or 'unknown')}" + (f" {p:.2f}" if p is not None else "")
+    world = c.get("world")
+    if world:   # the world-knowledge stage's label and the passages it saw
+        wp = (world.get("probs") or {}).get(world.get("label"))
+        ev = "".join(f"<li>[{_e(e['source'])}] {_e(e['text'])}</li>" for e in world.get("evidence") or [])
+        world_html = (f' <span class="meta">world: <b>{_e(world.get("label") or "unknown")}</b>'
+                      + (f" {wp:.2f}" if wp is not None else "") + "</span>"
+                      + (f"<details><summary>evidence ({len(world['evidence'])})</summary><ol>{ev}</ol></details>"
+                         if ev else ""))
+    else:
+        world_html = ""
     return (f'<div><span class="claim" style="background:{CATEGORY_COLOURS.get(cat, "#777")}" title="{_e(tip)}">'
-            f"{label}</span> {_e(c['text'])}</div>")
+            f"{label}</span> {_e(c['text'])}{world_html}</div>")
 
 
 def _turn(system: str, r: Mapping[str, Any], background: list[str], rules: Sequence[str], disagree: bool) -> str:
@@ -100,8 +110,10 @@ def _turn(system: str, r: Mapping[str, Any], background: list[str], rules: Seque
         f'<div class="turn{" wrong" if wrong else ""}" data-system="{_e(system)}" data-source="{_e(r["source"])}" '
         f'data-wrong="{int(wrong)}" data-disagree="{int(disagree)}">'
         f'<div class="meta">{_e(system)} · {_e(r["source"])} · {_e(r["conversation_id"])} turn {r["turn_index"]}'
-        f' · gold: <b>{_e(gold or "–")}</b> · {verdicts}</div>'
-        f"<p>{_e(r['text'])}</p>"
+        f' · gold: <b>{_e(gold or "–")}</b> · {verdicts}'
+        + (f' · three-way: <b>{_e(r["world_verdict"])}</b>' if r.get("world_verdict") else "")
+        + (f' (gold {_e(r["world_gold"])})' if r.get("world_gold") else "") + "</div>"
+        + f"<p>{_e(r['text'])}</p>"
         + "".join(_claim(c) for c in r["claims"])
         + (f"<div class='meta'>unknown: {_e(r['unknown_reason'])}</div>" if r.get("unknown_reason") else "")
         + f"<details><summary>reference</summary><pre>{_e(r.get('reference'))}</pre></details>"

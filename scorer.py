@@ -96,10 +96,14 @@ class VistaScorer:
         (``pipeline.student_prompt_style``), without them the few-shot prompts. ``kwargs``: run options
         (rule, stage2-4, batch_size, threads, backend)."""
         s, cfg = recipe.student, recipe.engine_config(role or ("student" if adapters else "base"))
-        return cls(model=s.model, adapters=adapters, style=style or cfg.style, speakers=cfg.speakers,
-                   dtype=s.dtype, load_in_4bit=s.load_in_4bit, max_claims=cfg.max_claims,
-                   max_new_tokens=cfg.max_new_tokens, chat_template_kwargs=s.chat_template_kwargs,
-                   attn_implementation=s.attn_implementation, **kwargs)
+        scorer = cls(model=s.model, adapters=adapters, style=style or cfg.style, speakers=cfg.speakers,
+                     dtype=s.dtype, load_in_4bit=s.load_in_4bit, max_claims=cfg.max_claims,
+                     max_new_tokens=cfg.max_new_tokens, chat_template_kwargs=s.chat_template_kwargs,
+                     attn_implementation=s.attn_implementation, **kwargs)
+        # the recipe's chunking budget and world-knowledge stage (pipeline.context_budget, pipeline.world)
+        for key in ("context_budget", "world", "world_knowledge", "world_concurrent", "world_top_k"):
+            setattr(scorer.config, key, getattr(cfg, key))
+        return scorer
 
     def score(
         self,

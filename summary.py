@@ -48,6 +48,14 @@ def summarize(records: Sequence[dict[str, Any]], rule: str = "safe") -> dict[str
             "gold": turn_summary(records, rr),
         }
     summary["by_rule"] = by_rule
+    if any("world_verdict" in r for r in scored):   # the world-knowledge stage ran: its three-way verdicts
+        from .pipeline.engine import WORLD_VERDICTS
+
+        world = Counter(r.get("world_verdict") for r in scored)
+        labels = Counter((c.get("world") or {}).get("label") for r in scored for c in r["claims"] if c.get("world"))
+        summary["world"] = {"verdicts": {k: world.get(k, 0) for k in WORLD_VERDICTS},
+                            "claims_asked": sum(labels.values()),
+                            "claim_labels": {str(k): v for k, v in labels.items()}}
     summary["coverage"] = by_rule[rule]["coverage"]
     summary["accuracy"] = (by_rule[rule]["gold"] or {}).get("accuracy")
     cats = _categories(scored)

@@ -94,6 +94,8 @@ class TransformersBackend:
         model_obj = AutoModelForCausalLM.from_pretrained(self.model_path, **kwargs)
         if not load_in_4bit:
             model_obj.to(self.device)
+        if self.device == "cpu" and not attn_implementation:
+            use_gqa_sdpa(model_obj)
         self.adapters = find_stage_adapters(adapters)
         if self.adapters:
             from peft import PeftModel
@@ -250,15 +252,18 @@ class TransformersBackend:
                 pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_ids,
             )
         results = []
+        ends = set(self.eos_ids) | {self.tokenizer.pad_token_id}   # a row stopped early is padded after its stop
         for row in seqs[:, ids.shape[1]:].tolist():
-            n, finish = len(row), None
-            for j, t in enumerate(row):
-                if t in self.eos_ids:
-                    n, finish = j, "stop"
-                    break
+            n = next((j for j, t in enumerate(row) if t in ends), len(row))
             text = self.tokenizer.decode(row[:n], skip_special_tokens=True)
-            if finish is None:   # no end of turn: a repeated list line stopped it, or the budget ran out
-                finish = "repeat" if stop_on_repeat and _has_repeated_line(text) else "length"
+            # Judged from the text, not from what follows it, so a row stopped inside a batch (then padded)
+            # and the same row alone (where generation simply ends) get the same reason.
+            if stop_on_repeat and _looping_line(text):
+                finish = "loop"
+            elif stop_on_repeat and _has_repeated_line(text):
+                finish = "repeat"
+            else:
+                finish = "stop" if n < len(row) else "length"
             results.append(Response(text=text.strip(), completion_tokens=min(n + 1, len(row)),
                                     meta={"finish_reason": finish}))
         return results
@@ -280,25 +285,26 @@ class TransformersBackend:
                              past_key_values=cache, use_cache=True, logits_to_keep=1)
             first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
             cache = out.past_key_values
-            # A sliding-window layer past its window cannot be cropped back (Mistral v0.1, Gemma...): each
-            # label continues from its own copy of the prompt's cache instead.
+            # A sliding-window layer past its window cannot be cropped back (Mistral v0.1, Gemma...), and a
+            # packed 4D mask would bypass its window: there each label continues from its own copy of the cache.
             sliding = any(getattr(layer, "is_sliding", False) for layer in getattr(cache, "layers", ()))
             last_pos = positions[:, -1:]
             scores = torch.zeros(n, len(labels))
             for j, lab in enumerate(label_ids):
                 scores[:, j] = first[:, lab[0]].cpu()
-                if len(lab) > 1:
-                    cont = torch.tensor([lab[:-1]], device=self.device).expand(n, -1)
-                    ext = torch.cat([mask, torch.ones_like(cont)], dim=1)
-                    pos = last_pos + 1 + torch.arange(cont.shape[1], device=self.device)
-                    past = copy.deepcopy(cache) if sliding else cache
-                    o = self.model(input_ids=cont, attention_mask=ext, position_ids=pos, past_key_values=past,
-                                   use_cache=True)
-                    lp = torch.log_softmax(o.logits.float(), dim=-1)
-                    tgt = torch.tensor(lab[1:], device=self.device)
-                    scores[:, j] += lp[:, torch.arange(len(lab) - 1), tgt].sum(-1).cpu()
-                    if not sliding:
-                        cache.crop(-cont.shape[1])
+            longer = [j for j, lab in enumerate(label_ids) if len(lab) > 1]
+            if longer and not sliding:
+                scores += self._continuations(label_ids, longer, mask, last_pos, cache)
+            for j in longer if sliding else ():
+                lab = label_ids[j]
+                cont = torch.tensor([lab[:-1]], device=self.device).expand(n, -1)
+                ext = torch.cat([mask, torch.ones_like(cont)], dim=1)
+                pos = last_pos + 1 + torch.arange(cont.shape[1], device=self.device)
+                o = self.model(input_ids=cont, attention_mask=ext, position_ids=pos,
+                               past_key_values=copy.deepcopy(cache), use_cache=True)
+                lp = torch.log_softmax(o.logits.float(), dim=-1)
+                tgt = torch.tensor(lab[1:], device=self.device)
+                scores[:, j] += lp[:, torch.arange(len(lab) - 1), tgt].sum(-1).cpu()
         probs = torch.softmax(scores, dim=-1)
         results = []
         for i in range(n):
@@ -310,34 +316,131 @@ class TransformersBackend:
             ))
         return results
 
+    def _continuations(self, label_ids: list[list[int]], longer: list[int], mask, last_pos, cache):
+        """Log-probability of every label's tokens after its first, for all labels in one forward: the labels'
+        continuations are packed side by side, each attending to the prompt and to its own earlier tokens
+        only (a 4D mask) and numbered from the prompt's end, so one pass over the weights and the prompt's
+        cache serves every label (one pass per label before: each re-read both)."""
+        import torch
+
+        n, past = mask.shape[0], mask.shape[1]
+        ids, pos, seg = [], [], []
+        for j in longer:
+            lab = label_ids[j]
+            ids += lab[:-1]
+            pos += list(range(1, len(lab)))
+            seg += [j] * (len(lab) - 1)
+        t = len(ids)
+        seg_t = torch.tensor(seg, device=self.device)
+        own = (seg_t[:, None] == seg_t[None, :]) & torch.ones(t, t, dtype=torch.bool, device=self.device).tril()
+        full = torch.cat([mask.bool()[:, None, None, :].expand(n, 1, t, past), own.expand(n, 1, t, t)], dim=-1)
+        out = self.model(input_ids=torch.tensor([ids], device=self.device).expand(n, -1), attention_mask=full,
+                         position_ids=last_pos + torch.tensor([pos], device=self.device), past_key_values=cache,
+                         use_cache=True)
+        lp = torch.log_softmax(out.logits.float(), dim=-1)
+        extra = torch.zeros(n, len(label_ids))
+        start = 0
+        for j in longer:
+            lab = label_ids[j]
+            k = len(lab) - 1
+            tgt = torch.tensor(lab[1:], device=self.device)
+            extra[:, j] = lp[:, start + torch.arange(k, device=self.device), tgt].sum(-1).cpu()
+            start += k
+        cache.crop(-t)
+        return extra
+
+
+GQA_SDPA = "vista_sdpa_gqa"
+
+
+def _sdpa_gqa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
+              is_causal: bool | None = None, **kwargs: Any):
+    """transformers' SDPA attention, except that a masked multi-token forward of a grouped-query model runs
+    SDPA with ``enable_gqa`` instead of first copying each key/value head ``num_key_value_groups`` times.
+    transformers copies there because CUDA's fused kernels refuse masked GQA; torch's CPU kernel takes it,
+    and the copies were a third of the attention time of few-shot label scoring on a 2-core CPU
+    (bench/results/profile_scorer_*.md). Everything else goes to transformers' own function."""
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    plain = (getattr(module, "num_key_value_groups", 1) > 1 and query.shape[2] > 1 and attention_mask is not None
+             and not any(kwargs.get(k) is not None for k in ("position_bias", "cache", "softcap"))
+             and not kwargs.get("output_attentions"))
+    if not plain:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
+                                                           dropout_p=dropout, scale=scaling, enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def use_gqa_sdpa(model: Any) -> bool:
+    """Switch a model running transformers' SDPA attention to :func:`_sdpa_gqa` (same masks); True if switched."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    if getattr(model.config, "_attn_implementation", None) != "sdpa":
+        return False
+    AttentionInterface.register(GQA_SDPA, _sdpa_gqa)
+    AttentionMaskInterface.register(GQA_SDPA, sdpa_mask)
+    try:
+        model.set_attn_implementation(GQA_SDPA)
+    except (ValueError, AttributeError) as err:   # an architecture that cannot take it keeps plain SDPA
+        log.debug("GQA SDPA not set: %s", err)
+        return False
+    return True
+
 
 _LIST_NUMBER = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s*")
 
 
 class _RepeatedLineStop:
-    """Stops a row once it completes a line that repeats an earlier one (small models loop on lists).
+    """Stops a row once it completes a line that repeats an earlier one, or once its unfinished line has
+    said the same sentence ``LOOP_REPEATS`` times (small models loop on lists, and within a line). A looping
+    row would otherwise run to its budget and then be retried with twice the budget, for a line the parser
+    drops anyway.
 
-    Checked only when the row's newest token contains a newline, so it costs nothing on most steps.
+    Checked only when the row's newest token ends a line or a sentence, so it costs nothing on most steps.
     """
 
     def __init__(self, backend: TransformersBackend, prompt_len: int) -> None:
         self.tokenizer, self.prompt_len = backend.tokenizer, prompt_len
         if not hasattr(backend, "_newline_ids"):
-            vocab = backend.tokenizer.convert_ids_to_tokens(list(range(len(backend.tokenizer))))
-            backend._newline_ids = {i for i, t in enumerate(vocab)
-                                    if t and ("\n" in backend.tokenizer.convert_tokens_to_string([t]))}
-        self.newline_ids = backend._newline_ids
+            tok = backend.tokenizer
+            pieces = [tok.convert_tokens_to_string([t]) if t else ""
+                      for t in tok.convert_ids_to_tokens(list(range(len(tok))))]
+            backend._newline_ids = {i for i, p in enumerate(pieces) if "\n" in p}
+            backend._sentence_end_ids = {i for i, p in enumerate(pieces) if any(c in p for c in ".!?")}
+        self.newline_ids, self.sentence_end_ids = backend._newline_ids, backend._sentence_end_ids
 
     def __call__(self, input_ids, scores, **kwargs):
         import torch
 
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        for row in range(input_ids.shape[0]):
-            if int(input_ids[row, -1]) not in self.newline_ids:
+        for row, last in enumerate(input_ids[:, -1].tolist()):
+            newline, sentence = last in self.newline_ids, last in self.sentence_end_ids
+            if not (newline or sentence):
                 continue
             text = self.tokenizer.decode(input_ids[row, self.prompt_len:], skip_special_tokens=True)
-            done[row] = _has_repeated_line(text)
+            done[row] = (newline and _has_repeated_line(text)) or (sentence and _looping_line(text))
         return done
+
+
+LOOP_REPEATS = 3
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _looping_line(text: str) -> bool:
+    """Has the unfinished last line said one sentence (of 8+ characters) ``LOOP_REPEATS`` times?"""
+    line = text.rsplit("\n", 1)[-1]
+    seen: dict[str, int] = {}
+    for sentence in _SENTENCE_END.split(line.strip()):
+        key = sentence.strip().lower()
+        if len(key) >= 8 and key[-1] in ".!?":
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] >= LOOP_REPEATS:
+                return True
+    return False
 
 
 def _has_repeated_line(text: str) -> bool:

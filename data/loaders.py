@@ -43,6 +43,8 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("vista-human", "vista_human", "load_vista_human", "VISTA authors' human re-annotation JSON"),
     Benchmark("factcheck-gpt", "factcheck_gpt", "load_factcheck_gpt",
               "Factcheck-GPT benchmark JSONL: question + ChatGPT answer with human atomic claims and evidence"),
+    Benchmark("fhsumbench", "fhsumbench", "load_fhsumbench",
+              "FHSumBench JSON: news summaries, faithful / factual / non-factual hallucination (measurement only)"),
 )}
 
 
@@ -65,7 +67,7 @@ def guess_benchmark(path: str | os.PathLike) -> str | None:
     # Only the file and its two nearest folders: a clone in a folder named "vista-distill" (what
     # `git clone` makes) must not turn every file below it into the VISTA human set.
     s = "/".join(p.parts[-3:]).lower()
-    for key, name in (("factcheck_gpt", "factcheck-gpt"), ("factcheck-gpt", "factcheck-gpt"),
+    for key, name in (("fhsumbench", "fhsumbench"), ("factcheck_gpt", "factcheck-gpt"), ("factcheck-gpt", "factcheck-gpt"),
                       ("finedialfact", "finedialfact"), ("dialfact", "dialfact"), ("vista_human", "vista-human"),
                       ("vista-human", "vista-human"),
                       ("data-audit", "faithdial-audit"), ("faithdial", "faithdial"), ("begin", "begin"),

@@ -64,8 +64,14 @@ class Progress:
         self.truncated_turns = 0                  # stage 1 still cut at its budget after the retry
         self.claims_dropped: dict[str, int] = {}  # by reason (duplicate, over_max_claims, truncated_line, ...)
         self.start = time.perf_counter()
-        self.bar = RequestBar("distill", teacher.core, enabled=enabled, total=None, mininterval=0.5,
+        self.bar = RequestBar("distill", teacher.core, enabled=enabled, total=0, mininterval=0.5,
                               postfix=self._postfix)
+        self.sent = 0
+
+    def on_issue(self, stage: str, n: int) -> None:
+        """``n`` teacher requests of ``stage`` sent: the bar's total grows (stage 1's all at once)."""
+        self.sent += n
+        self.bar.on_issue(stage, n)
 
     def on_turn(self, res: TurnResult) -> None:
         self.parse_failures += (not res.claims) + sum(c.error is not None for c in res.claims)
@@ -126,23 +132,23 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
     settings = filter_settings(recipe)
     cfg = recipe.engine_config("teacher")
     student_style = recipe.pipeline.student_prompt_style
-    for stage in silver.STAGES:
+    stages = silver.stages_for(recipe.pipeline.world.enabled)
+    for stage in stages:
         get_template(stage, student_style)   # fail early on a bad style
     hw = _teacher_hardware(recipe, announce=progress)
     cache = CallCache(out_dir / "calls")
     teacher = build_teacher(recipe, train, cache)
     bar = Progress(teacher, progress)
-    sent = {"requests": 0}
     start = time.perf_counter()
     status = "stopped"
     try:
         results = run_programs((vista_program(c, cfg, bar.on_turn) for c in train), teacher.backend,
-                               on_issue=lambda _stage, n: sent.update(requests=sent["requests"] + n))
+                               on_issue=bar.on_issue)
         status = "completed"
     finally:
         bar.close()
         run = {"recipe": recipe.name, "status": status, "started": round(time.time() - (time.perf_counter() - start)),
-               **counters(teacher, cache, time.perf_counter() - start, bar, sent["requests"]),
+               **counters(teacher, cache, time.perf_counter() - start, bar, bar.sent),
                "hardware": hw.to_dict() if hw is not None else None}
         if status != "completed":
             _append_run(out_dir, run)
@@ -155,16 +161,16 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
                                                    {d for d, split in where.items() if split == "train"})
     silver.apply_split_and_filters(train, candidates, settings)
     data = {stage: {split: silver.rows(candidates, stage, split, student_style, cfg.speakers, teacher.name)
-                    for split in ("train", "test")} for stage in silver.STAGES}
-    report = silver.filter_report(candidates)
+                    for split in ("train", "test")} for stage in stages}
+    report = silver.filter_report(candidates, stages)
     counts = silver.stage_counts(data)
-    fps = {stage: silver.fingerprint(data[stage]) for stage in silver.STAGES}
+    fps = {stage: silver.fingerprint(data[stage]) for stage in stages}
     manifest = {
         "recipe": recipe.name, "recipe_path": recipe.path, "teacher": teacher.name,
         "teacher_config": teacher.description,
         "student_prompt_style": student_style, "prompt_version": PROMPTS_VERSION,
         "templates": {stage: {"teacher": get_template(stage, cfg.style).fingerprint,
-                              "student": get_template(stage, student_style).fingerprint} for stage in silver.STAGES},
+                              "student": get_template(stage, student_style).fingerprint} for stage in stages},
         "engine": {"style": cfg.style, "stage2": cfg.stage2, "stage3": cfg.stage3, "max_claims": cfg.max_claims,
                    "max_new_tokens": cfg.max_new_tokens, "speakers": asdict(cfg.speakers)},
         "filters": {"settings": asdict(settings), "report": report},
@@ -184,7 +190,7 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
     records = [_record(c, teacher, cfg.style, student_style) for c in candidates]
     atomic_write_text(out_dir / "records.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     die_at = os.environ.get(DIE_AT_ENV, "")
-    for stage in silver.STAGES:
+    for stage in stages:
         if die_at == f"export:{stage}":
             os.kill(os.getpid(), signal.SIGKILL)
         silver.save_stage(out_dir / stage, data[stage], silver.card(stage, counts[stage], report[stage], manifest))

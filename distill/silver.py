@@ -30,7 +30,7 @@ from ..data.io import atomic_write_text
 from ..data.schema import TURN_LABELS, UNKNOWN, Conversation
 from ..data.splits import dialogue_key, split_by_dialogue
 from ..pipeline.engine import Call, TurnResult
-from ..pipeline.stages import STAGES
+from ..pipeline.stages import DISTILLED_STAGES, STAGES
 from ..pipeline.templates import PROMPTS_VERSION, Speakers, build_messages, get_template
 
 COLUMNS = ("prompt", "completion", "label", "stage", "conversation_id", "dialogue_id", "source", "teacher",
@@ -109,7 +109,7 @@ def collect_candidates(conversations: Sequence[Conversation], results: Sequence[
             for call in sorted(res.calls, key=lambda c: (c.stage != "stage1", c.claim_index, c.stage)):
                 if call.stage == "stage1":
                     out.append(_stage1(res, call, conv, base, turn_info, turn_drop))
-                elif call.stage in ("stage2", "stage3"):
+                elif call.stage in ("stage2", "stage3", "world"):
                     out.append(_labelled(res, call, base, turn_info, turn_drop, settings))
     return out
 
@@ -136,11 +136,11 @@ def _stage1(res: TurnResult, call: Call, conv: Conversation, base: dict[str, str
 def _labelled(res: TurnResult, call: Call, base: dict[str, str], turn_info: dict[str, Any],
               turn_drop: tuple[str, str] | None, settings: FilterSettings) -> Candidate:
     claim = res.claims[call.claim_index]
-    info = (claim.stage2 if call.stage == "stage2" else claim.stage3) or {}
+    info = {"stage2": claim.stage2, "stage3": claim.stage3, "world": claim.world}[call.stage] or {}
     label = info.get("label")
     parsed: dict[str, Any] = {"label": label}
     completion = label or ""
-    if call.stage == "stage3":
+    if call.stage in ("stage3", "world"):
         parsed["explanation"] = expl = _one_line(info.get("explanation") or "")
         completion = f"{label}. {expl}" if expl else completion
     cand = Candidate(call.stage, **base, claim_index=call.claim_index, claim=claim.text, target_input=call.input,
@@ -187,7 +187,7 @@ def apply_split_and_filters(conversations: Sequence[Conversation], candidates: l
             if first is not cand:
                 cand.reject("duplicate", f"same {cand.stage} prompt as {first.conversation_id} turn {first.turn_index}")
     if settings.balance:
-        for stage in ("stage2", "stage3"):
+        for stage in ("stage2", "stage3", "world"):
             kept = [c for c in candidates if c.stage == stage and c.drop is None and c.split == "train"]
             counts = Counter(c.label for c in kept)
             if len(counts) < 2:
@@ -267,9 +267,14 @@ def _quiet_datasets() -> Iterator[None]:
             datasets.enable_progress_bars()
 
 
+def stages_for(world: bool) -> tuple[str, ...]:
+    """The stages a distill run exports: stages 1-3, and the world stage when the recipe turns it on."""
+    return DISTILLED_STAGES if world else STAGES
+
+
 def clean_partial(out_dir: Path) -> None:
     """Remove what a killed export left behind; restore a stage folder caught mid-swap."""
-    for stage in STAGES:
+    for stage in DISTILLED_STAGES:
         final, old = out_dir / stage, out_dir / f".{stage}.old"
         if old.exists() and not final.exists():
             old.rename(final)
@@ -278,9 +283,9 @@ def clean_partial(out_dir: Path) -> None:
                 shutil.rmtree(p)
 
 
-def filter_report(candidates: Sequence[Candidate]) -> dict[str, Any]:
+def filter_report(candidates: Sequence[Candidate], stages: Sequence[str] = STAGES) -> dict[str, Any]:
     report: dict[str, Any] = {}
-    for stage in STAGES:
+    for stage in stages:
         cs = [c for c in candidates if c.stage == stage]
         dropped = Counter(c.drop for c in cs if c.drop is not None)
         report[stage] = {"candidates": len(cs), "kept": sum(c.drop is None for c in cs),
@@ -301,7 +306,8 @@ def stage_counts(data: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, 
 
 
 STAGE_TITLES = {"stage1": "claim decomposition", "stage2": "claim verification (VERIFIED / UNVERIFIABLE)",
-                "stage3": "unverifiable claim categorisation"}
+                "stage3": "unverifiable claim categorisation",
+                "world": "world knowledge of LACKING EVIDENCE claims (TRUE / FALSE / NOT ENOUGH KNOWLEDGE)"}
 
 
 def card(stage: str, counts: dict[str, Any], report: dict[str, Any], manifest: dict[str, Any]) -> str:

@@ -22,9 +22,25 @@ from typing import Any
 
 from ..backends.base import Request, Response
 from ..data.schema import ASSISTANT, FAITHFUL, HALLUCINATED, UNKNOWN, UNVERIFIABLE, VERIFIED, Conversation
-from ..pipeline.engine import RULES, ClaimResult, Program, TurnResult, dedupe_claims, label_result, turn_verdict
+from ..pipeline.engine import (
+    RULES,
+    ClaimResult,
+    Program,
+    TurnResult,
+    dedupe_claims,
+    label_result,
+    turn_verdict,
+)
 from ..pipeline.parsing import parse_claims, strip_think
-from ..pipeline.templates import Speakers, build_messages, factscore_decompose_input, factscore_verify_input, get_template, judge_input
+from ..pipeline.templates import (
+    Speakers,
+    build_messages,
+    factscore_decompose_input,
+    factscore_verify_input,
+    get_template,
+    judge_input,
+    world_judge_input,
+)
 
 SUPPORTED, NOT_SUPPORTED = "SUPPORTED", "NOT SUPPORTED"
 _AS_STAGE2 = {SUPPORTED: VERIFIED, NOT_SUPPORTED: UNVERIFIABLE}
@@ -157,7 +173,38 @@ def factscore_program(conv: Conversation, cfg: BaselineConfig) -> Program:
     return results
 
 
-BASELINES: dict[str, Any] = {"llm_judge": llm_judge_program, "factscore": factscore_program}
+def world_judge_program(conv: Conversation, cfg: BaselineConfig) -> Program:
+    """The mixed-context study's vanilla judge: one request per scored turn, the document and the text, three
+    labels (faithful / factual / non-factual hallucination) picked by likelihood; the turn's
+    ``world_verdict`` is that label, its VISTA verdicts faithful or hallucinated."""
+    from ..pipeline.engine import FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION
+
+    template = get_template("world_judge", "fewshot")
+    as_verdict = dict(zip(template.labels, (FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION)))
+    results = [_turn_result(conv, i, "world_judge") for i, t in enumerate(conv.turns) if t.role == ASSISTANT]
+    for res in results:
+        res.world_gold = conv.turns[res.turn_index].meta.get("world_label")
+    scored = [r for r in results if r.scored]
+    answers: list[Response] = (yield [
+        Request("world_judge", tuple(build_messages(template, world_judge_input(r.reference or "", r.text),
+                                                    cfg.speakers)), labels=template.labels, max_new_tokens=16)
+        for r in scored
+    ]) if scored else []
+    for res, resp in zip(scored, answers):
+        label, info, error = label_result(resp, template.labels)
+        res.judge = {**info, "error": error}
+        res.world_verdict = as_verdict.get(label, UNKNOWN)
+        res.world_reason = None if label else f"world judge: {error}"
+        binary = None if label is None else (FAITHFUL if label == "FAITHFUL" else HALLUCINATED)
+        for rule in RULES:
+            res.verdicts[rule] = binary or UNKNOWN
+            res.vista_scores[rule] = None if binary is None else float(binary == FAITHFUL)
+        res.unknown_reason = res.world_reason
+    return results
+
+
+BASELINES: dict[str, Any] = {"llm_judge": llm_judge_program, "factscore": factscore_program,
+                             "world_judge": world_judge_program}
 
 
 def baseline_programs(name: str, conversations: list[Conversation], cfg: BaselineConfig) -> list[Program]:
@@ -167,5 +214,15 @@ def baseline_programs(name: str, conversations: list[Conversation], cfg: Baselin
     return [BASELINES[name](c, cfg) for c in conversations]
 
 
-__all__ = ["BaselineConfig", "llm_judge_program", "factscore_program", "baseline_programs", "parse_judge",
-           "SUPPORTED", "NOT_SUPPORTED", "HALLUCINATED", "FAITHFUL", "UNKNOWN"]
+__all__ = [
+    "FAITHFUL",
+    "HALLUCINATED",
+    "NOT_SUPPORTED",
+    "SUPPORTED",
+    "UNKNOWN",
+    "BaselineConfig",
+    "baseline_programs",
+    "factscore_program",
+    "llm_judge_program",
+    "parse_judge",
+]

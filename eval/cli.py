@@ -45,6 +45,7 @@ def _announce(run) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..config import RecipeError
     from ..data.splits import LeakageError
+    from ..progress import print_table
     from .errors import EvalError
     from .metrics import OVERALL
     from .run import run_eval
@@ -59,25 +60,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     r = result.results
     m = r["material"]
-    print(f"evaluated {m['conversations']} conversations ({m['gold_turns']} gold turns, {m['human_claims']} human "
-          f"claims) in {r['wall_s']:.0f}s")
     rule = r["settings"]["rules"][0]
+    rows = []
     for name, s in r["systems"].items():
         if s["status"] != "ok":
-            print(f"  {name:10s} {s['status']}: {s['reason']}")
+            rows.append([name, f"{s['status']}: {s['reason']}", None, None, None, None, None])
             continue
         t = r["metrics"][name][OVERALL]["turn"][rule]
         c = r["metrics"][name][OVERALL].get("claim") or {}
-        acc = t.get("accuracy")
-        claim = f", claim acc {c['accuracy']:.3f}" if c.get("accuracy") is not None else ""
-        common = (f", on the {t['n_common']} turns every system scored {t['accuracy_common']:.3f}"
-                  if t.get("accuracy_common") is not None else "")
-        print(f"  {name:10s} turn acc ({rule}) {acc if acc is None else round(acc, 3)}, coverage "
-              f"{t.get('coverage') if t.get('coverage') is None else round(t['coverage'], 3)}{common}{claim}, "
-              f"{s['efficiency']['wall_s']:.0f}s")
+        rows.append([name, "ok", _fmt(t.get("accuracy")), _fmt(t.get("coverage")), _fmt(t.get("accuracy_common")),
+                     _fmt(c.get("accuracy")), f"{s['efficiency']['wall_s']:.0f}"])
+    print_table(f"evaluated {m['conversations']} conversations ({m['gold_turns']} gold turns, {m['human_claims']} "
+                f"human claims) in {r['wall_s']:.0f}s",
+                ["system", "status", f"turn acc ({rule})", "coverage", "acc on turns all scored", "claim acc", "wall s"],
+                rows)
+    if "world" in r:   # three-way verdicts (FHSumBench): the mixed-context study's metric beside its published rows
+        w = r["world"]
+        rows = [[name, *(f"{x:.4f}" for x in (m["macro_precision"], m["macro_recall"], m["macro_f1"],
+                                               *m["label_accuracy"].values())), m["unknown"], m["n"]]
+                for name, m in w["systems"].items()]
+        rows += [[f"published: {name}", None, None, f"{f1:.4f}", None, None, None, None, None]
+                 for name, f1 in w["published_macro_f1"].items()]
+        print_table("three-way verdicts (macro over faithful / factual / non-factual hallucination; "
+                    + w["note"] + ")", ["system", "macro P", "macro R", "macro F1", "acc faithful", "acc factual",
+                                        "acc non-factual", "unknown", "turns"], rows)
     if "compare" in r:
         print(f"compare with {r['compare']['previous']}: "
               + ("identical" if r["compare"]["identical"] else f"DIFFERENT ({len(r['compare']['differences'])} "
                  "differences, see report.md)"))
-    print(f"report: {result.out_dir / 'report.md'}\nresults: {result.out_dir / 'results.json'}")
+    print(f"report:  {result.out_dir / 'report.md'}\nresults: {result.out_dir / 'results.json'}\n"
+          f"page:    {result.out_dir / 'report.html'}")
     return 0
+
+
+def _fmt(x: float | None) -> str | None:
+    return None if x is None else f"{x:.3f}"

@@ -24,7 +24,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..data.schema import CLAIM_CATEGORIES, FAITHFUL, HALLUCINATED, TURN_LABELS, UNKNOWN, UNVERIFIABLE, VERIFIED
+from ..data.schema import (
+    CLAIM_CATEGORIES,
+    FAITHFUL,
+    HALLUCINATED,
+    TURN_LABELS,
+    UNKNOWN,
+    UNVERIFIABLE,
+    VERIFIED,
+)
 
 log = logging.getLogger(__name__)
 
@@ -414,16 +422,17 @@ __all__ = [
     "FAITHFUL",
     "HALLUCINATED",
     "OVERALL",
+    "PUBLISHED_WORLD_F1",
     "SUMMARY_KEYS",
     "ClaimMatch",
     "ClaimMatcher",
     "by_source",
     "claim_correctness",
     "claim_metrics",
-    "given_claims_metrics",
     "common_coverage",
     "correctness",
     "expected_calibration_error",
+    "given_claims_metrics",
     "gold_turns",
     "majority_claim_metrics",
     "majority_turn_metrics",
@@ -433,4 +442,58 @@ __all__ = [
     "turn_key",
     "turn_metrics",
     "turn_summary",
+    "world_metrics",
+    "world_section",
 ]
+
+
+# The mixed-context study's published three-way macro F1 on all of FHSumBench (paper Tables 1 and 2).
+PUBLISHED_WORLD_F1 = {
+    "random": 0.3185, "vanilla judge, Llama3-8B": 0.3280, "vanilla judge, Qwen2.5-14B": 0.4600,
+    "vanilla judge, GPT-4o": 0.4612, "chain of thought, Qwen2.5-14B": 0.4733,
+    "reflection retrieval, GPT-4o (best)": 0.5010,
+}
+
+
+def world_metrics(gold: Sequence[str], predicted: Sequence[str]) -> dict[str, Any]:
+    """The study's metric: macro precision, recall and F1 over its three labels (an unknown prediction is
+    wrong for every label), each label's accuracy (its recall), and the confusion matrix (unknown a column)."""
+    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+
+    from ..pipeline.engine import FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION
+
+    labels = [FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION]
+    p, r, f, _ = precision_recall_fscore_support(gold, predicted, labels=labels, average="macro", zero_division=0)
+    _, per_r, _, support = precision_recall_fscore_support(gold, predicted, labels=labels, zero_division=0)
+    columns = [*labels, UNKNOWN]
+    cm = confusion_matrix(gold, predicted, labels=columns)[: len(labels)]
+    return {"n": len(gold), "macro_precision": round(float(p), 4), "macro_recall": round(float(r), 4),
+            "macro_f1": round(float(f), 4), "unknown": sum(x == UNKNOWN for x in predicted),
+            "label_accuracy": {lab: round(float(x), 4) for lab, x in zip(labels, per_r)},
+            "support": {lab: int(n) for lab, n in zip(labels, support)},
+            "confusion": {"rows (gold)": labels, "columns (predicted)": columns, "matrix": cm.tolist()}}
+
+
+def world_section(systems: Mapping[str, Sequence[Record]], seed: int) -> dict[str, Any] | None:
+    """Three-way results of every system that gave a ``world_verdict`` on turns with a ``world_gold``, a
+    seeded uniform random baseline on the same turns, and the published rows; None without such turns."""
+    import numpy as np
+
+    from ..pipeline.engine import FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION
+
+    out: dict[str, Any] = {}
+    gold_turns: list[Record] = []
+    for name, records in systems.items():
+        turns = [r for r in records if r.get("scored") and r.get("world_gold")]
+        if turns and any("world_verdict" in r for r in turns):
+            out[name] = world_metrics([r["world_gold"] for r in turns], [r.get("world_verdict") or UNKNOWN
+                                                                        for r in turns])
+            gold_turns = gold_turns or turns
+    if not gold_turns:
+        return None
+    rng = np.random.default_rng(seed)
+    labels = [FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION]
+    out["random"] = world_metrics([r["world_gold"] for r in gold_turns],
+                                  [labels[i] for i in rng.integers(0, 3, len(gold_turns))])
+    return {"systems": out, "published_macro_f1": PUBLISHED_WORLD_F1,
+            "note": "published rows: all 1,336 FHSumBench summaries; ours: the evaluated turns"}

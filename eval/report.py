@@ -121,6 +121,27 @@ def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
     return out
 
 
+def _world_markdown(results: dict[str, Any]) -> list[str]:
+    """Three-way verdicts (world-knowledge stage, the study's judge) beside the published rows."""
+    w = results.get("world")
+    if not w:
+        return []
+    rows = [[name, _f(m["macro_precision"]), _f(m["macro_recall"]), _f(m["macro_f1"]),
+             *(_f(x) for x in m["label_accuracy"].values()), m["unknown"], m["n"]] for name, m in w["systems"].items()]
+    rows += [[f"published: {name}", "", "", _f(f1), "", "", "", "", ""] for name, f1 in w["published_macro_f1"].items()]
+    out = ["## Three-way verdicts: faithful, factual, non-factual hallucination", "",
+           "The mixed-context study's metric (macro precision, recall and F1 over the three labels; an unknown "
+           f"verdict counts as wrong). {w['note']}.", "",
+           markdown_table(["system", "macro P", "macro R", "macro F1", "acc faithful", "acc factual",
+                           "acc non-factual", "unknown", "turns"], rows), ""]
+    for name, m in w["systems"].items():
+        c = m["confusion"]
+        out += [f"Confusion, {name} (rows gold, columns predicted):", "",
+                markdown_table(["gold \\ predicted", *c["columns (predicted)"]],
+                               [[g, *row] for g, row in zip(c["rows (gold)"], c["matrix"])]), ""]
+    return out
+
+
 def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     rules = results["settings"]["rules"]
     ok = _ok(results)
@@ -258,6 +279,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     out += ["Claim accuracy / macro-F1 per benchmark:", "", markdown_table(["benchmark", *ok], rows), ""]
 
     out += _given_claims_markdown(results)
+    out += _world_markdown(results)
 
     # significance, all pairs overall
     out += ["## McNemar, all pairs (all benchmarks)", ""]

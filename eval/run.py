@@ -63,7 +63,11 @@ def load_test_material(recipe: Recipe, input_path: str | None = None,
     (``data.test_fraction`` of each train source and/or the ``data.test`` sources). ``material``: the
     recipe's material if the caller has loaded it already (:func:`load_material`)."""
     if input_path:
-        convs, report = load_source(DataSource(benchmark="file", source=input_path))
+        from ..data.loaders import guess_benchmark
+
+        # our schema or the authors' JSON; FHSumBench's own JSON is recognised by its path
+        bench = "fhsumbench" if guess_benchmark(input_path) == "fhsumbench" else "file"
+        convs, report = load_source(DataSource(benchmark=bench, source=input_path))
         return convs, [{"role": "test", **report}]
     if recipe.data.test_fraction > 0 or (recipe.data.test and recipe.data.leaks == "drop-test"):
         material = material if material is not None else load_material(recipe)
@@ -152,7 +156,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     backends = Backends(recipe, cache_root=out_dir)
     runs: dict[str, SystemRun] = {}
     # base-model systems first (one model load), then the student, then the teacher
-    order = sorted(names, key=lambda n: ("base", "llm_judge", "factscore", "student", "teacher").index(n))
+    order = sorted(names, key=lambda n: ("base", "llm_judge", "factscore", "world_judge", "student", "teacher").index(n))
     import torch
 
     from ..hardware import prepare_run
@@ -212,6 +216,9 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
                          "by_rule": significance(runs, e.rules, e.mcnemar)},
         "bootstrap": bootstrap_intervals(runs, e.rules, e.bootstrap, e.seed),
     }
+    world = M.world_section({n: r.records for n, r in runs.items() if r.status == "ok"}, e.seed)
+    if world is not None:   # data with three-way labels (FHSumBench): the mixed-context study's metric
+        results["world"] = world
     given = given_claims_section(runs, e.mcnemar, e.calibration_bins)
     if given is not None:
         results["given_claims"] = given

@@ -33,7 +33,7 @@ from .errors import EvalError
 
 log = logging.getLogger(__name__)
 
-SYSTEMS = ("student", "base", "teacher", "llm_judge", "factscore")
+SYSTEMS = ("student", "base", "teacher", "llm_judge", "factscore", "world_judge")
 FIVE_LABEL_SYSTEMS = {"student", "base", "teacher"}   # VISTA pipelines; factscore has 2 labels, the judge none
 
 
@@ -152,7 +152,7 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
     run = SystemRun(name)
     scored = sum(len(c.scored_turns) for c in conversations)
     try:
-        if name in ("base", "llm_judge", "factscore"):
+        if name in ("base", "llm_judge", "factscore", "world_judge"):
             backend = backends.base()
             if name == "base":
                 cfg = recipe.engine_config("base")

@@ -27,8 +27,10 @@ from ..backends.base import Backend, Request, Response
 from ..data.schema import (
     ABSTENTION,
     ASSISTANT,
+    CONTRADICTED,
     FAITHFUL,
     HALLUCINATED,
+    LACKING_EVIDENCE,
     OUT_OF_SCOPE,
     STAGE2_LABELS,
     STAGE3_LABELS,
@@ -38,8 +40,9 @@ from ..data.schema import (
     Conversation,
 )
 from .chunking import Chunk, approx_tokens, chunk_context, combine
+from .knowledge import evidence_for
 from .parsing import parse_claim_list, parse_label, strip_think
-from .stages import STAGE4_LABELS
+from .stages import STAGE4_LABELS, WORLD_FALSE, WORLD_LABELS, WORLD_TRUE
 from .templates import (
     Speakers,
     build_messages,
@@ -48,6 +51,7 @@ from .templates import (
     stage2_input,
     stage3_input,
     stage4_input,
+    world_input,
 )
 
 # Turn rules: the claim categories each counts as safe (README "Turn rules").
@@ -64,6 +68,9 @@ SAFE_CATEGORIES = {SAFE: {VERIFIED, ABSTENTION, OUT_OF_SCOPE}, STRICT: {VERIFIED
                    AUTHORS: {VERIFIED, ABSTENTION, OUT_OF_SCOPE}}
 RULES = tuple(SAFE_CATEGORIES)
 JOINS_BACKGROUND = {VERIFIED, OUT_OF_SCOPE}
+# The world stage's three-way turn verdict (README "World knowledge"), beside VISTA's own verdicts.
+FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION = "factual hallucination", "non-factual hallucination"
+WORLD_VERDICTS = (FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION, UNKNOWN)
 
 Program = Generator[list[Request], list[Response], Any]
 
@@ -83,6 +90,11 @@ class EngineConfig:
     max_new_tokens: dict[str, int] = field(
         default_factory=lambda: {"stage1": 256, "stage2": 8, "stage3": 96, "stage4": 96}
     )
+    # optional world-knowledge stage on LACKING EVIDENCE claims (off: records exactly as without it)
+    world: bool = False
+    world_knowledge: str | None = None   # a knowledge file or folder searched per claim; None: the model's own
+    world_concurrent: bool = False       # also search the turn's reference and background with the claim
+    world_top_k: int = 3                 # passages per source
 
     def __post_init__(self) -> None:
         for stage in ("stage2", "stage3"):
@@ -111,6 +123,7 @@ class ClaimResult:
     stage2: dict[str, Any] | None = None  # {"label", "probs", "raw"}
     stage3: dict[str, Any] | None = None  # {"label", "probs", "raw", "explanation"}
     error: str | None = None
+    world: dict[str, Any] | None = None   # world stage: {"label", "probs", "raw", "explanation", "evidence"}
 
 
 @dataclass
@@ -127,7 +140,8 @@ class TurnResult:
     n_claims_raw: int = 0
     stage1_truncated: bool = False        # the decomposition hit its token budget even after the retry
     # what the turn's decomposition lost, by reason: duplicate, over_max_claims, truncated_line (the line cut
-    # at the token budget), refusal and not_a_claim (lines of the answer that were not claims)
+    # at the token budget), looping_line (the line stopped because it kept repeating a sentence), refusal and
+    # not_a_claim (lines of the answer that were not claims)
     claims_dropped: dict[str, int] = field(default_factory=dict)
     background_size: int = 0              # background facts the turn was verified against
     stage4: dict[str, Any] | None = None
@@ -136,6 +150,9 @@ class TurnResult:
     unknown_reason: str | None = None
     gold_label: str | None = None
     gold_claims: list[dict[str, Any]] | None = None
+    world_verdict: str | None = None      # with the world stage: one of WORLD_VERDICTS
+    world_reason: str | None = None       # why the three-way verdict is unknown
+    world_gold: str | None = None         # the data's three-way label, where it has one (FHSumBench)
     calls: list[Call] = field(default_factory=list, repr=False)   # not part of the record (to_dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,7 +162,34 @@ class TurnResult:
         finally:
             self.calls = calls
         del out["calls"]
+        if out["world_gold"] is None:
+            del out["world_gold"]
+        if out["world_verdict"] is None:   # the stage was off: the record is what it was without it
+            del out["world_verdict"], out["world_reason"]
+            for c in out["claims"]:
+                del c["world"]
         return out
+
+
+def world_verdict(claims: Sequence[ClaimResult]) -> tuple[str, str | None]:
+    """The three-way verdict of a turn with the world stage: non-factual hallucination when any claim is
+    CONTRADICTED or any LACKING EVIDENCE claim is FALSE in the world; unknown when a claim's category could
+    not be parsed or a LACKING EVIDENCE claim is neither TRUE nor FALSE (NOT ENOUGH KNOWLEDGE, unparsed);
+    factual hallucination when there are LACKING EVIDENCE claims and all are TRUE; faithful otherwise."""
+    if not claims:
+        return UNKNOWN, "stage 1 returned no claims"
+    lacking = [c for c in claims if c.category == LACKING_EVIDENCE]
+    if any(c.category == CONTRADICTED for c in claims) or any((c.world or {}).get("label") == WORLD_FALSE
+                                                              for c in lacking):
+        return NON_FACTUAL_HALLUCINATION, None
+    open_ = [c for c in claims if c.category is None] + [c for c in lacking
+                                                        if (c.world or {}).get("label") != WORLD_TRUE]
+    if open_:
+        return UNKNOWN, "; ".join(
+            f"claim {c.text!r}: " + (c.error or "no category") if c.category is None else
+            f"claim {c.text!r}: world stage {(c.world or {}).get('label') or (c.world or {}).get('error')}"
+            for c in open_)
+    return (FACTUAL_HALLUCINATION if lacking else FAITHFUL), None
 
 
 def turn_verdict(claims: Sequence[ClaimResult], rule: str) -> tuple[str, float | None, str | None]:
@@ -233,11 +277,13 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
             raw, cut = "", False
             kept = [c.text for c in turn.gold_claims]
             parsed_claims, duplicates, over, truncated_line, rejected = kept, 0, 0, None, []
+            looping = False
         else:
             resp1 = decompositions[i]
             raw = resp1.meta.get("raw") or resp1.text
             cut = truncated(resp1)
-            parsed = parse_claim_list(resp1.text, truncated=cut)
+            looping = resp1.meta.get("finish_reason") == "loop"   # stopped inside a line that repeats itself
+            parsed = parse_claim_list(resp1.text, truncated=cut or looping)
             kept, duplicates, over = dedupe_claims(parsed.claims, cfg.max_claims)
             parsed_claims, truncated_line, rejected = parsed.claims, parsed.truncated_line, parsed.rejected
         res = TurnResult(
@@ -246,10 +292,11 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
             (decompositions[i].meta.get("think") or strip_think(raw)[1]),
             n_claims_raw=len(parsed_claims), background_size=len(background), gold_label=turn.gold_label,
             gold_claims=[asdict(c) for c in turn.gold_claims] if turn.gold_claims is not None else None,
-            stage1_truncated=cut,
+            stage1_truncated=cut, world_gold=turn.meta.get("world_label"),
         )
         dropped = {"duplicate": duplicates, "over_max_claims": over,
-                   "truncated_line": int(truncated_line is not None),
+                   "truncated_line": int(truncated_line is not None and not looping),
+                   "looping_line": int(truncated_line is not None and looping),
                    "refusal": sum(why == "refusal" for _, why in rejected),
                    "not_a_claim": sum(why != "refusal" for _, why in rejected)}
         res.claims_dropped = {r: n for r, n in dropped.items() if n}
@@ -289,6 +336,8 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
                     c = claims[j]
                     answers = [label_result(r, STAGE3_LABELS) for r in s3[k3 * len(chunks):(k3 + 1) * len(chunks)]]
                     c.category, c.stage3, c.error = answers[0] if len(chunks) == 1 else combine("stage3", answers)
+            if cfg.world:
+                yield from _world_stage(res, claims, background, turn.reference, cfg, request)
             background += [c.text for c in claims if c.category in JOINS_BACKGROUND]
             for rule in RULES:
                 res.verdicts[rule], res.vista_scores[rule], reason = turn_verdict(claims, rule)
@@ -297,6 +346,26 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
         if on_turn is not None:
             on_turn(res)
     return results
+
+
+def _world_stage(res: TurnResult, claims: list[ClaimResult], background: list[str], reference: str | None,
+                 cfg: EngineConfig, request: Callable[..., Request]) -> Generator[list[Request], list[Response], None]:
+    """Ask the world stage about each LACKING EVIDENCE claim (with its evidence passages) and set the turn's
+    three-way verdict."""
+    lacking = [j for j, c in enumerate(claims) if c.category == LACKING_EVIDENCE]
+    if lacking:
+        tw = get_template("world", cfg.style)
+        evidence = [evidence_for(claims[j].text, cfg.world_knowledge, cfg.world_top_k, cfg.world_concurrent,
+                                 reference, background) for j in lacking]
+        jobs = [(j, world_input(claims[j].text, [p.text for p in ev])) for j, ev in zip(lacking, evidence)]
+        reqs = [request(tw, text, labels=tw.labels if cfg.stage3 == "score" else (),
+                        max_new_tokens=cfg.max_new_tokens.get("world", 64)) for _, text in jobs]
+        answers = yield reqs
+        res.calls += [Call("world", j, text, req, resp) for (j, text), req, resp in zip(jobs, reqs, answers)]
+        for (j, _), ev, resp in zip(jobs, evidence, answers):
+            _label, info, err = label_result(resp, WORLD_LABELS)
+            claims[j].world = {**info, "error": err, "evidence": [asdict(p) for p in ev]}
+    res.world_verdict, res.world_reason = world_verdict(claims)
 
 
 RETRY_FACTOR = 2   # a generation cut at its budget, or empty, is asked once more with this many times the budget

@@ -10,7 +10,9 @@ text after "DECOMPOSITION:" / "CATEGORY:", single newlines inside a block and on
 blocks. ``tests/test_templates.py`` checks them against a verbatim copy of the appendix.
 
 Written for this project (not from the paper): the optional stage 4 (does the target turn contradict
-the earlier conversation?), a FActScore-style baseline (Min et al., 2023: decompose the turn without
+the earlier conversation?), the optional world-knowledge stage (is a LACKING EVIDENCE claim true in the
+world? after the mixed-context study; few-shot and compact versions), the study's vanilla three-way judge
+(one prompt, three labels; our wording of its task, the study's prompt text is not reproduced), a FActScore-style baseline (Min et al., 2023: decompose the turn without
 any context, then check each atomic fact against the reference alone) and the ``compact`` prompts
 used by fine-tuned students (a short task line with the labels, the same target fields, no examples).
 
@@ -39,21 +41,23 @@ from .appendix import (
 from .stages import LABELS
 
 __all__ = [
-    "Example",
-    "Speakers",
-    "PromptTemplate",
+    "PROMPTS_VERSION",
     "PROMPT_NAMES",
     "STYLES",
-    "PROMPTS_VERSION",
+    "Example",
+    "PromptTemplate",
+    "Speakers",
+    "build_messages",
+    "factscore_decompose_input",
+    "factscore_verify_input",
     "get_template",
+    "judge_input",
     "stage1_input",
     "stage2_input",
     "stage3_input",
     "stage4_input",
-    "judge_input",
-    "factscore_decompose_input",
-    "factscore_verify_input",
-    "build_messages",
+    "world_input",
+    "world_judge_input",
 ]
 
 PROMPTS_VERSION = "1"
@@ -64,6 +68,8 @@ PROMPT_NAMES = (
     "stage2",
     "stage3",
     "stage4",
+    "world",
+    "world_judge",
     "llm_judge",
     "factscore_decompose",
     "factscore_verify",
@@ -179,6 +185,17 @@ def stage4_input(
     return stage1_input(history, target, speakers)
 
 
+def world_input(claim: str, evidence: Sequence[str] = ()) -> str:
+    """World-knowledge stage user message: numbered evidence passages (N/A: the model's own knowledge) and
+    one claim."""
+    return f"EVIDENCE:\n{_numbered(evidence)}\n\nCLAIM:\n{claim}"
+
+
+def world_judge_input(reference: str, answer: str) -> str:
+    """Three-way judge user message: the source document and the text judged."""
+    return f"DOCUMENT:\n{reference}\n\nTEXT:\n{answer}"
+
+
 def judge_input(
     history: Sequence[tuple[str, str]], reference: str, answer: str, speakers: Speakers = DEFAULT_SPEAKERS
 ) -> str:
@@ -248,6 +265,45 @@ _STAGE4_EXAMPLES: tuple[tuple[tuple[tuple[str, str], ...], str, str], ...] = (
     ),
 )
 
+WORLD_INSTRUCTIONS = """\
+The CLAIM below is not supported by the conversation's reference text. Determine whether it is true \
+in the world.
+
+- TRUE: the EVIDENCE, or well-established world knowledge, shows that the claim is correct.
+- FALSE: the EVIDENCE, or well-established world knowledge, shows that the claim is wrong (e.g., a \
+wrong name, number, date, place, or description of an entity).
+- NOT ENOUGH KNOWLEDGE: neither the EVIDENCE nor well-established knowledge settles it (e.g., a \
+private detail or an obscure local fact).
+- When EVIDENCE is given, prefer it to what you remember; when it is N/A, use your own knowledge.
+
+Answer with the label, then a period and one short sentence explaining why."""
+
+# (evidence, claim, answer): written for this project, in the appendix's style (the appendix has no such stage)
+_WORLD_EXAMPLES: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    ((), "Belfast is a city in the United Kingdom.",
+     "TRUE. Belfast is the capital of Northern Ireland, which is part of the United Kingdom."),
+    (("Mount Kilimanjaro, in Tanzania, is the highest mountain in Africa, at 5,895 metres.",),
+     "Mount Kilimanjaro is in Kenya.",
+     "FALSE. The evidence places Mount Kilimanjaro in Tanzania, not Kenya."),
+    ((), "The bakery on Elm Street in Dayton sells about 300 loaves a day.",
+     "NOT ENOUGH KNOWLEDGE. The daily sales of a local bakery are not general knowledge."),
+    (("The Louvre, in Paris, is the world's most-visited art museum.",),
+     "The Louvre is the most visited art museum in the world.",
+     "TRUE. The evidence states that the Louvre is the world's most-visited art museum."),
+)
+
+WORLD_JUDGE_INSTRUCTIONS = """\
+Judge the TEXT against the DOCUMENT it is based on.
+
+- FAITHFUL: everything the TEXT states is supported by the DOCUMENT.
+- FACTUAL HALLUCINATION: the TEXT states something the DOCUMENT does not support, but it is true in the \
+world.
+- NON-FACTUAL HALLUCINATION: the TEXT states something the DOCUMENT does not support, and it is false \
+in the world, or the TEXT contradicts the DOCUMENT.
+
+Answer with the label only."""
+WORLD_JUDGE_LABELS = ("FAITHFUL", "FACTUAL HALLUCINATION", "NON-FACTUAL HALLUCINATION")
+
 FACTSCORE_DECOMPOSE_INSTRUCTIONS = """\
 Break the TEXT into atomic facts. An atomic fact is a short, self-contained statement that conveys \
 exactly one piece of information.
@@ -310,11 +366,16 @@ COMPACT_INSTRUCTIONS = {
         "Does the TARGET TURN contradict an earlier turn of the CONVERSATION HISTORY?\n"
         "Answer as: YES or NO, then a period and a short reason."
     ),
+    "world": (
+        "Is the CLAIM true in the world? Use the EVIDENCE when given, else your own knowledge.\n"
+        "Answer as: TRUE, FALSE or NOT ENOUGH KNOWLEDGE, then a period and a short reason."
+    ),
 }
 
 _LABELS = {
     **LABELS,
     "llm_judge": (),
+    "world_judge": WORLD_JUDGE_LABELS,
     "factscore_decompose": (),
     "factscore_verify": ("SUPPORTED", "NOT SUPPORTED"),
 }
@@ -342,7 +403,12 @@ def _build_templates() -> dict[tuple[str, str], PromptTemplate]:
             STAGE4_INSTRUCTIONS,
             tuple(Example(stage4_input(h, t), a) for h, t, a in _STAGE4_EXAMPLES),
         ),
+        "world": (
+            WORLD_INSTRUCTIONS,
+            tuple(Example(world_input(c, e), a) for e, c, a in _WORLD_EXAMPLES),
+        ),
         "llm_judge": (LLM_JUDGE_INSTRUCTIONS, ()),
+        "world_judge": (WORLD_JUDGE_INSTRUCTIONS, ()),
         "factscore_decompose": (
             FACTSCORE_DECOMPOSE_INSTRUCTIONS,
             tuple(

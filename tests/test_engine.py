@@ -200,3 +200,25 @@ def test_given_claims_skip_stage1_for_turns_with_human_claims(sample):
     assert len(model_turns[-1].claims) == 1 and model_turns[-1].claims_dropped["over_max_claims"] > 0
     with pytest.raises(ValueError, match="claims must be 'model' or 'gold'"):
         EngineConfig(claims="oracle")
+
+
+class LoopingStage1(Recording):
+    """The human-labels teacher, except that stage 1 answers as a small model that looped inside its second
+    line and was stopped there by the backend (finish_reason "loop", as TransformersBackend reports it)."""
+
+    def run(self, requests: list[Request]) -> list[Response]:
+        answers = super().run(requests)
+        return [Response("1. The Eiffel Tower is in Paris.\n2. I like towers. I like towers. I like towers.",
+                         meta={"finish_reason": "loop"}) if r.stage == "stage1" else a
+                for r, a in zip(requests, answers)]
+
+
+def test_a_looping_line_is_dropped_and_not_retried(sample):
+    conv = copy.deepcopy(sample[0])
+    backend = LoopingStage1(LabelsBackend([conv]))
+    (turns,) = run_programs([vista_program(conv, EngineConfig())], backend)
+    stage1_batches = [b for b in backend.batches if b[0].stage == "stage1"]
+    assert len(stage1_batches) == 1                      # no retry with a doubled budget
+    for t in turns:
+        assert [c.text for c in t.claims] == ["The Eiffel Tower is in Paris."]
+        assert t.claims_dropped == {"looping_line": 1} and not t.stage1_truncated

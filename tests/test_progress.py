@@ -1,4 +1,4 @@
-"""progress.py: the request bar of score, distill and eval (tqdm on stderr)."""
+"""progress.py: the request bar of score, distill and eval (rich, on stderr)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ def test_without_a_target_requests_count_when_issued(capsys):
     bar = RequestBar("eval base", None)
     bar.on_issue("stage1", 3)
     bar.on_issue("stage2", 2)
-    assert (bar.bar.n, bar.bar.total) == (5, 5)
+    assert (bar.completed, bar.total) == (5, 5)
     bar.close()
     err = capsys.readouterr().err
-    assert "eval base" in err and "5/5" in err and "stage2" in err
+    assert "eval base" in err and "5/5" in err and "stage2" in err and "eta" in err
 
 
 def test_backend_progress_counts_finished_requests_and_is_detached_on_close(capsys):
@@ -28,12 +28,14 @@ def test_backend_progress_counts_finished_requests_and_is_detached_on_close(caps
     bar = RequestBar("score", backend, postfix=lambda: f"{bar.stage} | turns 1/2")
     assert backend.progress == bar.update
     bar.on_issue("stage1", 4)
-    assert (bar.bar.n, bar.bar.total) == (0, 4)   # issued, not yet done
+    assert (bar.completed, bar.total) == (0, 4)   # issued, not yet done
     backend.progress(3)
-    assert bar.bar.n == 3
+    assert bar.completed == 3
     bar.close()
     assert backend.progress is None
-    assert "3/4" in capsys.readouterr().err and "stage1 | turns 1/2" in bar.bar.postfix
+    err = capsys.readouterr().err
+    assert "3/4" in err and "stage1 | turns 1/2" in err and bar.postfix_text == "stage1 | turns 1/2"
+    assert len(err.strip().splitlines()) == 1     # not a terminal: written once, when it closes
 
 
 def test_disabled_bar_prints_nothing_and_leaves_the_backend_alone(capsys):
@@ -52,10 +54,13 @@ def test_distill_bar_shows_calls_cache_hits_failures_and_rate(capsys):
     core = Chunked()
     core.stats = {"calls": 3, "hits": 2, "failures": 1}
     progress = Progress(SimpleNamespace(core=core), enabled=True)
-    assert progress.bar.bar.total is None       # no total: the teacher's requests are not known up front
+    progress.on_issue("stage1", 6)              # stage 1: every turn's request at once
     core.progress(5)
+    progress.on_issue("stage2", 4)              # stage 2 grows the total as claims appear
+    assert (progress.bar.completed, progress.bar.total, progress.sent) == (5, 10, 10)
     progress.on_turn(SimpleNamespace(claims=[], stage1_truncated=True, claims_dropped={"duplicate": 2}))
     progress.close()
     assert (progress.parse_failures, progress.truncated_turns, progress.claims_dropped) == (1, 1, {"duplicate": 2})
     err = capsys.readouterr().err
     assert "distill" in err and "calls 3 | cache hits 2 | failures 1 | parse failures 1 |" in err and "req/s" in err
+    assert "5/10" in err

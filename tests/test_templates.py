@@ -312,7 +312,8 @@ def test_get_template_errors() -> None:
     with pytest.raises(ValueError, match="no 'compact' style"):
         get_template("llm_judge", "compact")
     assert set(P.PROMPT_NAMES) == {
-        "stage1", "stage2", "stage3", "stage4", "llm_judge", "factscore_decompose", "factscore_verify"
+        "stage1", "stage2", "stage3", "stage4", "world", "world_judge", "llm_judge", "factscore_decompose",
+        "factscore_verify"
     }
     for name in P.PROMPT_NAMES:
         assert get_template(name).name == name and get_template(name).style == "fewshot"

@@ -57,6 +57,74 @@ def test_label_scoring_matches_full_sequence_likelihood(embedded_backend):
         assert resp.meta["logprobs"][label] == pytest.approx(expected, abs=2e-3)
 
 
+def test_padded_batch_label_scoring_matches_full_sequence_likelihood(embedded_backend):
+    """Several prompts of different lengths in one batch (left padding, the shared few-shot prefix cached,
+    masked grouped-query attention without key/value copies, every label's continuation packed into one
+    forward): each label's log-likelihood equals one plain forward over that prompt alone."""
+    from vista_distill.backends.transformers import GQA_SDPA
+    from vista_distill.pipeline.render import render
+
+    b = embedded_backend
+    assert b.model.config._attn_implementation == GQA_SDPA
+    t = get_template("stage3", "fewshot")
+    reqs = [Request("stage3", tuple(build_messages(t, stage3_input(bg, REF, c))), labels=t.labels)
+            for bg, c in ((["A fact."], CLAIMS[1]), ([], CLAIMS[2]),
+                          (["The tower is painted brown.", "It has three levels."], CLAIMS[0]))]
+    assert len({len(b._encode(r)[1]) for r in reqs}) == 3   # three suffix lengths: the batch is padded
+    assert any(len(b.tokenizer(lab, add_special_tokens=False)["input_ids"]) > 2 for lab in t.labels)
+    answers = b.run(reqs)
+    for req, resp in zip(reqs, answers):
+        prompt = b.tokenizer(render(b.tokenizer, list(req.messages)), add_special_tokens=False)["input_ids"]
+        for label in t.labels:
+            lab = b.tokenizer(label, add_special_tokens=False)["input_ids"]
+            with torch.inference_mode():
+                logp = torch.log_softmax(b.model(torch.tensor([prompt + lab])).logits[0, len(prompt) - 1: -1].float(), -1)
+            expected = logp[torch.arange(len(lab)), torch.tensor(lab)].sum().item()
+            assert resp.meta["logprobs"][label] == pytest.approx(expected, abs=2e-3)
+
+
+def test_gqa_attention_equals_transformers_sdpa_on_a_padded_batch(embedded_backend):
+    from vista_distill.backends.transformers import GQA_SDPA
+
+    model = embedded_backend.model
+    ids = torch.randint(100, 40000, (3, 40))
+    mask = torch.ones_like(ids)
+    mask[0, :7], mask[2, :19] = 0, 0
+    with torch.inference_mode():
+        ours = model(input_ids=ids, attention_mask=mask).logits
+        model.set_attn_implementation("sdpa")
+        try:
+            theirs = model(input_ids=ids, attention_mask=mask).logits
+        finally:
+            model.set_attn_implementation(GQA_SDPA)
+    keep = mask.bool()
+    assert torch.allclose(ours[keep], theirs[keep], atol=1e-4)
+
+
+def test_a_line_that_keeps_repeating_a_sentence_stops_generation(embedded_backend):
+    """A small model that loops inside one line ("I like cars. I like cars. ...") is stopped at the third
+    repetition instead of running to its budget (and then to a retry with twice the budget); a list of
+    distinct claims, or a sentence said twice, is not stopped."""
+    from vista_distill.backends.transformers import _RepeatedLineStop
+
+    b = embedded_backend
+    prompt = b.tokenizer("Claims:\n", add_special_tokens=False)["input_ids"]
+
+    def first_stop(text: str) -> str | None:
+        ids = prompt + b.tokenizer(text, add_special_tokens=False)["input_ids"]
+        stop = _RepeatedLineStop(b, len(prompt))
+        for end in range(len(prompt) + 1, len(ids) + 1):
+            if bool(stop(torch.tensor([ids[:end]]), None)[0]):
+                return b.tokenizer.decode(ids[len(prompt):end])
+        return None
+
+    loop = ("1. The car is red.\n2. I have always liked the Ferrari F40. I have always liked the Ferrari F40. "
+            "I have always liked the Ferrari F40. I have always liked")
+    assert first_stop(loop) == loop[: loop.rindex(" I have always liked")]
+    assert first_stop("1. The car is red.\n2. It is fast. It is fast.\n3. It was built in 1987.\n") is None
+    assert first_stop("1. The car is red.\n2. The car is fast.\n1. The car is red.\n") is not None  # repeated line
+
+
 def test_batched_generation_equals_one_at_a_time(embedded_backend):
     t = get_template("stage1")
     hist = [("user", "What do you know about Paris?")]

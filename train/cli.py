@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..cli_args import RecipeParser, add_recipe_subparser, recipe_from_args
-from ..pipeline.stages import STAGES
+from ..pipeline.stages import DISTILLED_STAGES
 
 MULTI_GPU = ("Multi-GPU: accelerate launch --config_file recipes/accelerate/ddp.yaml train/stage2.py "
              "--config recipes/X.yaml")
@@ -28,7 +28,7 @@ def add_train_subcommand(subparsers: argparse._SubParsersAction) -> argparse.Arg
                     "<train.output_dir>/<stage>/, in order; a rerun resumes from the last checkpoint. "
                     + MULTI_GPU,
     )
-    p.add_argument("--stage", default="all", choices=("all", *STAGES),
+    p.add_argument("--stage", default="all", choices=("all", *DISTILLED_STAGES),
                    help="all = the recipe's train.stages in order (default)")
     p.add_argument("--push-to-hub", metavar="REPO", default=None,
                    help="then push the adapters (cards included, checkpoints not) to a Hub repo id, or a local "
@@ -72,7 +72,7 @@ def main(stage: str | None = None, argv: Sequence[str] | None = None) -> int:
         description=f"Train the {stage or 'stage'} LoRA adapter from a recipe's silver data. {MULTI_GPU}",
     )
     if stage is None:
-        parser.add_argument("--stage", default="all", choices=("all", *STAGES))
+        parser.add_argument("--stage", default="all", choices=("all", *DISTILLED_STAGES))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return run_train(args, stage)

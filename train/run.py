@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -27,13 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Recipe, RecipeError
+from ..progress import QUIET_ENV, training_bar
 from .balance import CLASS_BALANCE, class_weights
 from .encoding import encode_split, end_of_turn
 from .hf_configs import build_lora_config, build_quantization_config, build_sft_config, training_hardware
 from .model_card import SUMMARY_NAME, stage_summary, write_model_card
 from .silver_data import (
+    DISTILLED_STAGES,
     STAGE_CLASSES,
-    STAGES,
     TrainError,
     load_silver,
     read_manifest,
@@ -99,8 +101,8 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
 
     from ..backends.models import resolve_model
 
-    if stage not in STAGES:
-        raise TrainError(f"unknown stage {stage!r}; expected one of {list(STAGES)}")
+    if stage not in DISTILLED_STAGES:
+        raise TrainError(f"unknown stage {stage!r}; expected one of {list(DISTILLED_STAGES)}")
     recipe = recipe.for_stage(stage)
     t = recipe.train
     if t.class_balance not in CLASS_BALANCE:
@@ -221,6 +223,11 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
         (out / RUN_INFO).write_text(json.dumps({"silver_fingerprint": run.fingerprint,
                                                 "base_model": recipe.student.model}, indent=2))
+    if os.environ.get(QUIET_ENV):   # the trainer's own bar and log printer off: one rich bar with the losses
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(training_bar(stage))
     start = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=str(run.resume) if run.resume is not None else None)
     runtime = time.perf_counter() - start
@@ -240,13 +247,15 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
 
 def train_stages(recipe: Recipe, stages: Sequence[str] | str = "all") -> list[dict[str, Any]]:
     """Train stages in order (``"all"``: ``recipe.train.stages``)."""
-    if stages == "all":
+    if stages == "all":   # the recipe's stages, and the world stage's adapter when the recipe runs that stage
         todo = list(recipe.train.stages)
+        if recipe.pipeline.world.enabled and "world" not in todo:
+            todo.append("world")
     else:
         todo = [stages] if isinstance(stages, str) else list(stages)
-    bad = [s for s in todo if s not in STAGES]
+    bad = [s for s in todo if s not in DISTILLED_STAGES]
     if bad:
-        raise TrainError(f"unknown stage(s) {bad}; expected {list(STAGES)}")
+        raise TrainError(f"unknown stage(s) {bad}; expected {list(DISTILLED_STAGES)}")
     from accelerate import PartialState
 
     training_hardware(recipe, announce=PartialState().is_main_process)

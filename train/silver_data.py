@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Recipe
-from ..pipeline.stages import LABELS, STAGES
+from ..pipeline.stages import DISTILLED_STAGES, LABELS, STAGES
 
 log = logging.getLogger(__name__)
 
 # Stages whose answers are labels: class balance applies.
-STAGE_CLASSES: dict[str, tuple[str, ...]] = {s: LABELS[s] for s in STAGES if LABELS[s]}
+STAGE_CLASSES: dict[str, tuple[str, ...]] = {s: LABELS[s] for s in DISTILLED_STAGES if LABELS[s]}
 REQUIRED_COLUMNS = ("prompt", "completion", "label")
 
-__all__ = ["STAGES", "STAGE_CLASSES", "TrainError", "answer_text", "load_silver", "read_manifest",
+__all__ = ["DISTILLED_STAGES", "STAGES", "STAGE_CLASSES", "TrainError", "answer_text", "load_silver", "read_manifest",
            "silver_fingerprint", "silver_root", "validate_rows"]
 
 

@@ -1,0 +1,170 @@
+"""Per-turn time of the in-process scorer against its prefill bound, few-shot and student, in one run.
+
+For each pipeline (the paper's few-shot prompts on the base model; the compact student prompts with
+three LoRA adapters) on the same conversations, in one process:
+
+* wall seconds per scored turn, and the backend's forward seconds (model calls) beside the rest;
+* tokens the model computed per turn: prompt tokens less those served from the prefix cache plus those
+  encoded to fill it, generated tokens, and the extra label tokens of label scoring;
+* the prefill bound: those tokens divided by the forward throughput measured in the same process
+  (tokens/s of a plain batched forward, 8 x 256 tokens, last-position logits, the run's dtype and threads;
+  for the student with an adapter active), and wall / bound;
+* the cProfile functions with the most self time (what is not model compute shows up there).
+
+    python bench/profile_scorer.py --adapters /path/to/demo/checkpoints [--input ../shared/data/vista_human/dev.json]
+        [--threads 2] [--tag after]
+
+Writes ``bench/results/profile_scorer_<cpu>[_<tag>].json`` and ``.md``. Run it with the cores idle: the
+load average is sampled during the run and recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from score_throughput import LoadSampler, StageCounter, run_facts
+
+DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "vista_human" / "dev.json"
+
+
+def forward_throughput(backend: Any, stage: str | None, batch: int = 8, length: int = 256, repeats: int = 3) -> float:
+    """Tokens/s of one plain forward (no cache, last-position logits) with ``stage``'s adapter active."""
+    import torch
+
+    ids = torch.randint(100, 40000, (batch, length), device=backend.device)
+    with backend._adapter_context(stage or "none"), torch.inference_mode():
+        backend.model(input_ids=ids, use_cache=False, logits_to_keep=1)
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            backend.model(input_ids=ids, use_cache=False, logits_to_keep=1)
+            times.append(time.perf_counter() - t)
+    return batch * length / sorted(times)[len(times) // 2]
+
+
+def top_self_time(prof: cProfile.Profile, n: int = 15) -> list[dict[str, Any]]:
+    stats = pstats.Stats(prof, stream=io.StringIO())
+    rows = []
+    for (file, line, fn), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append({"function": f"{Path(file).name}:{line}({fn})" if file != "~" else fn, "calls": ncalls,
+                     "self_s": round(tottime, 2), "cumulative_s": round(cumtime, 2)})
+    return sorted(rows, key=lambda r: -r["self_s"])[:n]
+
+
+def profile_pipeline(name: str, scorer: Any, convs: list, threads: int) -> dict[str, Any]:
+    counter = StageCounter(scorer.backend)
+    scorer.backend = counter
+    stage = "stage2" if counter.inner.adapters else None
+    tput = forward_throughput(counter.inner, stage)
+    prof = cProfile.Profile()
+    with LoadSampler() as load:
+        t0 = time.perf_counter()
+        prof.enable()
+        res = scorer.score(convs)
+        prof.disable()
+        wall = time.perf_counter() - t0
+    facts = run_facts(res.records)
+    turns = facts["scored_turns"]
+    tot = counter.totals()
+    computed = tot["computed_prompt_tokens"] + tot["generated_tokens"] + tot["label_tokens"]
+    bound = computed / tput
+    return {
+        "pipeline": name, "style": scorer.config.style, "adapters": {k: str(v) for k, v in counter.inner.adapters.items()},
+        "dtype": str(counter.inner.torch_dtype).replace("torch.", ""), "threads": threads,
+        "wall_s": round(wall, 1), "forward_s": round(tot["forward_s"], 1),
+        "outside_forward_s": round(wall - tot["forward_s"], 1),
+        "scored_turns": turns, "scored_claims": facts["scored_claims"],
+        "s_per_turn": round(wall / turns, 3),
+        "forward_tokens_per_s": round(tput, 1),
+        "computed_tokens_per_turn": round(computed / turns, 1),
+        "computed_prompt_tokens_per_turn": round(tot["computed_prompt_tokens"] / turns, 1),
+        "generated_tokens_per_turn": round(tot["generated_tokens"] / turns, 1),
+        "label_tokens_per_turn": round(tot["label_tokens"] / turns, 1),
+        "prompt_tokens_per_turn": round(tot["prompt_tokens"] / turns, 1),
+        "bound_s_per_turn": round(bound / turns, 3),
+        "wall_over_bound": round(wall / bound, 2),
+        "per_stage": {s: {k: round(v, 2) for k, v in d.items()} for s, d in sorted(counter.per_stage.items())},
+        "verdicts_safe": facts["verdicts_safe"], "categories": facts["categories"],
+        "load": load.summary(), "top_self_time": top_self_time(prof),
+    }
+
+
+def report(out: dict[str, Any]) -> str:
+    lines = [
+        "# In-process scorer: seconds per scored turn against the prefill bound",
+        "",
+        (f"CPU: {out['cpu']}. {out['torch']}; {out['conversations']} conversations of `{out['input']}`, "
+        f"one process, {out['date']}. Command: `{out['command']}`."),
+        "",
+        ("Bound = tokens the model computed per turn (uncached prompt tokens + generated + label tokens) / "
+        "the forward throughput measured in the same process (8 x 256 tokens, no cache, last-position "
+        "logits; the run's dtype and threads). Decoding and attention over long cached prefixes cost more "
+        "per token than that throughput, so wall / bound above 1 is partly model compute the bound does not count."),
+        "",
+        "| pipeline | dtype | threads | scored turns | wall s | s / turn | forward s | outside forward s | tokens computed / turn | forward tok/s | bound s / turn | wall / bound | load (mean) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for p in out["pipelines"]:
+        lines.append(f"| {p['pipeline']} | {p['dtype']} | {p['threads']} | {p['scored_turns']} | {p['wall_s']} | "
+                     f"{p['s_per_turn']} | {p['forward_s']} | {p['outside_forward_s']} | {p['computed_tokens_per_turn']} | "
+                     f"{p['forward_tokens_per_s']} | {p['bound_s_per_turn']} | {p['wall_over_bound']} | "
+                     f"{p['load']['mean']:.2f} |")
+    for p in out["pipelines"]:
+        lines += ["", f"## {p['pipeline']}: per stage", "",
+                  "| stage | requests | prompt tokens | computed prompt tokens | generated | label tokens | forward s |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for s, d in p["per_stage"].items():
+            lines.append(f"| {s} | {int(d['requests'])} | {int(d['prompt_tokens'])} | {int(d['computed_prompt_tokens'])} | "
+                         f"{int(d['generated_tokens'])} | {int(d['label_tokens'])} | {d['forward_s']:.1f} |")
+        lines += ["", "Most self time (cProfile):", "", "| function | calls | self s | cumulative s |", "| --- | ---: | ---: | ---: |"]
+        lines += [f"| `{r['function']}` | {r['calls']} | {r['self_s']} | {r['cumulative_s']} |" for r in p["top_self_time"][:10]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--adapters", required=True, help="folder with stage1/ stage2/ stage3/ adapters (the student)")
+    ap.add_argument("--input", default=str(DEFAULT_INPUT))
+    ap.add_argument("--limit", type=int, default=None, help="first N conversations")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pipelines", default="fewshot,student")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    a = ap.parse_args()
+
+    import torch
+    from vista_distill.data.io import read_conversations
+    from vista_distill.hardware import detect, short_cpu_label
+    from vista_distill.scorer import VistaScorer
+
+    convs = read_conversations(a.input)[: a.limit]
+    out: dict[str, Any] = {
+        "cpu": detect("cpu").describe(), "torch": f"torch {torch.__version__}", "input": a.input,
+        "conversations": len(convs), "date": time.strftime("%Y-%m-%d %H:%M"),
+        "command": "python bench/profile_scorer.py " + " ".join(sys.argv[1:]), "pipelines": [],
+    }
+    for name in a.pipelines.split(","):
+        scorer = VistaScorer(adapters=a.adapters if name == "student" else None, threads=a.threads)
+        out["pipelines"].append(profile_pipeline(name, scorer, convs, a.threads))
+        print(json.dumps({k: v for k, v in out["pipelines"][-1].items() if k not in ("top_self_time", "per_stage")}),
+              flush=True)
+        del scorer
+    stem = f"profile_scorer_{short_cpu_label()}" + (f"_{a.tag}" if a.tag else "")
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    (Path(a.out) / f"{stem}.json").write_text(json.dumps(out, indent=2) + "\n")
+    (Path(a.out) / f"{stem}.md").write_text(report(out))
+    print(Path(a.out) / f"{stem}.md")
+
+
+if __name__ == "__main__":
+    main()
