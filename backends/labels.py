@@ -1,7 +1,9 @@
 """Human labels as the teacher: answers pipeline requests from the gold claims of the data.
 
 For data with human claim labels (the VISTA human set, FineDialFact, DialFact) stage 1 is answered
-with the annotated claims of the target turn and stages 2 and 3 with each claim's gold category.
+with the annotated claims of the target turn and stages 2 and 3 with each claim's gold category; the
+world-knowledge stage with the annotators' claim factuality where the data has it (Factcheck-GPT: true ->
+TRUE, false -> FALSE, unknown / not enough evidence -> NOT ENOUGH KNOWLEDGE).
 Requests the labels do not cover go to ``fallback`` (a model backend) when one is given; without a
 fallback they get an empty answer, which the engine records as a parse failure with its reason.
 """
@@ -12,9 +14,15 @@ import re
 from collections.abc import Callable, Iterable
 
 from ..data.schema import UNVERIFIABLE, VERIFIED, Conversation
+from ..pipeline.stages import WORLD_FALSE, WORLD_TRUE, WORLD_UNKNOWN
 from .base import Backend, Request, Response
 
 _FIELD = re.compile(r"^([A-Z][A-Z ()]+):\n", re.MULTILINE)
+
+
+# Factcheck-GPT's claim factuality (annotators, judged against world evidence) as world-stage labels
+WORLD_FROM_FACTUALITY = {"true": WORLD_TRUE, "false": WORLD_FALSE, "unknown": WORLD_UNKNOWN,
+                         "not_enough_evidence": WORLD_UNKNOWN}
 
 
 def message_fields(content: str) -> dict[str, str]:
@@ -36,10 +44,15 @@ class LabelsBackend:
         self.fallback = fallback
         self.claims: dict[str, list[str]] = {}
         self.categories: dict[tuple[str, str], str] = {}
+        self.world: dict[str, str] = {}   # claim -> world-knowledge label, where annotators judged it (Factcheck-GPT)
         for conv in conversations:
             for turn in conv.turns:
                 if turn.gold_claims is None:
                     continue
+                for c, m in zip(turn.gold_claims, turn.meta.get("claims") or []):
+                    label = WORLD_FROM_FACTUALITY.get(str((m or {}).get("factuality")).lower())
+                    if label is not None:
+                        self.world[_norm(c.text)] = label
                 # Data annotating a few facts per record (FineDialFact) repeats a turn: answer with all of them.
                 known = self.claims.setdefault(_norm(turn.text), [])
                 known += [c.text for c in turn.gold_claims if c.text not in known]
@@ -66,6 +79,13 @@ class LabelsBackend:
                 if category == VERIFIED:
                     return None
                 answer = category
+            if req.labels:
+                return Response(text=answer, label=answer, probs={lab: float(lab == answer) for lab in req.labels})
+            return Response(text=answer)
+        if req.stage == "world" and "CLAIM" in fields:
+            answer = self.world.get(_norm(fields["CLAIM"]))
+            if answer is None:
+                return None
             if req.labels:
                 return Response(text=answer, label=answer, probs={lab: float(lab == answer) for lab in req.labels})
             return Response(text=answer)

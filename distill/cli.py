@@ -60,13 +60,17 @@ def cmd_distill(args: argparse.Namespace) -> int:
     dropped = ", ".join(f"{k} {v}" for k, v in r.get("claims_dropped", {}).items()) or "none"
     print(f"  stage 1: {r.get('stage1_truncated_turns', 0)} answer(s) still cut at the token budget after a retry; "
           f"claims dropped: {dropped}")
+    from ..progress import print_table
+
+    rows = []
     for stage, rep in m["filters"]["report"].items():
         c = m["counts"][stage]
-        dropped = ", ".join(f"{k} {v}" for k, v in rep["dropped"].items()) or "none dropped"
-        print(f"  {stage}: {rep['kept']}/{rep['candidates']} kept ({dropped}); "
-              f"train {c['train']['examples']}, test {c['test']['examples']}"
-              + (f"; labels {c['train']['labels']}" if c["train"]["labels"] else ""))
-    print(f"silver data: {result.out_dir} (fingerprint {m['fingerprint'][:16]})")
+        rows.append([stage, rep["candidates"], rep["kept"],
+                     ", ".join(f"{k} {v}" for k, v in rep["dropped"].items()) or "none",
+                     c["train"]["examples"], c["test"]["examples"],
+                     ", ".join(f"{k} {v}" for k, v in c["train"]["labels"].items()) or "-"])
+    print_table(f"silver data: {result.out_dir} (fingerprint {m['fingerprint'][:16]})",
+                ["stage", "candidates", "kept", "dropped", "train", "test", "train labels"], rows)
     if getattr(args, "push_to_hub", None):
         from ..hub import push
 

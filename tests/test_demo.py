@@ -257,7 +257,7 @@ def test_second_run_reuses_the_first(demo: DemoRuns) -> None:
     assert runs[1]["calls"] == 0 and runs[1]["cache_hits"] == runs[0]["requests"]
     assert runs[1]["fingerprint"] == runs[0]["fingerprint"] == demo.manifest1["fingerprint"]
     assert _json(out / "silver" / "manifest.json") == demo.manifest1
-    assert re.search(rf"distill: .*calls 0 \| cache hits {runs[0]['requests']} \|", both)
+    assert re.search(rf"^distill\b.*calls 0 \| cache hits {runs[0]['requests']} \|", both, re.M)
     # train: every stage finds its finished run and trains nothing; adapters and summaries unchanged
     for stage in STAGES:
         assert f"[{stage}] already trained ({MAX_STEPS} steps) in {out / 'checkpoints' / stage}" in both

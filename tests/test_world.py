@@ -267,3 +267,28 @@ def test_score_command_with_world_knowledge_writes_three_way_verdicts(tmp_path, 
             assert c["world"]["label"] in WORLD_LABELS and isinstance(c["world"]["evidence"], list)
     assert summary["world"]["verdicts"][rec["world_verdict"]] == 1
     assert "three-way verdict" in capsys.readouterr().out
+
+
+def test_labels_teacher_answers_the_world_stage_from_factcheck_gpt_factuality():
+    """Factcheck-GPT's annotators judged each claim's factuality against world evidence: the human-labels
+    teacher answers the world stage with it (true -> TRUE, false -> FALSE, unknown -> NOT ENOUGH KNOWLEDGE)."""
+    from conftest import ROOT
+    from vista_distill.backends.base import Request
+    from vista_distill.backends.labels import LabelsBackend
+    from vista_distill.data.loaders import load_benchmark
+    from vista_distill.pipeline.templates import build_messages, world_input
+
+    convs = load_benchmark("factcheck-gpt", ROOT / "data" / "samples" / "factcheck_gpt" / "factcheck-GPT-benchmark.jsonl",
+                           unit="sentence", evidence="closest").conversations
+    backend = LabelsBackend(convs)
+    t = get_template("world", "compact")
+    pairs = [(c.text, m["factuality"]) for conv in convs for turn in conv.turns if turn.gold_claims
+             for c, m in zip(turn.gold_claims, turn.meta["claims"]) if c.label == LACKING_EVIDENCE]
+    want = {"true": "TRUE", "false": "FALSE"}
+    picked = [next(p for p in pairs if p[1] == f) for f in want]
+    answers = backend.run([Request("world", tuple(build_messages(t, world_input(text, ["some passage"]))),
+                                   labels=t.labels) for text, _ in picked])
+    assert [a.label for a in answers] == [want[f] for _, f in picked]
+    (unknown,) = backend.run([Request("world", tuple(build_messages(t, world_input("Not a Factcheck-GPT claim."))),
+                                      labels=t.labels)])
+    assert unknown.label is None and unknown.meta["error"] == "no gold label for this request"
