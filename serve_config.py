@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .backends.models import EMBEDDED_NAME, cache_dir
+from .backends.models import cache_dir, is_embedded
 
 CONVERTER_FILES = ("convert_lora_to_gguf.py", "convert_hf_to_gguf.py")
 ENGINE_PORTS = {"vllm": 8000, "sglang": 30000, "llama_cpp": 8080}
@@ -142,7 +142,7 @@ def convert_lora(llama_cpp: Path, base_hf_dir: Path, adapter: Path, outfile: Pat
 
 def base_gguf(llama_cpp: Path, student_model: str | None, base_hf_dir: Path, out: Path) -> Path:
     """The base model as GGUF: the embedded model's own file, else converted (f16) once into ``out``."""
-    if student_model in (None, "", "embedded", EMBEDDED_NAME):
+    if is_embedded(student_model):
         from .backends.models import embedded_gguf
 
         return embedded_gguf()
@@ -163,7 +163,7 @@ def plan(recipe: Any, adapters: str | os.PathLike, out: str | os.PathLike | None
     found = find_stage_adapters(Path(adapters))
     rank = max(int(json.loads((p / "adapter_config.json").read_text()).get("r", 16)) for p in found.values())
     base_dir = Path(resolve_model(recipe.student.model))
-    base = recipe.student.model if recipe.student.model not in (None, "", "embedded", EMBEDDED_NAME) else str(base_dir)
+    base = str(base_dir) if is_embedded(recipe.student.model) else recipe.student.model
     return ServePlan(Path(out) if out else Path(adapters) / "serve", base, base_dir,
                      {s: p.resolve() for s, p in found.items()}, rank)
 

@@ -90,9 +90,14 @@ def embedded_model_path() -> Path:
     return target
 
 
+def is_embedded(name: str | None) -> bool:
+    """Does this model name mean the embedded SmolLM2-135M-Instruct (``None``, ``""``, ``"embedded"``)?"""
+    return name in (None, "", "embedded", EMBEDDED_NAME)
+
+
 def resolve_model(name: str | None) -> str:
     """``None`` or ``"embedded"`` -> the cached embedded model; anything else is a path or hub id."""
-    if name in (None, "", "embedded", EMBEDDED_NAME):
+    if is_embedded(name):
         return str(embedded_model_path())
     return name
 

@@ -52,10 +52,10 @@ def local_identity(model: str | None, dtype: str, chat_template_kwargs: Mapping[
     revision), the template variables, the resolved dtype and greedy decoding. A local folder is keyed by
     its content, not its path, so a moved or copied model keeps its cache."""
     from .fingerprint import model_fingerprint
-    from .models import EMBEDDED_NAME, resolve_model
+    from .models import is_embedded, resolve_model
 
     path = resolve_model(model)   # the embedded model: its converted copy in the cache (converted once)
-    if model in (None, "", "embedded", EMBEDDED_NAME):
+    if is_embedded(model):
         name = "embedded:SmolLM2-135M"
     else:
         name = "local folder" if Path(model).expanduser().is_dir() else model

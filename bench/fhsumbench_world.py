@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--systems", default="world_judge,base")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--from-eval", default=None, help="write the result files from an eval folder of an earlier run")
     a = ap.parse_args()
 
     from vista_distill.config import load_recipe
@@ -58,11 +59,18 @@ def main() -> None:
         overrides.append("pipeline.world.concurrent=true")
     recipe = load_recipe(ROOT / "recipes" / "demo-cpu.yaml", overrides)
     t0 = time.perf_counter()
-    result = run_eval(recipe, input_path=str(subset), systems=a.systems.split(","), output_dir=work / "eval",
-                      progress=True)
-    wall = time.perf_counter() - t0
-    res = result.results
-    base_records = [r for r in (result.runs["base"].records if "base" in result.runs else []) if r["scored"]]
+    if a.from_eval:   # an eval folder this script wrote before (the run's results and records)
+        eval_dir = Path(a.from_eval)
+        res = json.loads((eval_dir / "results.json").read_text())
+        wall = res["wall_s"]
+    else:
+        eval_dir = work / "eval"
+        res = run_eval(recipe, input_path=str(subset), systems=a.systems.split(","), output_dir=eval_dir,
+                       progress=True).results
+        wall = time.perf_counter() - t0
+    base_file = eval_dir / "records" / "base.jsonl"
+    base_records = [r for r in map(json.loads, base_file.read_text().splitlines()) if r["scored"]] \
+        if base_file.exists() else []
     claims = [c for r in base_records for c in r["claims"]]
     out = {
         "cpu": detect("cpu").describe(), "date": time.strftime("%Y-%m-%d %H:%M"),
@@ -77,6 +85,7 @@ def main() -> None:
         "base_claims": len(claims), "base_claims_at_world_stage": sum(c.get("world") is not None for c in claims),
         "vista_turn_accuracy_safe": {n: (res["metrics"][n]["overall"]["turn"]["safe"].get("accuracy"))
                                      for n in res["metrics"]},
+        "conversation_ids_sha256": res["material"]["conversation_ids_sha256"],
     }
     stem = f"fhsumbench_world_{short_cpu_label()}" + (f"_{a.tag}" if a.tag else "")
     (Path(a.out) / f"{stem}.json").write_text(json.dumps(out, indent=2) + "\n")
