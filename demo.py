@@ -135,8 +135,10 @@ def _summary_tables(results: dict) -> list:
         turn = results.get("metrics", {}).get(name, {}).get(OVERALL, {}).get("turn") or {}
         claims = (given.get(name) or {}).get(OVERALL) or {}
         eff = sysres.get("efficiency") or {}
+        speed = f"{eff.get('turns_per_s') or 0:.2f}" + (f" ({eff['cache_hit_share']:.0%} from the call cache)"
+                                                        if eff.get("cache_hit_share") else "")
         systems.add_row(name, *(_num(turn.get(r, {}).get("accuracy")) for r in rules),
-                        _num(claims.get("binary_accuracy")), f"{eff.get('turns_per_s') or 0:.2f}")
+                        _num(claims.get("binary_accuracy")), speed)
     maj = results.get("majority", {}).get(OVERALL, {})
     if maj.get("turn") or maj.get("claim"):
         t, c = maj.get("turn") or {}, maj.get("claim") or {}
