@@ -40,7 +40,7 @@ from ..data.schema import (
     Conversation,
 )
 from .chunking import Chunk, approx_tokens, chunk_context, combine
-from .knowledge import evidence_for
+from .knowledge import TurnContext, evidence_for
 from .parsing import parse_claim_list, parse_label, strip_think
 from .stages import STAGE4_LABELS, WORLD_FALSE, WORLD_LABELS, WORLD_TRUE
 from .templates import (
@@ -355,8 +355,8 @@ def _world_stage(res: TurnResult, claims: list[ClaimResult], background: list[st
     lacking = [j for j, c in enumerate(claims) if c.category == LACKING_EVIDENCE]
     if lacking:
         tw = get_template("world", cfg.style)
-        evidence = [evidence_for(claims[j].text, cfg.world_knowledge, cfg.world_top_k, cfg.world_concurrent,
-                                 reference, background) for j in lacking]
+        turn = TurnContext(reference, background) if cfg.world_concurrent else None   # indexed once per turn
+        evidence = [evidence_for(claims[j].text, cfg.world_knowledge, cfg.world_top_k, turn) for j in lacking]
         jobs = [(j, world_input(claims[j].text, [p.text for p in ev])) for j, ev in zip(lacking, evidence)]
         reqs = [request(tw, text, labels=tw.labels if cfg.stage3 == "score" else (),
                         max_new_tokens=cfg.max_new_tokens.get("world", 64)) for _, text in jobs]

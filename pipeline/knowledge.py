@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-
 TEXT_FIELDS = ("text", "passage", "contents")
 
 
@@ -135,15 +134,23 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text or "") if s.strip()]
 
 
-def evidence_for(claim: str, knowledge: str | None, top_k: int, concurrent: bool, reference: str | None,
-                 background: list[str]) -> list[Passage]:
-    """The passages the world stage sees for ``claim``: the knowledge base's best ``top_k`` (when a path is
-    given), then, when ``concurrent``, the best ``top_k`` of the turn's reference sentences and background."""
-    found = load_knowledge(knowledge).search(claim, top_k) if knowledge else []
-    if concurrent:
+class TurnContext:
+    """The turn's reference sentences and background facts as one BM25 index (the "concurrent" setting),
+    built once per turn and searched for each of its claims."""
+
+    def __init__(self, reference: str | None, background: list[str]) -> None:
         own = [(s, "reference") for s in sentences(reference or "")] + [(b, "background") for b in background]
-        if own:
-            local = KnowledgeBase([t for t, _ in own], "turn")
-            tags = {t: src for t, src in reversed(own)}
-            found += [Passage(p.text, tags[p.text], p.score) for p in local.search(claim, top_k)]
-    return found
+        self._tags = {t: src for t, src in reversed(own)}
+        self._index = KnowledgeBase([t for t, _ in own], "turn") if own else None
+
+    def search(self, claim: str, k: int) -> list[Passage]:
+        if self._index is None:
+            return []
+        return [Passage(p.text, self._tags[p.text], p.score) for p in self._index.search(claim, k)]
+
+
+def evidence_for(claim: str, knowledge: str | None, top_k: int, turn: TurnContext | None = None) -> list[Passage]:
+    """The passages the world stage sees for ``claim``: the knowledge base's best ``top_k`` (when a path is
+    given), then, with the turn's context ("concurrent"), the best ``top_k`` of its reference and background."""
+    found = load_knowledge(knowledge).search(claim, top_k) if knowledge else []
+    return found + (turn.search(claim, top_k) if turn is not None else [])

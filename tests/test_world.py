@@ -27,7 +27,13 @@ from vista_distill.pipeline.engine import (
     ClaimResult,
     world_verdict,
 )
-from vista_distill.pipeline.knowledge import KnowledgeBase, KnowledgeError, evidence_for, read_passages
+from vista_distill.pipeline.knowledge import (
+    KnowledgeBase,
+    KnowledgeError,
+    TurnContext,
+    evidence_for,
+    read_passages,
+)
 from vista_distill.pipeline.stages import WORLD_LABELS
 from vista_distill.pipeline.templates import get_template
 from vista_distill.scorer import VistaScorer
@@ -84,11 +90,11 @@ def test_bm25_finds_the_passage_and_concurrent_adds_the_turn_context(tmp_path):
     top = kb.search("Kilimanjaro is in Kenya.", 2)
     assert top[0].text.startswith("Mount Kilimanjaro") and top[0].source == "knowledge"
     assert kb.search("zzzz qqqq", 3) == []                        # nothing shares a word: no evidence
-    ev = evidence_for("Belfast is in the United Kingdom.", str(kb_path), 1, True,
-                      "The tour starts in Dublin. Belfast has a famous shipyard.", ["Belfast is in Ireland."])
+    ev = evidence_for("Belfast is in the United Kingdom.", str(kb_path), 1,
+                      TurnContext("The tour starts in Dublin. Belfast has a famous shipyard.", ["Belfast is in Ireland."]))
     assert [p.source for p in ev] == ["knowledge", "reference"] or [p.source for p in ev] == ["knowledge", "background"]
     assert ev[0].text.startswith("Belfast is the capital") and ev[0].origin.endswith("kb.jsonl:3")
-    assert evidence_for("Belfast", None, 3, False, "Belfast.", []) == []   # the model's own knowledge
+    assert evidence_for("Belfast", None, 3) == []   # the model's own knowledge: no passages
 
 
 def _conversation() -> Conversation:
@@ -224,9 +230,8 @@ def test_eval_on_fhsumbench_prints_the_three_way_scores_beside_the_published_row
     """``vista-distill eval`` on FHSumBench-shaped data: the study's vanilla judge and VISTA with the world
     stage (few-shot, embedded model) give three-way verdicts; the table, report and results carry macro
     P/R/F1, the random baseline and the published rows."""
-    from vista_distill.cli import main
-
     from conftest import ROOT
+    from vista_distill.cli import main
 
     rc = main(["eval", "--config", str(ROOT / "recipes" / "demo-cpu.yaml"), "--input", str(FHSUM),
                "--systems", "world_judge,base", "--no-progress",
