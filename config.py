@@ -401,11 +401,12 @@ def _check_per_stage(recipe: Recipe, where: str) -> None:
     """``train.per_stage`` names known stages and train keys, each value of its field's type."""
     import dataclasses
 
-    from .pipeline.stages import STAGES
+    from .pipeline.stages import DISTILLED_STAGES
 
     for stage, extra in recipe.train.per_stage.items():
-        if stage not in STAGES:
-            raise RecipeError(f"{where}: train.per_stage.{stage}: unknown stage; expected one of {list(STAGES)}")
+        if stage not in DISTILLED_STAGES:
+            raise RecipeError(f"{where}: train.per_stage.{stage}: unknown stage; expected one of "
+                              f"{list(DISTILLED_STAGES)}")
         if not isinstance(extra, dict):
             raise RecipeError(f"{where}: train.per_stage.{stage}: expected a mapping of train keys")
         raw = {k: v for k, v in dataclasses.asdict(recipe.train).items() if k != "per_stage"}

@@ -119,3 +119,10 @@ def test_lora_on_top_layers_only(tmp_path):
     assert cfg.layers_to_transform == [0, 28, 29]    # SmolLM2-135M has 30 decoder layers
     assert set(cfg.target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
     assert build_lora_config(load_recipe(DEMO, ["lora.layers_to_transform=null"])).layers_to_transform is None
+
+
+def test_per_stage_settings_reach_the_world_stage():
+    r = load_recipe(None, ["train.per_stage={world: {class_balance: weights, num_train_epochs: 3}}"])
+    w, s2 = r.for_stage("world"), r.for_stage("stage2")
+    assert (w.train.class_balance, w.train.num_train_epochs) == ("weights", 3)
+    assert (s2.train.class_balance, s2.train.num_train_epochs) == (r.train.class_balance, r.train.num_train_epochs)
