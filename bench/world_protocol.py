@@ -154,7 +154,7 @@ def train_and_validate(name: str, overrides: list[str]) -> dict[str, Any]:
     t1 = time.perf_counter()
     m = claim_metrics(list(rows["label"]), predict(backend, "world", [list(p) for p in rows["prompt"]]))
     return {"machine": machine(), "overrides": overrides, "steps": s["results"]["global_step"],
-            "train_loss": s["results"].get("train_loss"), "train_s": round(train_s),
+            "train_loss": s["results"].get("final_train_loss"), "train_s": round(train_s),
             "eval_s": round(time.perf_counter() - t1, 1), "validation": m}
 
 
@@ -176,7 +176,12 @@ def chosen_variant() -> str:
 
 
 def step_seed(seed: int) -> None:
+    import shutil
+
     name = chosen_variant()
+    src, dst = RUNS / name / "checkpoints" / "world", RUNS / f"seed{seed}" / "checkpoints" / "world"
+    if seed == 0 and src.exists() and not dst.exists():   # the variant's own run is seed 0 (train.seed's default)
+        shutil.copytree(src, dst)
     save(f"seed{seed}", {"seed": seed, "variant": name,
                          **train_and_validate(f"seed{seed}", VARIANTS[name]["overrides"] + [f"train.seed={seed}"])})
 
@@ -264,8 +269,7 @@ def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> No
             (ckpt / stage).symlink_to(main_adapters / stage)
     if not (ckpt / "world").exists():
         (ckpt / "world").symlink_to(RUNS / "seed0" / "checkpoints" / "world")
-    r = recipe("fhsumbench", ["eval.given_claims=false", "eval.bootstrap=200", "eval.threads=2",
-                              "distill.test_fraction=0.1"])
+    r = recipe("fhsumbench", ["eval.given_claims=false", "eval.bootstrap=200", "eval.threads=2"])
     t = time.perf_counter()
     eval_dir = RUNS / "fhsumbench" / "eval"
     res = run_eval(r, input_path=str(subset), systems=["student"], output_dir=eval_dir, progress=True).results
