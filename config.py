@@ -228,6 +228,14 @@ class Recipe:
         """Fill ``{name}`` in a path template."""
         return template.format(name=self.name)
 
+    def adapter_stages(self) -> list[str]:
+        """The stages the student has an adapter for: ``train.stages``, and the world stage when the recipe
+        runs it (``train --stage all`` trains these; the student system loads these)."""
+        stages = list(self.train.stages)
+        if self.pipeline.world.enabled and "world" not in stages:
+            stages.append("world")
+        return stages
+
     def for_stage(self, stage: str) -> Recipe:
         """This recipe with ``train.per_stage[stage]`` applied to the train section."""
         import dataclasses

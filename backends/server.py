@@ -299,7 +299,8 @@ def server_backend(recipe: Any, role: str = "student", servers: Sequence[str] | 
     if not urls:
         raise TeacherError(f"{role}: no servers (student.servers in the recipe, or --server URL)")
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(s.model))
-    stage_models = {st: name for st, name in v.adapters.items() if st in recipe.train.stages} if role == "student" else {}
+    # every stage with an adapter (the world stage's too when the recipe runs it), under its served name
+    stage_models = {st: v.adapters.get(st, st) for st in recipe.adapter_stages()} if role == "student" else {}
     return ServerBackend(tokenizer, urls, v.base_model, stage_models, label_scoring=v.label_scoring,
                          top_logprobs=v.top_logprobs, chat_template_kwargs=s.chat_template_kwargs, role=role,
                          cache=CallCache(cache_dir) if cache_dir else None, concurrency=v.concurrency,

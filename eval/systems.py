@@ -1,6 +1,6 @@
 """The systems ``eval`` compares, each run over the test material by :func:`run_system`.
 
-* ``student``: the recipe's student model with the three stage adapters from ``train.output_dir``,
+* ``student``: the recipe's student model with its stage adapters from ``train.output_dir`` (the world stage's too when the recipe runs it),
   the compact student prompts (``pipeline.student_prompt_style``);
 * ``base``: the same model untuned, with the few-shot Appendix A.1 prompts;
 * ``teacher``: the recipe's teacher through the distill call cache (``<distill.output_dir>/calls``):
@@ -25,7 +25,7 @@ from typing import Any
 from ..config import Recipe
 from ..data.schema import Conversation
 from ..pipeline.engine import run_programs, vista_program
-from ..pipeline.stages import STAGES
+from ..pipeline.stages import DISTILLED_STAGES, STAGES
 from ..progress import RequestBar
 from .baselines import BaselineConfig, baseline_programs
 from .efficiency import Meter, cost_per_1k_turns
@@ -111,7 +111,8 @@ class Backends:
         if self.recipe.student.servers:   # the adapters are on the servers (vista-distill serve-config)
             return self._served("student")
         root = self.adapters_dir()
-        want = [s for s in self.recipe.train.stages if s in STAGES] or list(STAGES)
+        # the world stage's adapter too when the recipe runs that stage (else it would answer on the bare model)
+        want = [s for s in self.recipe.adapter_stages() if s in DISTILLED_STAGES] or list(STAGES)
         missing = [s for s in want if not (root / s / "adapter_config.json").exists()]
         if missing:
             raise SystemSkipped(

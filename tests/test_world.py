@@ -186,6 +186,17 @@ def test_world_adapter_distills_trains_and_loads_with_the_other_three(tmp_path):
     backend = TransformersBackend(str(model), adapters=tmp_path / "ck", dtype="float32")
     assert set(backend.adapters) == {"stage1", "stage2", "stage3", "world"}
     assert set(backend.model.peft_config) == {"stage1", "stage2", "stage3", "world"}
+    # eval's student system and a served student route the world stage to its adapter too (not the bare model)
+    from vista_distill.backends.server import server_backend
+    from vista_distill.config import load_recipe
+    from vista_distill.eval.systems import Backends
+
+    recipe = load_recipe(path)
+    assert set(Backends(recipe).student().adapters) == {"stage1", "stage2", "stage3", "world"}
+    served = server_backend(recipe, "student", servers=["http://127.0.0.1:9/v1"])
+    assert served.stage_models == {"stage1": "stage1", "stage2": "stage2", "stage3": "stage3", "world": "world"}
+    off = load_recipe(path, ["pipeline.world.enabled=false"])
+    assert set(Backends(off).student().adapters) == {"stage1", "stage2", "stage3"}
     launcher = (ROOT / "train" / "world.py").read_text()
     assert 'launch("world")' in launcher
 

@@ -247,10 +247,8 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
 
 def train_stages(recipe: Recipe, stages: Sequence[str] | str = "all") -> list[dict[str, Any]]:
     """Train stages in order (``"all"``: ``recipe.train.stages``)."""
-    if stages == "all":   # the recipe's stages, and the world stage's adapter when the recipe runs that stage
-        todo = list(recipe.train.stages)
-        if recipe.pipeline.world.enabled and "world" not in todo:
-            todo.append("world")
+    if stages == "all":
+        todo = recipe.adapter_stages()
     else:
         todo = [stages] if isinstance(stages, str) else list(stages)
     bad = [s for s in todo if s not in DISTILLED_STAGES]
