@@ -25,6 +25,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--override", action="append", default=[])
+    ap.add_argument("--trl-default", action="store_true",
+                    help="TRL's own CPU choice: project every position through the LM head (the 'before')")
     ap.add_argument("--output", default=None)
     a = ap.parse_args()
 
@@ -42,6 +44,11 @@ def main() -> None:
     r = load_recipe(a.recipe, [f"distill.output_dir={a.silver}", f"train.output_dir={out_dir}", *a.override])
     run = prepare_stage(r, a.stage)
     tr, model = run.trainer, run.trainer.model
+    if a.trl_default:
+        import trl.kernels.chunked_logprob as kernels
+        import trl.trainer.utils as tu
+
+        tu._use_triton = kernels._use_triton
     model.train()
     it = iter(tr.get_train_dataloader())
     batches = [next(it) for _ in range(a.steps + 2)]
@@ -75,7 +82,8 @@ def main() -> None:
     tokens = [int(x["attention_mask"].sum()) for x in batches[1:1 + a.steps]]
     res = {"cpu": detect("cpu").describe(), "threads": a.threads, "loadavg_start": os.getloadavg()[0],
            "date": time.strftime("%Y-%m-%d %H:%M"), "command": "python bench/profile_train.py " + " ".join(sys.argv[1:]),
-           "stage": a.stage, "batch_shapes": shapes, "non_pad_tokens": tokens,
+           "stage": a.stage, "lm_head_positions": "all (TRL default on CPU)" if a.trl_default else "labelled only",
+           "batch_shapes": shapes, "non_pad_tokens": tokens,
            "step_s": [round(x, 2) for x in times], "nograd_forward_s": round(fwd, 2),
            "layers": len(layers), "layers_reached_by_backward": sorted(reached),
            "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad)}

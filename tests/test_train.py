@@ -168,6 +168,44 @@ def test_weighted_loss_equals_trl_loss_for_unit_weights(stage2_run):
     assert abs(skew.item() - ref.item()) > 1e-3
 
 
+def test_cpu_loss_from_labelled_positions_only_equals_the_full_projection(stage2_run):
+    """On CPU the fused LM head keeps only the labelled positions (train/trainer.py); loss, gradients and
+    token accuracy are those of projecting every position (TRL's CPU default), and fewer positions run."""
+    import torch
+    import trl.kernels.chunked_logprob as kernels
+    import trl.trainer.utils as tu
+
+    assert getattr(tu._use_triton, "_vista_cpu_compact", False)   # the trainer switched it on
+    trainer, model = stage2_run.trainer, stage2_run.trainer.model
+    model.train()
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(3)])
+    batch.pop("class_weight", None)
+    seen: list[int] = []
+    fn = tu._ChunkedLogProbFunction
+    original = fn.apply
+    lora = [p for n, p in model.named_parameters() if p.requires_grad]
+
+    def run(compact):
+        tu_before = tu._use_triton
+        tu._use_triton = compact
+        fn.apply = lambda h, *a: seen.append(h.shape[0]) or original(h, *a)
+        try:
+            model.zero_grad(set_to_none=True)
+            out = model(**{k: v for k, v in batch.items()}, fused_lm_head=True)
+            out.loss.backward()
+            return out.loss.item(), [p.grad.clone() for p in lora], out.is_top1
+        finally:
+            tu._use_triton, fn.apply = tu_before, original
+
+    loss_c, grads_c, _ = run(tu._use_triton)
+    loss_f, grads_f, _ = run(kernels._use_triton)   # TRL's own choice: every position on CPU
+    labelled = int((batch["labels"][:, 1:] != -100).sum())
+    assert seen == [labelled, batch["labels"][:, 1:].numel()] and labelled < seen[1] / 5
+    assert abs(loss_c - loss_f) < 1e-5 * max(1.0, abs(loss_f))
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(grads_c, grads_f))
+    model.zero_grad(set_to_none=True)
+
+
 def test_over_long_examples_are_dropped_not_truncated(silver, tokenizer):
     from datasets import load_from_disk
 

@@ -4,6 +4,10 @@ TRL builds the labels from the processed dataset's ``completion_mask`` (``comple
 prompt tokens get ``-100``. ``train.class_balance`` ``sampler`` replaces the train sampler with
 :class:`BalancedSampler`; ``weights`` multiplies each example's token losses by its class weight
 (a ``class_weight`` column, kept through collation), with TRL's normaliser. Eval loss is never weighted.
+
+On a CPU, TRL's fused LM head projects every position of the batch through the vocabulary (it keeps only
+the labelled ones on Triton devices, to spare Neuron recompilations); :func:`label_positions_only_on_cpu`
+makes it keep only the labelled ones there too, which is most of a CPU step's time for short completions.
 """
 
 from __future__ import annotations
@@ -15,10 +19,34 @@ from .balance import BalancedSampler
 from .silver_data import TrainError
 
 
+def label_positions_only_on_cpu() -> bool:
+    """Make TRL's fused LM head (``fused_lm_head=True``) score only the positions with a label on CPU, as it
+    does on CUDA: with completion-only loss and one-word answers, projecting every prompt and padding
+    position through the 49k-token vocabulary (forward and backward) was ~60% of a CPU training step
+    (``bench/results/profile_train_*``). Same loss (the other positions are masked out either way). Returns
+    whether the switch is in place (False on a TRL without it: training works, only slower)."""
+    import trl.trainer.utils as tu
+
+    current = getattr(tu, "_use_triton", None)
+    if current is None:
+        return False
+    if getattr(current, "_vista_cpu_compact", False):
+        return True
+
+    def compact(device: Any) -> bool:   # consulted only for the choice of positions, not for the kernels
+        return device.type == "cpu" or current(device)
+
+    compact._vista_cpu_compact = True   # type: ignore[attr-defined]
+    tu._use_triton = compact
+    return True
+
+
 def trainer_class():
     """``SFTTrainer`` subclass with class-balanced sampling / loss weights (built lazily: TRL is heavy)."""
     import torch
     from trl import SFTTrainer
+
+    label_positions_only_on_cpu()
 
     class VistaSFTTrainer(SFTTrainer):
         def __init__(self, *args: Any, sample_weights: Sequence[float] | None = None, **kwargs: Any) -> None:
