@@ -55,7 +55,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
                                  "train.per_stage.stage3.max_steps=10"], "stages": ["stage1", "stage2", "stage3"],
                    "what": "2.5x the steps per stage (20 / 40 / 10), about the old training time at the faster step"},
     "stage2-48": {"overrides": ["train.per_stage.stage2.max_steps=48"], "stages": ["stage2"],
-                  "what": "stage 2 only, 3x its steps (48, about 1.5 epochs of its data); stages 1 and 3 as the recipe"},
+                  "what": "stage 2 only, 3x its steps (48 = 384 examples, about half an epoch of its 829); stages 1 and 3 as the recipe"},
     "faithdial-only": {"overrides": [], "stages": ["stage2"], "silver": "faithdial",
                        "what": "stage 2 trained on the FaithDial examples only (no Factcheck-GPT)"},
 }
