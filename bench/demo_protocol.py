@@ -69,16 +69,17 @@ def recipe(name: str, extra: list[str] | None = None):
                                 f"eval.output_dir={d / 'eval'}", *(extra or [])])
 
 
-def save(name: str, data: dict[str, Any]) -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{name}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+def save(name: str, data: dict[str, Any], out: Path = OUT) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
 
 
 def machine() -> dict[str, Any]:
+    import torch
     from vista_distill.hardware import detect
 
     return {"cpu": detect("cpu").describe(), "loadavg_start": os.getloadavg()[0],
-            "date": time.strftime("%Y-%m-%d %H:%M")}
+            "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
 def step_prepare() -> None:

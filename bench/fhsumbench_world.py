@@ -24,6 +24,16 @@ ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "fhsumbench" / "dev.json"
 
 
+def sample(rows: list[dict], per_label: int, seed: int) -> list[dict]:
+    """A seeded sample of ``per_label`` summaries per label (all of a label when it has fewer), by id."""
+    rng = random.Random(seed)
+    picked = []
+    for label in ("no_hallu", "factual_hallu", "non_factual_hallu"):
+        group = [r for r in rows if r["label"] == label]
+        picked += rng.sample(group, min(per_label, len(group)))
+    return sorted(picked, key=lambda r: r["id"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--input", default=str(DEV))
@@ -43,12 +53,7 @@ def main() -> None:
 
     rows = json.loads(Path(a.input).read_text(encoding="utf-8"))
     if a.per_label:
-        rng = random.Random(a.seed)
-        picked = []
-        for label in ("no_hallu", "factual_hallu", "non_factual_hallu"):
-            group = [r for r in rows if r["label"] == label]
-            picked += rng.sample(group, min(a.per_label, len(group)))
-        rows = sorted(picked, key=lambda r: r["id"])
+        rows = sample(rows, a.per_label, a.seed)
     work = Path(tempfile.mkdtemp(prefix="fhsumbench-"))
     subset = work / "fhsumbench" / "dev.json"   # the path names the benchmark for the loader
     subset.parent.mkdir(parents=True)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import time
 from collections import Counter
@@ -34,6 +33,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import demo_protocol
+import fhsumbench_world
+
+machine = demo_protocol.machine
 RECIPE = ROOT / "recipes" / "demo-cpu.yaml"
 RUNS = Path(os.environ.get("WORLD_RUNS", "/tmp/world-protocol"))
 OUT = ROOT / "bench" / "results" / "world_protocol"
@@ -63,15 +67,7 @@ def recipe(name: str, extra: list[str] | None = None):
 
 
 def save(name: str, data: dict[str, Any]) -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{name}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def machine() -> dict[str, Any]:
-    from vista_distill.hardware import detect
-
-    return {"cpu": detect("cpu").describe(), "loadavg_start": os.getloadavg()[0],
-            "torch_threads": __import__("torch").get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M")}
+    demo_protocol.save(name, data, OUT)
 
 
 def validation_rows():
@@ -82,7 +78,6 @@ def validation_rows():
 
 def claim_metrics(gold: list[str], pred: list[str]) -> dict[str, Any]:
     from sklearn.metrics import confusion_matrix, f1_score
-
     from vista_distill.pipeline.stages import WORLD_LABELS
 
     labels = list(WORLD_LABELS)
@@ -192,12 +187,7 @@ def step_seed(seed: int) -> None:
 
 def fhsumbench_sample(per_label: int, seed: int) -> list[dict[str, Any]]:
     """The same seeded sample as bench/fhsumbench_world.py (per label, seed)."""
-    rows = json.loads(FHSUMBENCH.read_text(encoding="utf-8"))
-    rng = random.Random(seed)
-    picked = []
-    for label in ("no_hallu", "factual_hallu", "non_factual_hallu"):
-        picked += rng.sample([r for r in rows if r["label"] == label], per_label)
-    return sorted(picked, key=lambda r: r["id"])
+    return fhsumbench_world.sample(json.loads(FHSUMBENCH.read_text(encoding="utf-8")), per_label, seed)
 
 
 def rescore_world(records: list[dict[str, Any]], adapter: Path) -> list[dict[str, Any]]:
@@ -229,7 +219,6 @@ def paired_bootstrap(gold: list[str], a: list[str], b: list[str], n: int = 2000,
     """Macro F1 of ``a`` minus ``b`` on the same turns, with a paired bootstrap over turns (two-sided p)."""
     import numpy as np
     from sklearn.metrics import f1_score
-
     from vista_distill.eval.metrics import FAITHFUL
     from vista_distill.pipeline.engine import FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION
 
@@ -252,10 +241,10 @@ def paired_bootstrap(gold: list[str], a: list[str], b: list[str], n: int = 2000,
 
 
 def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> None:
+    import tempfile
+
     from vista_distill.eval.metrics import UNKNOWN, world_metrics
     from vista_distill.eval.run import run_eval
-
-    import tempfile
 
     rows = fhsumbench_sample(per_label, sample_seed)
     work = Path(tempfile.mkdtemp(prefix="world-fhsumbench-"))
@@ -292,9 +281,8 @@ def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> No
             by_id = {x["conversation_id"]: x for x in map(json.loads, p.read_text().splitlines())}
             others[name] = [by_id[x["conversation_id"]].get("world_verdict") or UNKNOWN for x in scored]
     import numpy as np
-
-    from vista_distill.pipeline.engine import FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION
     from vista_distill.eval.metrics import FAITHFUL
+    from vista_distill.pipeline.engine import FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION
 
     labs = [FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION]
     rand = [labs[i] for i in np.random.default_rng(0).integers(0, 3, len(gold))]
