@@ -184,6 +184,7 @@ class TrainSettings:
     class_weight_cap: float = 10.0           # no class weighs more than this many times another
     seed: int = 0
     silver_dir: str | None = None            # silver datasets (stage1/ stage2/ stage3/); None: distill.output_dir
+    sources: list[str] | None = None         # train on the silver examples of these data sources only (None: all)
     save_total_limit: int | None = 2         # checkpoints kept for resuming
     resume: bool = True                      # continue from the last checkpoint in the stage's output dir
     cpu_threads: int | str | None = "auto"   # torch CPU threads (auto: the cores not busy; None: torch's default)

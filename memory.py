@@ -152,13 +152,20 @@ def promised_gib(recipe_name: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
+def largest_training(recipe: Any) -> tuple[str, Any]:
+    """The stage whose train settings (``train.per_stage`` applied) hold the most tokens per step, and those."""
+    stages = [(s, recipe.for_stage(s).train) for s in recipe.adapter_stages()]
+    return max(stages, key=lambda st: st[1].per_device_train_batch_size * st[1].max_length)
+
+
 def recipe_estimates(recipe: Any, scoring_length: int = 2048) -> tuple[dict[str, Estimate] | None, str]:
-    """Training and scoring estimates of a recipe's student, and where its config came from."""
+    """Training (its largest stage, :func:`largest_training`) and scoring estimates of a recipe's student, and
+    where its config came from."""
     cfg, where = find_config(recipe.student.model)
     if cfg is None:
         return None, where
     shape = Shape.from_config(cfg)
-    t, lo = recipe.train, recipe.lora
+    t, lo = largest_training(recipe)[1], recipe.lora
     optim = str(t.options.get("optim", ""))
     return {
         "training": training_estimate(shape, batch=t.per_device_train_batch_size, length=t.max_length,

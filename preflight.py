@@ -173,15 +173,15 @@ def check_thinking(recipe: Recipe, report: Report) -> None:
 # -- memory -----------------------------------------------------------------------------------------
 
 def check_memory(recipe: Recipe, report: Report) -> None:
-    from .memory import promised_gib, recipe_estimates
+    from .memory import largest_training, promised_gib, recipe_estimates
 
     est, where = recipe_estimates(recipe)
     if est is None:
         report.info(f"  memory: not estimated ({where})")
         return
-    t = recipe.train
+    stage, t = largest_training(recipe)
     budget = promised_gib(recipe.name)
-    report.info(f"  memory from {where}: training at {t.per_device_train_batch_size} x {t.max_length} tokens "
+    report.info(f"  memory from {where}: training ({stage}) at {t.per_device_train_batch_size} x {t.max_length} tokens "
                 f"{est['training'].line()}; scoring at batch {recipe.eval.batch_size} {est['scoring'].line()}"
                 + (f"; the name promises {budget:g} GB" if budget else ""))
     if budget:

@@ -15,6 +15,7 @@ validation turns. Variants are judged on validation only:
     python bench/demo_protocol.py variant NAME       # one variant: train what it changes, validate
     python bench/demo_protocol.py seed N             # the chosen recipe with train.seed=N: train, test once
     python bench/demo_protocol.py vista-dev          # seed 0's adapters and the base on vista_human/dev.json
+    python bench/demo_protocol.py val-models NAME [ADAPTER]   # stage 2 alone on the 200 validation responses
     python bench/demo_protocol.py report             # bench/results/demo_protocol/README.md tables
 
 Runs go to $PROTOCOL_RUNS (default /tmp/vista-protocol); results (small JSON) to
@@ -205,6 +206,40 @@ def step_vista_dev() -> None:
     save("vista_human_dev", {"machine": machine(), "seconds": round(time.perf_counter() - t), **res})
 
 
+VAL_MODELS = ROOT / "data" / "samples" / "faithdial_models_validation.jsonl"
+
+
+def step_val_models(name: str, adapter: str | None) -> None:
+    """Stage 2 alone on FaithDial's 200 validation model responses (100 faithful, 100 hallucinated; carved from
+    the data-audit annotations, disjoint from the test): a stage-2 adapter with the compact prompts, or (no
+    adapter) the prompted base with the few-shot prompts, each response its turn's one claim, against its
+    knowledge snippet. Accuracy of the chosen label and ROC AUC of P(VERIFIED)."""
+    from sklearn.metrics import roc_auc_score
+    from vista_distill.backends.base import Request
+    from vista_distill.backends.transformers import TransformersBackend
+    from vista_distill.data.io import read_conversations
+    from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+
+    r = recipe("chosen")
+    template = get_template("stage2", "compact" if adapter else "fewshot")
+    requests, gold = [], []
+    for c in read_conversations(VAL_MODELS):
+        turn = c.turns[-1]
+        for claim in turn.gold_claims:
+            messages = build_messages(template, stage2_input([], turn.reference, claim.text), r.pipeline.speaker_names())
+            requests.append(Request("stage2", tuple(messages), labels=template.labels, max_new_tokens=8))
+            gold.append(claim.label == "VERIFIED")
+    backend = TransformersBackend(adapters={"stage2": adapter} if adapter else None, threads="auto")
+    t = time.perf_counter()
+    out = backend.run(requests)
+    p = [o.probs["VERIFIED"] for o in out]
+    save(f"val_models_{name}", {
+        "name": name, "adapter": adapter, "prompts": "compact" if adapter else "fewshot", "machine": machine(),
+        "seconds": round(time.perf_counter() - t), "n": len(gold), "verified": sum(gold),
+        "accuracy": sum((o.label == "VERIFIED") == g for o, g in zip(out, gold)) / len(gold),
+        "roc_auc": roc_auc_score(gold, p), "predicted_verified": sum(o.label == "VERIFIED" for o in out)})
+
+
 def _pct(x: Any) -> str:
     return "–" if x is None else f"{100 * x:.1f}"
 
@@ -274,8 +309,9 @@ def _test_tables() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["prepare", "base", "variant", "seed", "vista-dev", "report"])
+    ap.add_argument("step", choices=["prepare", "base", "variant", "seed", "vista-dev", "val-models", "report"])
     ap.add_argument("arg", nargs="?")
+    ap.add_argument("adapter", nargs="?")
     a = ap.parse_args()
     RUNS.mkdir(parents=True, exist_ok=True)
     if a.step == "prepare":
@@ -290,6 +326,8 @@ def main() -> None:
         step_seed(int(a.arg))
     elif a.step == "report":
         step_report()
+    elif a.step == "val-models":
+        step_val_models(a.arg, a.adapter)
     else:
         step_vista_dev()
 

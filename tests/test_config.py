@@ -126,3 +126,18 @@ def test_per_stage_settings_reach_the_world_stage():
     w, s2 = r.for_stage("world"), r.for_stage("stage2")
     assert (w.train.class_balance, w.train.num_train_epochs) == ("weights", 3)
     assert (s2.train.class_balance, s2.train.num_train_epochs) == (r.train.class_balance, r.train.num_train_epochs)
+
+
+def test_memory_estimate_takes_the_largest_stage():
+    """A stage with a longer max_length than the train section (the demo's stage 2) sets the training estimate."""
+    from vista_distill.memory import largest_training, recipe_estimates
+
+    base = load_recipe(None, ["train.max_length=320", "train.per_device_train_batch_size=8"])
+    longer = load_recipe(None, ["train.max_length=320", "train.per_device_train_batch_size=8",
+                                "train.per_stage={stage2: {max_length: 448}}"])
+    stage, t = largest_training(longer)
+    assert (stage, t.max_length, t.per_device_train_batch_size) == ("stage2", 448, 8)
+    est_base, _ = recipe_estimates(base)
+    est_longer, _ = recipe_estimates(longer)
+    if est_base is not None:   # the embedded model's config is found once it has been converted
+        assert est_longer["training"].total > est_base["training"].total

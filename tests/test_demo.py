@@ -291,16 +291,18 @@ def test_second_run_trains_no_step_past_max_steps(demo: DemoRuns) -> None:
 
 
 def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: Path) -> None:
-    """The recipe as shipped (human labels as teacher, bundled FaithDial + Factcheck-GPT), shrunk: the summary
+    """The recipe as shipped (human labels as teacher, bundled FaithDial + its model responses + Factcheck-GPT,
+    stage 2 on the FaithDial sources only), shrunk: the summary
     compares student and base at claim level (human claims given) and at turn level, with McNemar p-values."""
     out = tmp_path / "run"
     small = [
         "data.train=[{benchmark: file, source: data/samples/faithdial_balanced_sample.jsonl, n: 4}, "
+        "{benchmark: file, source: data/samples/faithdial_models_train.jsonl, n: 4, hold_out: false}, "
         "{benchmark: factcheck-gpt, source: data/samples/factcheck_gpt, n: 4, hold_out: false, "
         "options: {unit: sentence, evidence: closest}}]",
         "data.test_fraction=0.5", "distill.test_fraction=0", "pipeline.max_claims=2",
         "pipeline.max_new_tokens={stage1: 48}", "train.per_device_train_batch_size=2",
-        "train.per_stage={stage1: {max_steps: 1}, stage2: {max_steps: 1}, stage3: {max_steps: 1}}",
+        "train.per_stage={stage1: {max_steps: 1}, stage2: {max_steps: 1, sources: [FaithDial]}, stage3: {max_steps: 1}}",
         "train.save_steps=1", "train.cpu_threads=1", "eval.threads=1", "eval.bootstrap=20",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -309,6 +311,11 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     manifest = _json(out / "silver" / "manifest.json")
     assert manifest["teacher"] == "labels"
+    from datasets import load_from_disk
+
+    sources = load_from_disk(str(out / "silver" / "stage2"))["train"]["source"]
+    trained = _json(out / "checkpoints" / "stage2" / "training_summary.json")["silver"]["train_examples"]
+    assert "Factcheck-GPT" in sources and 0 < trained <= sources.count("FaithDial")   # stage 2: FaithDial only
     summary = _closing_summary(proc.stdout)
     for name in ("student", "base"):   # turns safe, turns strict, claims (stage 2), turns/s
         assert re.search(rf"^\s+{name}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d+\.\d\d\s*$", summary, re.M)

@@ -39,6 +39,7 @@ from .silver_data import (
     TrainError,
     load_silver,
     read_manifest,
+    select_sources,
     silver_fingerprint,
     silver_root,
 )
@@ -111,7 +112,7 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
     precision, hw = training_hardware(recipe)
     root = silver_root(recipe)
     manifest = read_manifest(root)
-    dd = load_silver(root, stage)
+    dd = select_sources(load_silver(root, stage), t.sources, root / stage)
     out = stage_output_dir(recipe, stage)
     model_path = resolve_model(recipe.student.model)
 
@@ -186,7 +187,8 @@ def _finished(recipe: Recipe, stage: str) -> dict[str, Any] | None:
     root = silver_root(recipe)
     hp = summary.get("hyperparameters") or {}
     planned = (t.num_train_epochs, t.options.get("max_steps", t.max_steps), t.per_device_train_batch_size,
-               t.gradient_accumulation_steps, silver_fingerprint(load_silver(root, stage), read_manifest(root), stage),
+               t.gradient_accumulation_steps, silver_fingerprint(select_sources(load_silver(root, stage), t.sources, root / stage),
+                                                      read_manifest(root), stage),
                recipe.student.model)
     saved = (hp.get("num_train_epochs"), hp.get("max_steps"), hp.get("per_device_train_batch_size"),
              hp.get("gradient_accumulation_steps"), (summary.get("silver") or {}).get("fingerprint"),

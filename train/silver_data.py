@@ -77,6 +77,21 @@ def load_silver(root: str | Path, stage: str):
     return dd
 
 
+def select_sources(dd, sources: list[str] | None, where: str | Path):
+    """Keep the examples of ``sources`` (the silver ``source`` column: FaithDial, Factcheck-GPT, ...) in every
+    split; None keeps all. A named source with no example in train is an error (a typo would train on nothing)."""
+    if sources is None:
+        return dd
+    found = set(dd["train"]["source"]) if "source" in dd["train"].column_names else set()
+    missing = [s for s in sources if s not in found]
+    if missing:
+        raise TrainError(f"{where}[train]: train.sources {missing} have no example; sources present: {sorted(found)}")
+    keep = set(sources)
+    for split in list(dd):
+        dd[split] = dd[split].filter(lambda row: row["source"] in keep, keep_in_memory=True)
+    return dd
+
+
 def _load_splits(path: Path, error: Exception):
     """Split by split: datasets cannot reload an empty split it saved (no arrow shard); such a split
     is dropped."""
