@@ -65,8 +65,10 @@ def run_demo(args: argparse.Namespace) -> int:
           "(leak check passed)")
     times["data"] = time.perf_counter() - t
 
-    t = _step(2, f"distill: teacher {recipe.teacher.backend}:{recipe.teacher.model or 'embedded SmolLM2-135M'} "
-                 f"({recipe.teacher.prompt_style} prompts) -> silver data per stage")
+    teacher = ("the data's human labels (no model runs)" if recipe.teacher.backend == "labels" else
+               f"{recipe.teacher.backend}:{recipe.teacher.model or 'embedded SmolLM2-135M'} "
+               f"({recipe.teacher.prompt_style} prompts)")
+    t = _step(2, f"distill: teacher {teacher} -> silver data per stage")
     from .distill.run import run_distill
 
     distilled = run_distill(recipe, progress=True, material=material)

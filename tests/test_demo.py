@@ -311,6 +311,7 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     manifest = _json(out / "silver" / "manifest.json")
     assert manifest["teacher"] == "labels"
+    assert "distill: teacher the data's human labels (no model runs)" in proc.stdout
     from datasets import load_from_disk
 
     sources = load_from_disk(str(out / "silver" / "stage2"))["train"]["source"]
