@@ -16,6 +16,7 @@ validation turns. Variants are judged on validation only:
     python bench/demo_protocol.py seed N             # the chosen recipe with train.seed=N: train, test once
     python bench/demo_protocol.py vista-dev          # seed 0's adapters and the base on vista_human/dev.json
     python bench/demo_protocol.py val-models NAME [ADAPTER]   # stage 2 alone on the 200 validation responses
+    python bench/demo_protocol.py pairs              # every seed's student against the base on the test: McNemar
     python bench/demo_protocol.py report             # bench/results/demo_protocol/README.md tables
 
 Runs go to $PROTOCOL_RUNS (default /tmp/vista-protocol); results (small JSON) to
@@ -240,6 +241,47 @@ def step_val_models(name: str, adapter: str | None) -> None:
         "roc_auc": roc_auc_score(gold, p), "predicted_verified": sum(o.label == "VERIFIED" for o in out)})
 
 
+def _records(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    return {(r["conversation_id"], r["turn_index"]): r for r in map(json.loads, path.open()) if r.get("scored")}
+
+
+def step_pairs() -> None:
+    """McNemar (exact) of each seed's student against the prompted base on the test turns, at claim level
+    (stage 2 on the human claims) and turn level (strict, safe; an unknown verdict is wrong): the base ran once,
+    with seed 0 (the main job's run, copied into $PROTOCOL_RUNS/seed0/eval-test-demo), and does not depend on
+    the seed, so seeds 1 and 2 are paired with its records."""
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    base_dir = RUNS / "seed0" / "eval-test-demo" / "records"
+    base_claims, base_turns = _records(base_dir / "base.given_claims.jsonl"), _records(base_dir / "base.jsonl")
+
+    def claims_right(r: dict[str, Any]) -> list[bool]:
+        return [(c.get("stage2") or {}).get("label") == ("VERIFIED" if g["label"] == "VERIFIED" else "UNVERIFIABLE")
+                for c, g in zip(r["claims"], r["gold_claims"])]
+
+    out: dict[str, Any] = {"machine": machine()}
+    for seed in (0, 1, 2):
+        d = RUNS / f"seed{seed}" / ("eval-test-demo" if seed == 0 else "eval-test") / "records"
+        if not (d / "student.jsonl").exists():
+            continue
+        claims, turns = _records(d / "student.given_claims.jsonl"), _records(d / "student.jsonl")
+        keys = sorted(base_turns)
+        levels = {"claims (stage 2)": ([x for k in keys for x in claims_right(claims[k])],
+                                       [x for k in keys for x in claims_right(base_claims[k])])}
+        for rule in ("strict", "safe"):
+            levels[f"turns ({rule})"] = ([turns[k]["verdicts"][rule] == turns[k]["gold_label"] for k in keys],
+                                         [base_turns[k]["verdicts"][rule] == base_turns[k]["gold_label"] for k in keys])
+        res = {}
+        for level, (a, b) in levels.items():
+            wins = sum(x and not y for x, y in zip(a, b))
+            losses = sum(y and not x for x, y in zip(a, b))
+            res[level] = {"n": len(a), "student": sum(a) / len(a), "base": sum(b) / len(b), "student_only": wins,
+                          "base_only": losses, "p": float(mcnemar([[0, wins], [losses, 0]], exact=True).pvalue)}
+        out[f"seed{seed}"] = res
+    save("test_pairs", out)
+    print(json.dumps(out, indent=1))
+
+
 def _pct(x: Any) -> str:
     return "–" if x is None else f"{100 * x:.1f}"
 
@@ -309,7 +351,7 @@ def _test_tables() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["prepare", "base", "variant", "seed", "vista-dev", "val-models", "report"])
+    ap.add_argument("step", choices=["prepare", "base", "variant", "seed", "vista-dev", "val-models", "pairs", "report"])
     ap.add_argument("arg", nargs="?")
     ap.add_argument("adapter", nargs="?")
     a = ap.parse_args()
@@ -326,6 +368,8 @@ def main() -> None:
         step_seed(int(a.arg))
     elif a.step == "report":
         step_report()
+    elif a.step == "pairs":
+        step_pairs()
     elif a.step == "val-models":
         step_val_models(a.arg, a.adapter)
     else:
