@@ -8,6 +8,7 @@ import pytest
 import yaml
 from conftest import FIXTURES, SAMPLE
 from vista_distill.config import load_recipe
+from vista_distill.data.io import read_conversations
 from vista_distill.data.material import MissingDataError, load_material, resolve_source_path
 from vista_distill.data.splits import LeakageError
 
@@ -78,14 +79,16 @@ def test_a_recipe_without_train_sources_is_refused(tmp_path):
 def test_a_source_with_hold_out_false_trains_whole_and_gives_no_test_material():
     root = Path(__file__).resolve().parents[1]
     r = load_recipe(root / "recipes" / "demo-cpu.yaml")
-    assert [s.hold_out for s in r.data.train] == [True, False]
+    assert [s.hold_out for s in r.data.train] == [True, False, False]
     m = load_material(r)
     assert {c.source for c in m.test} == {"FaithDial"}
+    models = {c.id for c in read_conversations(root / "data" / "samples" / "faithdial_models_train.jsonl")}
+    assert len(models) == 196 and models <= {c.id for c in m.train} and not models & {c.id for c in m.test}
     factcheck = [c for c in m.train if c.source == "Factcheck-GPT"]
     assert len(factcheck) == 277                      # every decomposed sentence of the bundled file
     # the same source held out: part of it goes to the test side, split by answer
     yml = yaml.safe_load((root / "recipes" / "demo-cpu.yaml").read_text())
-    yml["data"]["train"][1]["hold_out"] = True
+    yml["data"]["train"][2]["hold_out"] = True
     path = root / "recipes" / "demo-cpu.yaml"
     r2 = load_recipe(path, [f"data.train={yml['data']['train']}".replace("'", '"')])
     m2 = load_material(r2)
