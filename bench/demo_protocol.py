@@ -250,7 +250,7 @@ def step_pairs() -> None:
     (stage 2 on the human claims) and turn level (strict, safe; an unknown verdict is wrong): the base ran once,
     with seed 0 (the main job's run, copied into $PROTOCOL_RUNS/seed0/eval-test-demo), and does not depend on
     the seed, so seeds 1 and 2 are paired with its records."""
-    from statsmodels.stats.contingency_tables import mcnemar
+    from vista_distill.eval.significance import paired_mcnemar
 
     base_dir = RUNS / "seed0" / "eval-test-demo" / "records"
     base_claims, base_turns = _records(base_dir / "base.given_claims.jsonl"), _records(base_dir / "base.jsonl")
@@ -271,13 +271,7 @@ def step_pairs() -> None:
         for rule in ("strict", "safe"):
             levels[f"turns ({rule})"] = ([turns[k]["verdicts"][rule] == turns[k]["gold_label"] for k in keys],
                                          [base_turns[k]["verdicts"][rule] == base_turns[k]["gold_label"] for k in keys])
-        res = {}
-        for level, (a, b) in levels.items():
-            wins = sum(x and not y for x, y in zip(a, b))
-            losses = sum(y and not x for x, y in zip(a, b))
-            res[level] = {"n": len(a), "student": sum(a) / len(a), "base": sum(b) / len(b), "student_only": wins,
-                          "base_only": losses, "p": float(mcnemar([[0, wins], [losses, 0]], exact=True).pvalue)}
-        out[f"seed{seed}"] = res
+        out[f"seed{seed}"] = {level: paired_mcnemar(a, b) for level, (a, b) in levels.items()}   # 1 = student, 2 = base
     save("test_pairs", out)
     print(json.dumps(out, indent=1))
 
