@@ -36,6 +36,13 @@ not check-worthy (other / opinion / not_a_claim: hedges, advice, "As an AI langu
 ``claims_complete: False`` (so they give no stage-1 example); ``"out_of_scope"`` adds each such
 sentence as one OUT-OF-SCOPE claim, which makes the decomposition complete.
 
+Questions (``questions``, with ``unit="sentence"``): a share (0 to 1) of the declarative decomposed sentences
+is also given a second time as a yes/no question that presupposes it ("Did you know that the tower is 330 m
+tall?", "Have you heard that ..."), with the same claims: dialogue assistants often state facts that way,
+and the published answers never do, so a student trained on them alone finds no claim in such a turn. The
+copy is the same dialogue (splits keep it with its sentence); its stage 2/3 prompts are the sentence's own,
+so only stage 1 gains examples. Which sentences, and which of the two phrasings, depend on the text alone.
+
 Turn label (``turn_label``): ``"from_claims"`` (default) applies the released VISTA rule
 (faithful only when every claim is VERIFIED / OUT-OF-SCOPE / ABSTENTION) to the claim categories,
 so it agrees with the reference; ``"response"`` takes ``response_factuality`` (true -> faithful,
@@ -115,7 +122,7 @@ def load_factcheck_gpt(source: str | os.PathLike, *, split: str | None = None,
                        ambiguous: str = DEFAULT_AMBIGUOUS, on_error: str = "raise",
                        evidence: str = "retrieved", partial: str = "lacking_evidence",
                        turn_label: str = "from_claims", unclaimed: str = "skip",
-                       unit: str = "answer") -> LoadResult:
+                       unit: str = "answer", questions: float = 0.0) -> LoadResult:
     """Load ``factcheck-GPT-benchmark.jsonl`` (a file, or the one under a directory; ``split``
     picks ``{split}.jsonl`` instead). Options as in the module docstring."""
     check_options(ambiguous, on_error)
@@ -126,10 +133,14 @@ def load_factcheck_gpt(source: str | os.PathLike, *, split: str | None = None,
             raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     patterns = ("{split}.jsonl", "**/{split}.jsonl") if split else (FILE, f"**/{FILE}")
     files = source_files(source, split, patterns, "Factcheck-GPT JSONL", download=DOWNLOAD)
+    if not 0.0 <= float(questions) <= 1.0:
+        raise ValueError(f"questions must be a share between 0 and 1, got {questions!r}")
+    if questions and unit != "sentence":
+        raise ValueError("questions rephrases decomposed sentences: it needs unit='sentence'")
     if unit == "sentence" and turn_label == "response":
         raise ValueError("turn_label='response' labels whole answers; with unit='sentence' use 'from_claims' or 'none'")
     options = {"evidence": evidence, "partial": partial, "turn_label": turn_label, "unclaimed": unclaimed,
-               "ambiguous": ambiguous, "unit": unit}
+               "ambiguous": ambiguous, "unit": unit, "questions": float(questions)}
     return merge_results([_load_file(f, on_error, options) for f in files], source, BENCHMARK)
 
 
@@ -214,11 +225,43 @@ def closest_passage(claim: str, passages: list[str]) -> int:
     return int(sims.argmax())
 
 
-def sentence_conversations(conv: Conversation, passage_texts: list[str]) -> list[Conversation]:
+# capitalised only because they start the sentence: lowercased inside a question
+_SENTENCE_START = frozenset((
+    "The", "A", "An", "It", "Its", "This", "That", "These", "Those", "There", "They", "Their", "He", "His", "She",
+    "Her", "In", "On", "At", "By", "For", "From", "With", "As", "After", "Before", "During", "Since", "Some", "Many",
+    "Most", "Each", "Every", "Both", "All", "One", "According", "Although", "While", "When", "Today", "Currently"))
+_QUESTION_OPENERS = ("Did you know that", "Have you heard that")
+
+
+def _digest(text: str) -> int:
+    import hashlib
+
+    return int(hashlib.sha1(text.encode("utf-8")).hexdigest()[:8], 16)
+
+
+def as_question(sentence: str, share: float) -> str | None:
+    """``sentence`` as a yes/no question that presupposes it, for about ``share`` of the declarative
+    sentences (chosen by a hash of the text); None for the others and for questions, exclamations and
+    first-person sentences ("I", "As an AI ..."), whose content a presupposing question would change."""
+    text = " ".join(sentence.split())
+    words = text.split(" ")
+    if (share <= 0 or not text.endswith(".") or "?" in text or not text[0].isupper() or len(words) < 4
+            or words[0] in ("I", "I'm", "As", "We", "My", "Our") or words[0].endswith(",")):
+        return None
+    h = _digest(text)
+    if h % 10_000 >= share * 10_000:
+        return None
+    first = words[0].lower() if words[0] in _SENTENCE_START else words[0]
+    return f"{_QUESTION_OPENERS[h % 2]} {' '.join([first, *words[1:]])[:-1].rstrip()}?"
+
+
+def sentence_conversations(conv: Conversation, passage_texts: list[str],
+                           questions: float = 0.0) -> list[Conversation]:
     """One conversation per decomposed answer sentence: the question, then the sentence as the scored
     turn with its own claims and passages. ``dialogue_id`` stays the answer's, so splits keep the
     sentences of one answer together. Sentences without claims are left out (with
-    ``unclaimed='out_of_scope'`` they keep their one OUT-OF-SCOPE claim)."""
+    ``unclaimed='out_of_scope'`` they keep their one OUT-OF-SCOPE claim). ``questions``: the share of
+    sentences also given as a question (:func:`as_question`), a copy with id suffix ``q``."""
     question, answer = conv.turns
     meta = answer.meta
     texts = dict(enumerate(passage_texts, start=1))
@@ -242,11 +285,19 @@ def sentence_conversations(conv: Conversation, passage_texts: list[str]) -> list
                                                           "revised_response")}
         smeta.update(claims=claim_meta, sentence=si, claims_complete=True,
                      label_source="claims (released VISTA rule)" if gold is not None else "none")
+        text = " ".join(sent["text"].split())
         out.append(Conversation(
             id=f"{conv.id}-s{si + 1}", source=conv.source,
-            turns=[question, Turn(ASSISTANT, " ".join(sent["text"].split()), reference=passages.render(),
+            turns=[question, Turn(ASSISTANT, text, reference=passages.render(),
                                   gold_label=gold, gold_claims=claims, meta=smeta)],
             meta={**conv.meta, "sentence": si + 1}))
+        asked = as_question(text, questions)
+        if asked is not None:
+            out.append(Conversation(
+                id=f"{conv.id}-s{si + 1}q", source=conv.source,
+                turns=[question, Turn(ASSISTANT, asked, reference=passages.render(), gold_label=gold,
+                                      gold_claims=claims, meta={**smeta, "rephrased": "question", "original": text})],
+                meta={**conv.meta, "sentence": si + 1, "rephrased": "question"}))
     return out
 
 
@@ -292,7 +343,8 @@ def human_excerpt(raw: str) -> str | None:
 
 
 def _conversation(path: Path, row: int, line: int, rec: Any, *, evidence: str, partial: str, turn_label: str,
-                  unclaimed: str, ambiguous: str, unit: str = "answer") -> Conversation | list[Conversation] | None:
+                  unclaimed: str, ambiguous: str, unit: str = "answer",
+                  questions: float = 0.0) -> Conversation | list[Conversation] | None:
     if not isinstance(rec, dict):
         raise _Bad(None, f"expected a JSON object, got {type(rec).__name__}")
     if "prompt" not in rec and "claim" in rec:
@@ -366,7 +418,7 @@ def _conversation(path: Path, row: int, line: int, rec: Any, *, evidence: str, p
                Turn(ASSISTANT, response, reference=passages.render(), gold_label=gold, gold_claims=claims,
                     meta=meta)],
         meta={"benchmark": BENCHMARK, "file": path.name, "row": row, "line": line, "dialogue_id": key})
-    return sentence_conversations(conv, passages.texts) if unit == "sentence" else conv
+    return sentence_conversations(conv, passages.texts, questions) if unit == "sentence" else conv
 
 
 def _claims(sent: dict[str, Any], where: str, evidence: str) -> list[dict[str, Any]]:

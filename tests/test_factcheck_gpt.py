@@ -257,3 +257,35 @@ def test_sentence_unit_gives_one_scored_sentence_per_conversation_grouped_by_ans
         load(FILE, unit="sentence", turn_label="response")
     with pytest.raises(ValueError, match="unit must be one of"):
         load(FILE, unit="paragraph")
+
+
+def test_questions_rephrase_a_share_of_sentences_with_the_same_claims_in_the_same_dialogue():
+    from vista_distill.data.factcheck_gpt import as_question
+    from vista_distill.data.splits import dialogue_key
+
+    plain = load(FILE, unit="sentence", evidence="closest")
+    asked = load(FILE, unit="sentence", evidence="closest", questions=1.0)
+    originals = {c.id: c for c in plain}
+    copies = [c for c in asked if c.meta.get("rephrased") == "question"]
+    assert [c for c in asked if "rephrased" not in c.meta] == list(plain)   # the sentences themselves unchanged
+    assert copies and len(copies) < len(plain)   # not every sentence can be asked (first person, questions)
+    for q in copies:
+        o = originals[q.id.removesuffix("q")]
+        text = q.turns[1].text
+        assert text.startswith(("Did you know that ", "Have you heard that ")) and text.endswith("?")
+        assert text.removesuffix("?").split(" that ", 1)[1].lower() == o.turns[1].text.removesuffix(".").lower()
+        assert q.turns[1].gold_claims == o.turns[1].gold_claims and q.turns[1].reference == o.turns[1].reference
+        assert dialogue_key(q) == dialogue_key(o) and q.turns[0].text == o.turns[0].text
+    half = load(FILE, unit="sentence", evidence="closest", questions=0.5)
+    n_half = sum(c.meta.get("rephrased") == "question" for c in half)
+    assert 0 < n_half < len(copies)
+    assert [c.id for c in half] == [c.id for c in load(FILE, unit="sentence", evidence="closest", questions=0.5)]
+    # proper nouns keep their capital; sentence-initial words lose it; first person is never presupposed
+    assert as_question("Paris is the capital of France.", 1.0).endswith("that Paris is the capital of France?")
+    assert as_question("The tower is 330 metres tall.", 1.0).endswith("that the tower is 330 metres tall?")
+    assert as_question("I think the tower is tall.", 1.0) is None
+    assert as_question("Is the tower tall?", 1.0) is None and as_question("Paris is big.", 0.0) is None
+    with pytest.raises(ValueError, match="questions"):
+        load(FILE, unit="sentence", questions=1.5)
+    with pytest.raises(ValueError, match="unit='sentence'"):
+        load(FILE, questions=0.5)
