@@ -19,7 +19,8 @@ class Request:
     messages: tuple[dict[str, str], ...]
     labels: tuple[str, ...] = ()
     max_new_tokens: int = 256
-    stop_on_repeat: bool = False  # list outputs: stop once a line repeats an earlier one (degenerate loop)
+    stop_on_repeat: bool = False  # list outputs: stop once a line repeats an earlier one (degenerate loop); the
+    # in-process backend also bans a digit, period or line break right after a list marker ("1.1.1...")
 
 
 @dataclass

@@ -241,14 +241,16 @@ class TransformersBackend:
     def _generate(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]], max_new: int,
                   stop_on_repeat: bool = False) -> list[Response]:
         import torch
-        from transformers import StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteriaList
 
         ids, mask, cache = self._batch_inputs(stage, prefix, suffixes, max_new_tokens=max_new)
         stopping = StoppingCriteriaList([_RepeatedLineStop(self, ids.shape[1])]) if stop_on_repeat else None
+        processors = LogitsProcessorList([_ListMarkerFormat(self, ids.shape[1])]) if stop_on_repeat else None
         with torch.inference_mode():
             seqs = self.model.generate(
                 input_ids=ids, attention_mask=mask, past_key_values=cache, max_new_tokens=max_new,
                 do_sample=False, temperature=None, top_p=None, top_k=None, stopping_criteria=stopping,
+                logits_processor=processors,
                 pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_ids,
             )
         results = []
@@ -426,6 +428,34 @@ class _RepeatedLineStop:
         return done
 
 
+class _ListMarkerFormat:
+    """Numbered lists: after a line's list marker (``1.``, ``12.``) the next token may not be a digit, a period
+    or a line break. A small student that is unsure how a claim starts gives the digit the most probability of
+    any single token, greedy decoding takes it, and the line becomes ``1.1.1.1...`` until its budget, a line
+    the parser cannot read (seen on 73% of 200 validation turns with the demo's stage 1 trained 24 steps).
+    Checked only on steps whose newest token ends with a period."""
+
+    def __init__(self, backend: TransformersBackend, prompt_len: int) -> None:
+        self.tokenizer, self.prompt_len = backend.tokenizer, prompt_len
+        if not hasattr(backend, "_marker_ban_ids"):
+            tok = backend.tokenizer
+            pieces = [tok.convert_tokens_to_string([t]) if t else ""
+                      for t in tok.convert_ids_to_tokens(list(range(len(tok))))]
+            backend._period_end_ids = {i for i, p in enumerate(pieces) if p.endswith(".")}
+            backend._marker_ban_ids = sorted(i for i, p in enumerate(pieces)
+                                             if p[:1].isdigit() or p.startswith(".") or "\n" in p)
+        self.period_end_ids, self.ban_ids = backend._period_end_ids, backend._marker_ban_ids
+
+    def __call__(self, input_ids, scores):
+        rows = [row for row, last in enumerate(input_ids[:, -1].tolist()) if last in self.period_end_ids]
+        for row in rows:
+            text = self.tokenizer.decode(input_ids[row, self.prompt_len:], skip_special_tokens=True)
+            if _MARKER_ONLY.match(text.rsplit("\n", 1)[-1]):
+                scores[row, self.ban_ids] = float("-inf")
+        return scores
+
+
+_MARKER_ONLY = re.compile(r"^\s*\d{1,3}\.$")
 LOOP_REPEATS = 3
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 

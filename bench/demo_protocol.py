@@ -274,11 +274,12 @@ def step_val_turns(name: str) -> None:
 
     from vista_distill.train.run import train_stage
 
+    tag = os.environ.get("VAL_TAG", "")   # a second evaluation of the same adapters (e.g. after a decoding fix)
     if name == "base":
         r = recipe("val-base", ["eval.given_claims=true"])
         t = time.perf_counter()
-        res = evaluate(r, "val-base", ["base"], VAL_MODELS)
-        save("val_turns_base", {"machine": machine(), "eval_s": round(time.perf_counter() - t), **res})
+        res = evaluate(r, f"val-base{tag}", ["base"], VAL_MODELS)
+        save(f"val_turns_base{tag}", {"machine": machine(), "eval_s": round(time.perf_counter() - t), **res})
         return
     v = VAL_VARIANTS[name]
     run = f"val-{name}"
@@ -300,7 +301,9 @@ def step_val_turns(name: str) -> None:
     t0 = time.perf_counter()
     trained = {}
     for stage in ("stage1", "stage2", "stage3"):
-        if stage in v["stages"]:
+        if tag and (ckpt / stage / "adapter_config.json").exists():
+            trained[stage] = "trained by the untagged run"
+        elif stage in v["stages"]:
             s = train_stage(r, stage)
             trained[stage] = {"steps": s["results"]["global_step"], "train_loss": s["results"].get("train_loss"),
                               "seconds": s.get("runtime_s") or s["results"].get("train_runtime")}
@@ -308,8 +311,8 @@ def step_val_turns(name: str) -> None:
             (ckpt / stage).symlink_to(RUNS / "val-recipe" / "checkpoints" / stage)
     train_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    res = evaluate(r, run, ["student"], VAL_MODELS)
-    save(f"val_turns_{name}", {"variant": name, "what": v["what"], "overrides": v["overrides"],
+    res = evaluate(r, f"{run}{tag}", ["student"], VAL_MODELS)
+    save(f"val_turns_{name}{tag}", {"variant": name, "what": v["what"], "overrides": v["overrides"],
                                "options": v.get("options"), "machine": machine(), "trained": trained,
                                "train_s": round(train_s), "eval_s": round(time.perf_counter() - t1), **res})
 

@@ -125,6 +125,35 @@ def test_a_line_that_keeps_repeating_a_sentence_stops_generation(embedded_backen
     assert first_stop("1. The car is red.\n2. The car is fast.\n1. The car is red.\n") is not None  # repeated line
 
 
+def test_after_a_list_marker_a_claim_must_start_not_another_digit(embedded_backend):
+    """Numbered lists (stage 1): right after "1." or "12." at a line start, digits, periods and line breaks
+    are banned (a student unsure how a claim starts otherwise writes "1.1.1.1..." to its budget); anywhere
+    else in the line, and after a sentence's own period, nothing is banned."""
+    from vista_distill.backends.transformers import _ListMarkerFormat
+
+    b = embedded_backend
+    tok = b.tokenizer
+    prompt = tok("Claims:\n", add_special_tokens=False)["input_ids"]
+    vocab = len(tok)
+
+    def banned(text: str) -> set[str]:
+        ids = torch.tensor([prompt + tok(text, add_special_tokens=False)["input_ids"]])
+        scores = _ListMarkerFormat(b, len(prompt))(ids, torch.zeros(1, vocab))
+        return {tok.decode([i]) for i in torch.nonzero(torch.isinf(scores[0])).flatten().tolist()}
+
+    for marker in ("1.", "1. The car is red.\n12."):
+        out = banned(marker)
+        assert {"1", "0", ".", "\n"} <= out and not {" The", " It", " "} & out
+    assert banned("1. The car is red.") == set() and banned("1. It was built in 1987.") == set()
+    assert banned("The value is 3.") == set()   # a sentence ending in a number is not a list marker
+    # on the real model: greedy decoding after the marker goes on with a word
+    ids = torch.tensor([prompt + tok("1.", add_special_tokens=False)["input_ids"]])
+    with torch.inference_mode():
+        logits = b.model(ids).logits[:, -1].float()
+    best = int(_ListMarkerFormat(b, len(prompt))(ids, logits.clone())[0].argmax())
+    assert not tok.decode([best])[:1].isdigit() and tok.decode([best]) not in (".", "\n")
+
+
 def test_batched_generation_equals_one_at_a_time(embedded_backend):
     t = get_template("stage1")
     hist = [("user", "What do you know about Paris?")]
