@@ -174,9 +174,26 @@ def step_base() -> None:
     save("validation_base", {"machine": machine(), "seconds": round(time.perf_counter() - t), **res})
 
 
-def step_variant(name: str) -> None:
+def _train_variant(r, stages: list[str], ckpt: Path, others: Path, reuse: bool = False) -> dict[str, Any]:
+    """Train the ``stages`` a variant changes into ``ckpt`` (``reuse``: keep adapters already there); the other
+    stages link to ``others``' adapters."""
     from vista_distill.train.run import train_stage
 
+    ckpt.mkdir(parents=True, exist_ok=True)
+    trained: dict[str, Any] = {}
+    for stage in ("stage1", "stage2", "stage3"):
+        if reuse and (ckpt / stage / "adapter_config.json").exists():
+            trained[stage] = "trained by an earlier run"
+        elif stage in stages:
+            s = train_stage(r, stage)
+            trained[stage] = {"steps": s["results"]["global_step"], "train_loss": s["results"].get("train_loss"),
+                              "seconds": s.get("runtime_s") or s["results"].get("train_runtime")}
+        elif not (ckpt / stage).exists():
+            (ckpt / stage).symlink_to(others / stage)
+    return trained
+
+
+def step_variant(name: str) -> None:
     v = VARIANTS[name]
     extra = list(v["overrides"]) + ["eval.given_claims=true"]
     silver = v.get("silver")
@@ -190,17 +207,8 @@ def step_variant(name: str) -> None:
         from vista_distill.distill.run import run_distill
 
         run_distill(r, progress=False, material=load_material(r))
-    ckpt = RUNS / name / "checkpoints"
-    ckpt.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    trained = {}
-    for stage in ("stage1", "stage2", "stage3"):
-        if stage in v["stages"]:
-            s = train_stage(r, stage)
-            trained[stage] = {"steps": s["results"]["global_step"], "train_loss": s["results"].get("train_loss"),
-                              "seconds": s.get("runtime_s") or s["results"].get("train_runtime")}
-        elif not (ckpt / stage).exists():
-            (ckpt / stage).symlink_to(RUNS / "chosen" / "checkpoints" / stage)
+    trained = _train_variant(r, v["stages"], RUNS / name / "checkpoints", RUNS / "chosen" / "checkpoints")
     train_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     res = evaluate(r, name, ["student"], RUNS / "validation.jsonl")
@@ -272,8 +280,6 @@ def step_val_turns(name: str) -> None:
     a loader option)."""
     import dataclasses
 
-    from vista_distill.train.run import train_stage
-
     tag = os.environ.get("VAL_TAG", "")   # a second evaluation of the same adapters (e.g. after a decoding fix)
     if name == "base":
         r = recipe("val-base", ["eval.given_claims=true"])
@@ -296,19 +302,9 @@ def step_val_turns(name: str) -> None:
             sources[i] = dataclasses.replace(sources[i], options={**sources[i].options, **opts})
         r = dataclasses.replace(r, data=dataclasses.replace(r.data, train=sources))
         run_distill(r, progress=False, material=load_material(r))
-    ckpt = RUNS / run / "checkpoints"
-    ckpt.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    trained = {}
-    for stage in ("stage1", "stage2", "stage3"):
-        if tag and (ckpt / stage / "adapter_config.json").exists():
-            trained[stage] = "trained by the untagged run"
-        elif stage in v["stages"]:
-            s = train_stage(r, stage)
-            trained[stage] = {"steps": s["results"]["global_step"], "train_loss": s["results"].get("train_loss"),
-                              "seconds": s.get("runtime_s") or s["results"].get("train_runtime")}
-        elif not (ckpt / stage).exists():
-            (ckpt / stage).symlink_to(RUNS / "val-recipe" / "checkpoints" / stage)
+    trained = _train_variant(r, v["stages"], RUNS / run / "checkpoints", RUNS / "val-recipe" / "checkpoints",
+                             reuse=bool(tag))
     train_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     res = evaluate(r, f"{run}{tag}", ["student"], VAL_MODELS)
