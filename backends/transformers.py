@@ -13,6 +13,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -396,6 +397,30 @@ def use_gqa_sdpa(model: Any) -> bool:
 _LIST_NUMBER = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s*")
 
 
+@dataclass(frozen=True)
+class _VocabIds:
+    """Token ids by what their text holds, for the list-generation checks below."""
+
+    newline: frozenset[int]        # a line break anywhere
+    sentence_end: frozenset[int]   # . ! or ? anywhere
+    period_end: frozenset[int]     # ends with a period
+    marker_ban: list[int]          # may not follow a list marker: starts with a digit or period, or breaks the line
+
+
+def _vocab_ids(backend: TransformersBackend) -> _VocabIds:
+    """Each token's text read once per backend (the whole vocabulary), then kept on it."""
+    if getattr(backend, "_vocab_id_sets", None) is None:
+        tok = backend.tokenizer
+        pieces = [tok.convert_tokens_to_string([t]) if t else ""
+                  for t in tok.convert_ids_to_tokens(list(range(len(tok))))]
+        backend._vocab_id_sets = _VocabIds(
+            newline=frozenset(i for i, p in enumerate(pieces) if "\n" in p),
+            sentence_end=frozenset(i for i, p in enumerate(pieces) if any(c in p for c in ".!?")),
+            period_end=frozenset(i for i, p in enumerate(pieces) if p.endswith(".")),
+            marker_ban=[i for i, p in enumerate(pieces) if p[:1].isdigit() or p.startswith(".") or "\n" in p])
+    return backend._vocab_id_sets
+
+
 class _RepeatedLineStop:
     """Stops a row once it completes a line that repeats an earlier one, or once its unfinished line has
     said the same sentence ``LOOP_REPEATS`` times (small models loop on lists, and within a line). A looping
@@ -407,13 +432,8 @@ class _RepeatedLineStop:
 
     def __init__(self, backend: TransformersBackend, prompt_len: int) -> None:
         self.tokenizer, self.prompt_len = backend.tokenizer, prompt_len
-        if not hasattr(backend, "_newline_ids"):
-            tok = backend.tokenizer
-            pieces = [tok.convert_tokens_to_string([t]) if t else ""
-                      for t in tok.convert_ids_to_tokens(list(range(len(tok))))]
-            backend._newline_ids = {i for i, p in enumerate(pieces) if "\n" in p}
-            backend._sentence_end_ids = {i for i, p in enumerate(pieces) if any(c in p for c in ".!?")}
-        self.newline_ids, self.sentence_end_ids = backend._newline_ids, backend._sentence_end_ids
+        v = _vocab_ids(backend)
+        self.newline_ids, self.sentence_end_ids = v.newline, v.sentence_end
 
     def __call__(self, input_ids, scores, **kwargs):
         import torch
@@ -437,14 +457,8 @@ class _ListMarkerFormat:
 
     def __init__(self, backend: TransformersBackend, prompt_len: int) -> None:
         self.tokenizer, self.prompt_len = backend.tokenizer, prompt_len
-        if not hasattr(backend, "_marker_ban_ids"):
-            tok = backend.tokenizer
-            pieces = [tok.convert_tokens_to_string([t]) if t else ""
-                      for t in tok.convert_ids_to_tokens(list(range(len(tok))))]
-            backend._period_end_ids = {i for i, p in enumerate(pieces) if p.endswith(".")}
-            backend._marker_ban_ids = sorted(i for i, p in enumerate(pieces)
-                                             if p[:1].isdigit() or p.startswith(".") or "\n" in p)
-        self.period_end_ids, self.ban_ids = backend._period_end_ids, backend._marker_ban_ids
+        v = _vocab_ids(backend)
+        self.period_end_ids, self.ban_ids = v.period_end, v.marker_ban
 
     def __call__(self, input_ids, scores):
         rows = [row for row, last in enumerate(input_ids[:, -1].tolist()) if last in self.period_end_ids]
