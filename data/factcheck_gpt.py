@@ -233,12 +233,6 @@ _SENTENCE_START = frozenset((
 _QUESTION_OPENERS = ("Did you know that", "Have you heard that")
 
 
-def _digest(text: str) -> int:
-    import hashlib
-
-    return int(hashlib.sha1(text.encode("utf-8")).hexdigest()[:8], 16)
-
-
 def as_question(sentence: str, share: float) -> str | None:
     """``sentence`` as a yes/no question that presupposes it, for about ``share`` of the declarative
     sentences (chosen by a hash of the text); None for the others and for questions, exclamations and
@@ -248,7 +242,7 @@ def as_question(sentence: str, share: float) -> str | None:
     if (share <= 0 or not text.endswith(".") or "?" in text or not text[0].isupper() or len(words) < 4
             or words[0] in ("I", "I'm", "As", "We", "My", "Our") or words[0].endswith(",")):
         return None
-    h = _digest(text)
+    h = int(text_key(text, n=8), 16)
     if h % 10_000 >= share * 10_000:
         return None
     first = words[0].lower() if words[0] in _SENTENCE_START else words[0]
@@ -285,17 +279,17 @@ def sentence_conversations(conv: Conversation, passage_texts: list[str],
                                                           "revised_response")}
         smeta.update(claims=claim_meta, sentence=si, claims_complete=True,
                      label_source="claims (released VISTA rule)" if gold is not None else "none")
-        text = " ".join(sent["text"].split())
+        text, reference = " ".join(sent["text"].split()), passages.render()
         out.append(Conversation(
             id=f"{conv.id}-s{si + 1}", source=conv.source,
-            turns=[question, Turn(ASSISTANT, text, reference=passages.render(),
+            turns=[question, Turn(ASSISTANT, text, reference=reference,
                                   gold_label=gold, gold_claims=claims, meta=smeta)],
             meta={**conv.meta, "sentence": si + 1}))
         asked = as_question(text, questions)
         if asked is not None:
             out.append(Conversation(
                 id=f"{conv.id}-s{si + 1}q", source=conv.source,
-                turns=[question, Turn(ASSISTANT, asked, reference=passages.render(), gold_label=gold,
+                turns=[question, Turn(ASSISTANT, asked, reference=reference, gold_label=gold,
                                       gold_claims=claims, meta={**smeta, "rephrased": "question", "original": text})],
                 meta={**conv.meta, "sentence": si + 1, "rephrased": "question"}))
     return out
