@@ -11,6 +11,12 @@ Each row becomes one conversation: the previous message (user) and the scored re
 (assistant) with the knowledge snippet as its reference. Mapping: Fully attributable /
 entailment -> faithful; Not fully attributable / hallucination / contradiction -> hallucinated;
 Generic / off-topic -> the ``ambiguous`` option (default "hallucinated").
+
+Claims (``claims="response"``): BEGIN judges each response as a whole, so the response can serve as the
+turn's one gold claim: Fully attributable / entailment -> VERIFIED, Not fully attributable /
+hallucination -> LACKING EVIDENCE, contradiction -> CONTRADICTED, Generic / off-topic -> OUT-OF-SCOPE
+(nothing to verify: a turn that is hallucinated under the strict rule, faithful under the safe one).
+Default ``"none"``: no claims.
 """
 
 from __future__ import annotations
@@ -28,15 +34,18 @@ from .loading import (
     LoadResult,
     RowSink,
     UnknownLabel,
+    check_claims,
     check_options,
     exchange,
     merge_results,
+    norm_label,
     read_delimited,
     resolve,
+    response_claim,
     source_files,
     text_key,
 )
-from .schema import FAITHFUL, HALLUCINATED
+from .schema import CONTRADICTED, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, OUT_OF_SCOPE, VERIFIED
 
 SOURCE = "BEGIN"
 DOWNLOAD = "https://github.com/google/BEGIN-dataset (2022 TSVs at HEAD; 2021 TSVs in commit 6f88199)"
@@ -49,21 +58,25 @@ COLUMNS = {
     "2022": ("knowledge", "message", "response", "begin_label"),
     "2021": ("evidence", "previous turn", "response", "gold label"),
 }
+CLAIM_LABELS = {"fully attributable": VERIFIED, "entailment": VERIFIED, "not fully attributable": LACKING_EVIDENCE,
+                "hallucination": LACKING_EVIDENCE, "contradiction": CONTRADICTED, "generic": OUT_OF_SCOPE,
+                "off-topic": OUT_OF_SCOPE}
 SPLIT_PATTERNS = ("**/begin_{split}_*.tsv", "**/{split}_*.tsv")
 
 
 def load_begin(source: str | os.PathLike, *, split: str | None = None,
                ambiguous: str = DEFAULT_AMBIGUOUS, on_error: str = "raise",
-               label_map: Mapping[str, str] | None = None) -> LoadResult:
+               label_map: Mapping[str, str] | None = None, claims: str = "none") -> LoadResult:
     """Load a BEGIN TSV (either release, detected from the header), or every BEGIN TSV of
-    ``split`` under a directory."""
+    ``split`` under a directory. ``claims="response"``: the response is the turn's one gold claim."""
     check_options(ambiguous, on_error)
+    check_claims(claims)
     files = source_files(source, split, SPLIT_PATTERNS, "BEGIN TSV")
-    results = [_load_file(f, ambiguous, on_error, label_map) for f in files]
+    results = [_load_file(f, ambiguous, on_error, label_map, claims) for f in files]
     return merge_results(results, source, "begin")
 
 
-def _load_file(path: Path, ambiguous: str, on_error: str, label_map) -> LoadResult:
+def _load_file(path: Path, ambiguous: str, on_error: str, label_map, claims: str) -> LoadResult:
     # The released TSVs are unquoted (text contains bare '"'), so quoting must be off.
     header, rows = read_delimited(path, "\t", csv.QUOTE_NONE)
     if "begin_label" in header:
@@ -110,12 +123,16 @@ def _load_file(path: Path, ambiguous: str, on_error: str, label_map) -> LoadResu
         else:
             turn_meta.update(coarse_label=rec.get("coarse label"), full_label_set=rec.get("full label set"))
         message = rec[m_col]
-        convs.append(exchange(
+        conv = exchange(
             f"{SOURCE}-{path.stem}-{i}", SOURCE, [message] if message.strip() else [], rec[r_col],
             rec[k_col], gold, turn_meta,
             {"benchmark": "begin", "release": release, "file": path.name, "row": i,
              # Several models answered the same (knowledge, message): one dialogue for splitting.
              "dialogue_id": text_key(message, rec[k_col])},
-        ))
+        )
+        if claims == "response":
+            fallback = VERIFIED if gold == FAITHFUL else LACKING_EVIDENCE   # a label added through label_map
+            response_claim(conv.turns[-1], CLAIM_LABELS.get(norm_label(original), fallback))
+        convs.append(conv)
         sink.ok()
     return sink.finish(convs)

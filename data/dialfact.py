@@ -30,20 +30,21 @@ from .loading import (
     LoadResult,
     RowSink,
     UnknownLabel,
+    check_claims,
     check_options,
     exchange,
     merge_results,
     resolve,
+    response_claim,
     source_files,
 )
-from .schema import CONTRADICTED, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, OUT_OF_SCOPE, VERIFIED, Claim
+from .schema import CONTRADICTED, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, OUT_OF_SCOPE, VERIFIED
 
 SOURCE = "DialFact"
 DOWNLOAD = "https://github.com/salesforce/DialFact (data/valid_split.jsonl, data/test_split.jsonl)"
 LABELS = {"supports": FAITHFUL, "refutes": HALLUCINATED, "not enough info": HALLUCINATED,
           "not enough info/personal": AMBIGUOUS}
 SPLIT_PATTERNS = ("**/{split}_split.jsonl", "**/{split}*.jsonl")
-CLAIMS_CHOICES = ("none", "response")
 CLAIM_LABELS = {"supports": VERIFIED, "refutes": CONTRADICTED, "not enough info": LACKING_EVIDENCE,
                 "not enough info/personal": OUT_OF_SCOPE}
 
@@ -61,8 +62,7 @@ def load_dialfact(source: str | os.PathLike, *, split: str | None = None, ambigu
     personal response. ``claims="response"``: the response is the turn's one gold claim (see above).
     """
     check_options(ambiguous, on_error)
-    if claims not in CLAIMS_CHOICES:
-        raise ValueError(f"claims must be one of {CLAIMS_CHOICES}, got {claims!r}")
+    check_claims(claims)
     files = source_files(source, split, SPLIT_PATTERNS, "DialFact JSONL", download=DOWNLOAD)
     labels = LabelTable(LABELS, label_map)
     return merge_results([_load_file(f, labels, ambiguous, on_error, claims) for f in files], source, "dialfact")
@@ -108,8 +108,7 @@ def _load_file(path: Path, labels: LabelTable, ambiguous: str, on_error: str, cl
                  "dialogue_id": str(rec.get("context_id") or rec["id"]).split("--")[0]},
             )
             if claims == "response":
-                conv.turns[-1].gold_claims = [Claim(rec["response"].strip(), CLAIM_LABELS[key.strip().lower()])]
-                conv.turns[-1].meta["claims_complete"] = False   # the response as is, not a decomposition
+                response_claim(conv.turns[-1], CLAIM_LABELS[key.strip().lower()])
             convs.append(conv)
             sink.ok()
     return sink.finish(convs)

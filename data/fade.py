@@ -15,6 +15,11 @@ the corruption lower-cases the whole response. ``"auto"`` (default) therefore sc
 ``corrupted_response`` for every row of a file that contains any real corruption, so that case
 never gives the label away, and ``response`` for files of observed hallucinations.
 
+Claims (``claims="response"``): FADE tags spans of a response, and its responses are short single
+utterances, so the scored text can serve as the turn's one gold claim: VERIFIED where no span is tagged,
+LACKING EVIDENCE where one is (an entity or relation the knowledge path does not support). Default
+``"none"``: no claims.
+
 Rows of one ``dialogue_id`` are packed into as few conversations as possible (the paper scores
 several turns per dialogue); two rows that score the same position, or whose histories
 disagree, go to separate conversations that share ``meta["dialogue_id"]``. Roles are relative to
@@ -36,14 +41,16 @@ from .loading import (
     DEFAULT_AMBIGUOUS,
     LoadResult,
     RowSink,
+    check_claims,
     check_options,
     context_turns,
     merge_results,
     normalise_text,
     read_delimited,
+    response_claim,
     source_files,
 )
-from .schema import ASSISTANT, FAITHFUL, HALLUCINATED, Conversation, Turn
+from .schema import ASSISTANT, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, VERIFIED, Conversation, Turn
 
 SOURCE = "FADE"
 DOWNLOAD = ("https://github.com/souvikdgp16/FADE (data/mixed/test_observed.csv for the paper's observed "
@@ -91,16 +98,18 @@ class _Variant:
 
 
 def load_fade(source: str | os.PathLike, *, split: str | None = None, ambiguous: str = DEFAULT_AMBIGUOUS,
-              on_error: str = "raise", text: str = "auto", speakers: str = "all") -> LoadResult:
+              on_error: str = "raise", text: str = "auto", speakers: str = "all", claims: str = "none") -> LoadResult:
     """Load a FADE CSV (or ``{split}_observed.csv`` under a directory). ``ambiguous`` is accepted
-    for a uniform interface; FADE's tags have no ambiguous value."""
+    for a uniform interface; FADE's tags have no ambiguous value. ``claims="response"``: the scored
+    text is the turn's one gold claim."""
     check_options(ambiguous, on_error)
+    check_claims(claims)
     if text not in TEXT_CHOICES:
         raise ValueError(f"text must be one of {TEXT_CHOICES}, got {text!r}")
     if speakers not in SPEAKER_CHOICES:
         raise ValueError(f"speakers must be one of {SPEAKER_CHOICES}, got {speakers!r}")
     files = source_files(source, split, SPLIT_PATTERNS, "FADE CSV", download=DOWNLOAD)
-    return merge_results([_load_file(f, on_error, text, speakers) for f in files], source, "fade")
+    return merge_results([_load_file(f, on_error, text, speakers, claims) for f in files], source, "fade")
 
 
 def _literal(cell: str, kind: type) -> Any:
@@ -115,7 +124,7 @@ def render_paths(paths: list) -> str:
     return ". ".join(" : ".join([str(p[0]), f"`{p[1]}`"]) + f": {p[2]}" for p in paths if len(p) == 3)
 
 
-def _load_file(path: Path, on_error: str, text: str, speakers: str) -> LoadResult:
+def _load_file(path: Path, on_error: str, text: str, speakers: str, claims: str) -> LoadResult:
     header, rows = read_delimited(path)
     missing = [c for c in REQUIRED if c not in header]
     if missing:
@@ -165,6 +174,8 @@ def _load_file(path: Path, on_error: str, text: str, speakers: str) -> LoadResul
                 turns[pos] = Turn(ASSISTANT, r.corrupted if use_corrupted else r.response,
                                   reference=r.reference, gold_label=r.gold,
                                   meta={**r.meta, "speaker": r.speaker})
+                if claims == "response":
+                    response_claim(turns[pos], VERIFIED if r.gold == FAITHFUL else LACKING_EVIDENCE)
             cid = f"{SOURCE}-{did}" if len(vs) == 1 else f"{SOURCE}-{did}.{k + 1}"
             convs.append(Conversation(id=cid, source=SOURCE, turns=turns,
                                       meta={"benchmark": "fade", "file": path.name, "dialogue_id": did,

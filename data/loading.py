@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .io import UNIQUE_IDS_WHY, SchemaError
-from .schema import ASSISTANT, FAITHFUL, HALLUCINATED, USER, Conversation, Turn
+from .schema import ASSISTANT, FAITHFUL, HALLUCINATED, USER, Claim, Conversation, Turn
 
 AMBIGUOUS = "ambiguous"
 # What to do with labels that have no agreed binary mapping (Generic, Uncooperative, off-topic, ...).
@@ -300,6 +300,22 @@ def text_key(*parts: str, n: int = 16) -> str:
     import hashlib
 
     return hashlib.sha1("\x1f".join(normalise_text(p) for p in parts).encode()).hexdigest()[:n]
+
+
+CLAIMS_CHOICES = ("none", "response")
+
+
+def check_claims(claims: str) -> None:
+    if claims not in CLAIMS_CHOICES:
+        raise ValueError(f"claims must be one of {CLAIMS_CHOICES}, got {claims!r}")
+
+
+def response_claim(turn: Turn, category: str) -> None:
+    """The ``claims="response"`` option: the scored response as is becomes the turn's one gold claim (for
+    benchmarks of single-utterance responses judged as a whole), labelled ``category``. It is not a
+    decomposition, so it gives stage 2 and 3 examples and no stage-1 example."""
+    turn.gold_claims = [Claim(turn.text.strip(), category)]
+    turn.meta["claims_complete"] = False
 
 
 def exchange(conv_id: str, source: str, history: Sequence[str], response: str, reference: str | None,

@@ -97,6 +97,21 @@ def test_begin_label_map_overrides_a_label():
         load_benchmark("begin", FIX / "begin" / "dev_05_24_21.tsv", label_map={"generic": "maybe"})
 
 
+def test_begin_response_as_claim():
+    res = load_benchmark("begin", FIX / "begin" / "begin_dev_wow.tsv", claims="response")
+    claims = [c.turns[c.scored_turns[0]].gold_claims for c in res]
+    assert [[x.label for x in cs] for cs in claims] == [
+        ["VERIFIED"], ["LACKING EVIDENCE"], ["OUT-OF-SCOPE"], ["VERIFIED"]]   # row 3 is Generic
+    assert claims[1][0].text == res[1].turns[1].text.strip()
+    assert res[1].turns[1].meta["claims_complete"] is False
+    five_way = load_benchmark("begin", FIX / "begin" / "dev_05_24_21.tsv", claims="response")
+    assert [c.turns[c.scored_turns[0]].gold_claims[0].label for c in five_way] == [
+        "VERIFIED", "CONTRADICTED", "LACKING EVIDENCE", "OUT-OF-SCOPE", "OUT-OF-SCOPE"]
+    assert load_benchmark("begin", FIX / "begin" / "begin_dev_wow.tsv")[0].turns[-1].gold_claims is None
+    with pytest.raises(ValueError, match="claims must be one of"):
+        load_benchmark("begin", FIX / "begin" / "begin_dev_wow.tsv", claims="sentences")
+
+
 def test_begin_directory_with_split(tmp_path):
     (tmp_path / "wow").mkdir()
     (tmp_path / "wow" / "begin_dev_wow.tsv").write_bytes((FIX / "begin" / "begin_dev_wow.tsv").read_bytes())
@@ -281,6 +296,17 @@ def test_fade_observed_split_scores_original_response_and_speakers_option():
     only = load_benchmark("fade", FIX / "fade" / "human_verified.csv", speakers="assistant")
     assert_reconciled(only, 5, 4, 1)
     assert only.report.rejected[0].row == 4 and only.report.rejected[0].kind == "dropped"
+
+
+def test_fade_response_as_claim():
+    res = load_benchmark("fade", FIX / "fade" / "human_verified.csv", claims="response")
+    conv = next(c for c in res if c.meta["rows"] == [1, 2])
+    assert [t.gold_claims[0].label for t in (conv.turns[1], conv.turns[3])] == ["LACKING EVIDENCE", "VERIFIED"]
+    assert conv.turns[1].gold_claims[0].text == "yes ! it was directed by steven spielberg ."   # the scored text
+    assert conv.turns[0].gold_claims is None and conv.turns[2].gold_claims is None   # context turns
+    assert load_benchmark("fade", FIX / "fade" / "human_verified.csv")[0].turns[1].gold_claims is None
+    with pytest.raises(ValueError, match="claims must be one of"):
+        load_benchmark("fade", FIX / "fade" / "human_verified.csv", claims="all")
 
 
 def test_fade_malformed_rows(tmp_path):
