@@ -171,6 +171,7 @@ class TrainSettings:
     learning_rate: float = 2e-4
     num_train_epochs: float = 1.0
     max_steps: int = -1
+    max_minutes: float | None = None         # stop a stage at the end of the step that crosses this much training time
     per_device_train_batch_size: int = 4
     gradient_accumulation_steps: int = 1
     max_length: int = 1024

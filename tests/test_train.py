@@ -475,3 +475,22 @@ def test_train_sources_keeps_one_sources_examples_per_stage(tmp_path, silver):
     bad = load_recipe(write_recipe(tmp_path, mixed, per_stage={"stage2": {"sources": ["FaithDail"]}}))
     with pytest.raises(TrainError, match=r"FaithDail.*sources present: \['Other', "):
         prepare_stage(bad, "stage2")
+
+
+def test_max_minutes_stops_a_stage_early_saves_it_and_counts_it_done(tmp_path, silver, capsys):
+    """``train.max_minutes``: the stage ends at the first step past its budget (here any step), the adapter of that
+    step is saved, the summary says so, and a second run takes the stage as done instead of training on."""
+    recipe = load_recipe(write_recipe(tmp_path, silver), ["train.max_steps=3", "train.max_minutes=0.0001",
+                                                          "train.max_length=256"])
+    summary = train_stage(recipe, "stage3")
+    assert summary["results"]["global_step"] == 1
+    assert summary["time_budget"] == {"max_minutes": 0.0001, "planned_steps": 3, "stopped_at_step": 1}
+    assert (tmp_path / "ck" / "stage3" / "adapter_model.safetensors").exists()
+    assert "stopped by train.max_minutes=0.0001 after 1 of 3 steps" in capsys.readouterr().out
+    again = train_stage(recipe, "stage3")
+    assert again["results"]["global_step"] == 1 and "already trained (1 steps)" in capsys.readouterr().out
+    (tmp_path / "b").mkdir()
+    unbounded = load_recipe(write_recipe(tmp_path / "b", silver), ["train.max_steps=2", "train.max_minutes=60",
+                                                                  "train.max_length=256"])
+    done = train_stage(unbounded, "stage3")
+    assert done["results"]["global_step"] == 2 and done["time_budget"]["stopped_at_step"] is None

@@ -194,10 +194,40 @@ def _finished(recipe: Recipe, stage: str) -> dict[str, Any] | None:
              hp.get("gradient_accumulation_steps"), (summary.get("silver") or {}).get("fingerprint"),
              summary.get("base_model_arg"))
     step = state.get("global_step", 0)
-    if planned == saved and step >= state.get("max_steps", step + 1) and \
+    stopped = (summary.get("time_budget") or {}).get("stopped_at_step") == step   # ended by train.max_minutes
+    if planned == saved and (stopped or step >= state.get("max_steps", step + 1)) and \
             (summary.get("results") or {}).get("global_step") == step:
         return summary
     return None
+
+
+def time_budget(minutes: float) -> Any:
+    """A ``transformers.TrainerCallback`` ending training at the first step end past ``minutes`` of training
+    (``train.max_minutes``); the learning-rate schedule stays the planned one, the adapter saved is that step's.
+    ``stopped_at`` is the step it stopped at (None: the planned steps all ran)."""
+    from transformers import TrainerCallback
+
+    class TimeBudget(TrainerCallback):
+        def __init__(self) -> None:
+            self.minutes = minutes
+            self.start: float | None = None
+            self.stopped_at: int | None = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.start is not None and time.perf_counter() - self.start > 60 * minutes \
+                    and state.global_step < state.max_steps:
+                self.stopped_at = state.global_step
+                control.should_training_stop = True
+                control.should_save = True
+            return control
+
+        def record(self, planned_steps: int) -> dict[str, Any]:
+            return {"max_minutes": minutes, "planned_steps": planned_steps, "stopped_at_step": self.stopped_at}
+
+    return TimeBudget()
 
 
 def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
@@ -230,12 +260,20 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
 
         trainer.remove_callback(PrinterCallback)
         trainer.add_callback(training_bar(stage))
+    budget = time_budget(recipe.train.max_minutes) if recipe.train.max_minutes else None
+    if budget is not None:
+        trainer.add_callback(budget)
     start = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=str(run.resume) if run.resume is not None else None)
     runtime = time.perf_counter() - start
     trainer.save_model(str(out))
 
     summary = stage_summary(run, result, runtime)
+    if budget is not None:
+        summary["time_budget"] = budget.record(trainer.state.max_steps)
+        if budget.stopped_at is not None and trainer.accelerator.is_main_process:
+            print(f"[{stage}] stopped by train.max_minutes={budget.minutes:g} after {budget.stopped_at} of "
+                  f"{trainer.state.max_steps} steps (a faster CPU or GPU trains them all)", flush=True)
     if trainer.accelerator.is_main_process:
         (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=2, default=str))
         write_model_card(out / "README.md", summary)  # after save_model: PEFT writes its own README there
