@@ -101,7 +101,8 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
                "what": "as mix, 96 stage-2 steps (the added data doubles stage 2's examples)"},
     # added after mix-96 was chosen, as an ablation only (the choice stands as made): how much of mix-96's gain is
     # the 96 steps and how much the data
-    "faithdial-96": {"overrides": ["train.per_stage.stage2.max_steps=96"], "stages": ["stage2", "stage3"],
+    "faithdial-96": {"overrides": ["train.per_stage.stage2.max_steps=96", "train.per_stage.stage2.sources=[FaithDial]"],
+                     "stages": ["stage2", "stage3"],
                      "links": "val-stage1-64", "what": "the recipe before mix: stage 2 on FaithDial sources, 96 steps"},
 }
 
