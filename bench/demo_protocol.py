@@ -354,7 +354,8 @@ def step_val_turns(name: str, val_set: str = "models") -> None:
             run_distill(r, progress=False, material=load_material(r))
     t0 = time.perf_counter()
     trained = _train_variant(r, v["stages"], RUNS / run / "checkpoints",
-                             RUNS / v.get("links", "val-recipe") / "checkpoints", reuse=bool(tag) or val_set != "models")
+                             RUNS / v.get("links", "val-recipe") / "checkpoints",
+                             reuse=bool(tag) or val_set != "models")
     train_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     res = evaluate(r, f"{run}{tag}", ["student"], data)

@@ -124,7 +124,8 @@ def build_fade(src: Path, out: Path, exclude: set[str]) -> None:
             w.writerow(header)
             w.writerows(records[keep[i]] for i in idx)
         print(f"fade/{split}.csv: {len(idx)} rows ({sum(rows[i][1] for i in idx)} faithful)")
-    print(f"  left out: {len(records) - len(keep)} rows sharing a reference with the demo's FaithDial or vista_human dev")
+    print(f"  left out: {len(records) - len(keep)} rows sharing a reference with the demo's FaithDial or "
+          "vista_human dev")
     shutil.copyfile(src.parent.parent / "LICENSE", out / "LICENSE")
 
 
