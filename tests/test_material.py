@@ -79,9 +79,10 @@ def test_a_recipe_without_train_sources_is_refused(tmp_path):
 def test_a_source_with_hold_out_false_trains_whole_and_gives_no_test_material():
     root = Path(__file__).resolve().parents[1]
     r = load_recipe(root / "recipes" / "demo-cpu.yaml")
-    assert [s.hold_out for s in r.data.train] == [True, False, False]
+    assert [s.hold_out for s in r.data.train] == [True, False, False, False, False]
     m = load_material(r)
     assert {c.source for c in m.test} == {"FaithDial"}
+    assert {"BEGIN", "FADE"} <= {c.source for c in m.train}   # the training-only BEGIN-WoW and FADE rows
     models = {c.id for c in read_conversations(root / "data" / "samples" / "faithdial_models_train.jsonl")}
     assert len(models) == 196 and models <= {c.id for c in m.train} and not models & {c.id for c in m.test}
     factcheck = [c for c in m.train if c.source == "Factcheck-GPT"]
