@@ -205,6 +205,8 @@ def time_budget(minutes: float) -> Any:
     """A ``transformers.TrainerCallback`` ending training at the first step end past ``minutes`` of training
     (``train.max_minutes``); the learning-rate schedule stays the planned one, the adapter saved is that step's.
     ``stopped_at`` is the step it stopped at (None: the planned steps all ran)."""
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
     from transformers import TrainerCallback
 
     class TimeBudget(TrainerCallback):
@@ -217,11 +219,15 @@ def time_budget(minutes: float) -> Any:
             self.start = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
-            if self.start is not None and time.perf_counter() - self.start > 60 * minutes \
-                    and state.global_step < state.max_steps:
+            over = self.start is not None and time.perf_counter() - self.start > 60 * minutes
+            if PartialState().num_processes > 1:   # every rank must stop at the same step: rank 0's clock decides
+                flag = [over]
+                broadcast_object_list(flag, from_process=0)
+                over = flag[0]
+            if over and state.global_step < state.max_steps:
                 self.stopped_at = state.global_step
                 control.should_training_stop = True
-                control.should_save = True
+                control.should_save = True   # a checkpoint at this step, so a rerun finds the stage finished
             return control
 
         def record(self, planned_steps: int) -> dict[str, Any]:
