@@ -26,6 +26,7 @@ PromptStyle = Literal["fewshot", "compact"]
 StageMode = Literal["score", "generate"]
 Rule = Literal[RULES]                                   # safe | strict | authors (pipeline/engine.py)
 LeakPolicy = Literal["error", "drop-test", "drop-train"]
+SplitBy = Literal["dialogue", "reference"]
 LEAK_POLICIES: tuple[str, ...] = typing.get_args(LeakPolicy)
 
 
@@ -49,6 +50,8 @@ class DataConfig:
     test_fraction: float = 0.0    # >0: hold out this share of each train source's dialogues (plus data.test)
     seed: int = 0
     leaks: LeakPolicy = "error"   # a test dialogue also in train: error | drop-test | drop-train
+    split_by: SplitBy = "dialogue"  # test_fraction's unit: dialogue | reference (dialogues sharing a reference stay
+                                  # together, and a test one sharing a reference with the train side moves there)
     root: str | None = None       # data root for relative sources (else --data-root / $VISTA_DISTILL_DATA)
 
 
@@ -211,6 +214,9 @@ class EvalSettings:
     heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
     given_claims: bool = False               # also run stages 2-3 of student and base on the human claims (claim level, paired)
     threads: int | str | None = "auto"       # torch CPU threads while evaluating (auto: the cores not busy)
+    max_minutes: float | None = None         # time budget: conversations in rounds of round_size (seeded order), every
+                                             # system on each round; no new round once the next would pass the budget
+    round_size: int = 16
 
 
 @dataclass

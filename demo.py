@@ -95,7 +95,9 @@ def run_demo(args: argparse.Namespace) -> int:
     total = time.perf_counter() - started
     summary = {"minutes": {k: round(v / 60, 2) for k, v in {**times, "total": total}.items()},
                "hardware": hw.to_dict(), "training": train_hw.to_dict(),
-               "headline": _headline(result.results), "report": str(result.out_dir / "report.md")}
+               "headline": _headline(result.results), "report": str(result.out_dir / "report.md"),
+               "evaluated": {k: result.results["material"].get(k) for k in ("conversations", "scored_turns",
+                                                                              "time_budget")}}
     from .data.io import atomic_write_text
     from .progress import console
 
@@ -106,6 +108,11 @@ def run_demo(args: argparse.Namespace) -> int:
                f"({', '.join(f'{k} {v / 60:.1f}' for k, v in times.items())} min)")
     term.print(f"machine:   {hw.capability.describe()}; {hw.precision.dtype} ({hw.precision.reason}); "
                f"{hw.threads.threads} thread(s) ({hw.threads.reason})")
+    budget = result.results["material"].get("time_budget")
+    if budget and budget["conversations_evaluated"] < budget["conversations_planned"]:
+        term.print(f"[yellow]eval:      the time budget (eval.max_minutes {budget['max_minutes']:g}) let "
+                   f"{budget['conversations_evaluated']} of {budget['conversations_planned']} held-out dialogues run "
+                   f"on this CPU (seeded rounds of {budget['round_size']}); every number below is over those[/]")
     term.print(f"adapters:  {Path(recipe.resolve(recipe.train.output_dir))}  (vista-distill score --adapters ...)")
     term.print(f"plots:     {', '.join(str(p) for p in sorted(result.out_dir.glob('*.png')))}")
     term.print(f"summary:   {out / 'demo_summary.json'}")

@@ -104,6 +104,17 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
     "faithdial-96": {"overrides": ["train.per_stage.stage2.max_steps=96", "train.per_stage.stage2.sources=[FaithDial]"],
                      "stages": ["stage2", "stage3"],
                      "links": "val-stage1-64", "what": "the recipe before mix: stage 2 on FaithDial sources, 96 steps"},
+    # 2026-11-24, sixth session: the held-out test enlarged to half the FaithDial dialogues (data.test_fraction 0.5)
+    # and split so that no test reference is trained on (data.split_by reference; 134 turns; 15 of the old 27 shared
+    # a knowledge snippet with a training response), before anything ran on it, so its training material shrank and the choice
+    # between the two best rows above is made again on that material. Criterion, fixed before either ran: pooled
+    # strict-rule turn accuracy over the 300 validation turns (as for mix); within one point the recipe as written
+    # (split50, i.e. mix-96) stays. Runs go to a fresh $PROTOCOL_RUNS (its own silver data, made by ``prepare``).
+    "split50": {"overrides": [], "stages": ["stage1", "stage2", "stage3"],
+                "what": "recipes/demo-cpu.yaml as written (mix-96) with the test at half the FaithDial dialogues"},
+    "split50-faithdial-96": {"overrides": ["train.per_stage.stage2.sources=[FaithDial]"], "stages": ["stage2", "stage3"],
+                             "links": "val-split50",
+                             "what": "split50 with stage 2 on the FaithDial sources only (faithdial-96 on the new split)"},
 }
 
 SAMPLES = ROOT / "data" / "samples"
@@ -120,8 +131,9 @@ def recipe(name: str, extra: list[str] | None = None):
     from vista_distill.config import load_recipe
 
     d = RUNS / name
+    # every validation and test turn is evaluated: the demo's evaluation time budget is for slower CPUs
     return load_recipe(RECIPE, [f"distill.output_dir={RUNS / 'silver'}", f"train.output_dir={d / 'checkpoints'}",
-                                f"eval.output_dir={d / 'eval'}", *(extra or [])])
+                                f"eval.output_dir={d / 'eval'}", "eval.max_minutes=null", *(extra or [])])
 
 
 def save(name: str, data: dict[str, Any], out: Path = OUT) -> None:
@@ -355,7 +367,7 @@ def step_val_turns(name: str, val_set: str = "models") -> None:
     t0 = time.perf_counter()
     trained = _train_variant(r, v["stages"], RUNS / run / "checkpoints",
                              RUNS / v.get("links", "val-recipe") / "checkpoints",
-                             reuse=bool(tag) or val_set != "models")
+                             reuse=bool(tag) or val_set != "models" or os.environ.get("PROTOCOL_REUSE") == "1")
     train_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     res = evaluate(r, f"{run}{tag}", ["student"], data)

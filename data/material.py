@@ -89,7 +89,7 @@ def load_material(recipe: Recipe) -> Material:
     conversations with the same id are an error (eval pairs systems by conversation id and turn).
     """
     from .loading import check_unique_ids
-    from .splits import assert_no_leak, drop_leaks, split_by_dialogue
+    from .splits import assert_no_leak, drop_leaks, reference_keys, split_by_dialogue
 
     if not recipe.data.train:
         raise ValueError(f"{recipe.path or 'recipe'}: data.train lists no sources for the teacher")
@@ -103,13 +103,23 @@ def load_material(recipe: Recipe) -> Material:
         convs, report = load_source(src, root)
         loaded.append((f"data.train[{i}] {src.source}", list(convs)))
         if f > 0 and src.hold_out:
-            parts = split_by_dialogue(convs, {"train": 1.0 - f, "test": f}, seed=recipe.data.seed)
+            parts = split_by_dialogue(convs, {"train": 1.0 - f, "test": f}, seed=recipe.data.seed,
+                                      by_reference=recipe.data.split_by == "reference")
             train += parts["train"]
             test += parts["test"]
             report["split"] = {"train": len(parts["train"]), "test": len(parts["test"])}
         else:
             train += convs
         reports.append({"role": "train", **report})
+    if recipe.data.split_by == "reference" and test:
+        # a held-out turn whose reference the student trained on (with another response) is not held out
+        seen = set().union(*(reference_keys(c) for c in train))
+        moved = [c for c in test if reference_keys(c) & seen]
+        if moved:
+            ids = {id(c) for c in moved}
+            test = [c for c in test if id(c) not in ids]
+            train += moved
+        reports.append({"role": "train", "moved_from_test_shared_reference": len(moved)})
     test_reports = []
     for i, src in enumerate(recipe.data.test):
         convs, report = load_source(src, root)

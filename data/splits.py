@@ -28,17 +28,47 @@ def dialogue_key(conv: Conversation) -> str:
     return f"{conv.source}:{conv.meta.get('dialogue_id', conv.id)}"
 
 
+def reference_keys(conv: Conversation) -> set[str]:
+    """Normalised references of a conversation's scored turns ("N/A" and empty ones left out)."""
+    refs = (conv.turns[i].reference for i in conv.scored_turns)
+    return {k for k in (normalise_text(r) for r in refs if r and r.strip() != "N/A") if k}
+
+
+def _groups(conversations: Sequence[Conversation], by_reference: bool) -> dict[str, list[int]]:
+    """Conversation indices per dialogue; ``by_reference``: dialogues that share a reference are one group
+    (union-find; a group is named by its smallest dialogue key)."""
+    keys = [dialogue_key(c) for c in conversations]
+    parent = {k: k for k in keys}
+
+    def find(k: str) -> str:
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    if by_reference:
+        owner: dict[str, str] = {}
+        for k, c in zip(keys, conversations):
+            for ref in reference_keys(c):
+                a, b = find(owner.setdefault(ref, k)), find(k)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    groups: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(find(k), []).append(i)
+    return groups
+
+
 def split_by_dialogue(conversations: Sequence[Conversation],
                       fractions: Mapping[str, float] = DEFAULT_FRACTIONS,
-                      seed: int = 0) -> dict[str, list[Conversation]]:
+                      seed: int = 0, by_reference: bool = False) -> dict[str, list[Conversation]]:
     """Shuffle dialogues with ``seed`` and cut them into parts of about ``fractions`` of the
-    conversations; conversations keep their input order within a part."""
+    conversations; conversations keep their input order within a part. ``by_reference``: dialogues
+    sharing a reference (a knowledge snippet, a document) also stay on one side."""
     total = sum(fractions.values())
     if not fractions or total <= 0 or any(f < 0 for f in fractions.values()):
         raise ValueError(f"fractions must be non-negative with a positive sum, got {dict(fractions)}")
-    groups: dict[str, list[int]] = {}
-    for i, c in enumerate(conversations):
-        groups.setdefault(dialogue_key(c), []).append(i)
+    groups = _groups(conversations, by_reference)
     keys = sorted(groups)
     random.Random(seed).shuffle(keys)
     names = list(fractions)

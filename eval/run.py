@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ from .comparison import (
 )
 from .errors import EvalError
 from .significance import MCNEMAR_VARIANTS
-from .systems import FIVE_LABEL_SYSTEMS, SYSTEMS, Backends, SystemRun, run_system
+from .systems import FIVE_LABEL_SYSTEMS, SYSTEMS, Backends, SystemRun, merge_runs, run_system
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,18 @@ def student_training_ids(recipe: Recipe) -> tuple[set[str], str]:
     return ids, str(path)
 
 
+def _rounds(conversations: list[Conversation], e: Any) -> list[list[Conversation]]:
+    """One round of everything, or (``eval.max_minutes``) rounds of ``eval.round_size`` conversations in an order
+    shuffled with ``eval.seed``, so that a budget cut leaves a sample of the material, not its first sources."""
+    if not e.max_minutes:
+        return [conversations]
+    if e.max_minutes <= 0 or e.round_size < 1:
+        raise EvalError(f"eval.max_minutes must be > 0 and eval.round_size >= 1, got {e.max_minutes}, {e.round_size}")
+    shuffled = list(conversations)
+    random.Random(e.seed).shuffle(shuffled)
+    return [shuffled[i:i + e.round_size] for i in range(0, len(shuffled), e.round_size)]
+
+
 def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None = None,
              systems: Sequence[str] | None = None, output_dir: str | Path | None = None,
              progress: bool = False, compare: str | Path | None = None,
@@ -164,13 +177,40 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     threads_before = torch.get_num_threads()
     hw = prepare_run(recipe.student.dtype, e.threads if e.threads is not None else threads_before,
                      where="student.dtype", announce=progress)
+    rounds = _rounds(conversations, e)
+    t_systems = time.perf_counter()
     try:
-        for name in order:
-            if name in ("student", "teacher"):
-                backends.release_base()
-            log.info("eval: running %s on %d conversations", name, len(conversations))
-            runs[name] = run_system(name, recipe, conversations, backends, out_dir, progress)
-            if on_system is not None:
+        done: list[Conversation] = []
+        for i, part in enumerate(rounds):
+            for name in order:
+                if name in runs and runs[name].status != "ok":
+                    continue
+                if name in ("student", "teacher"):
+                    backends.release_base()
+                log.info("eval: running %s on %d conversations%s", name, len(part),
+                         f" (round {i + 1} of {len(rounds)})" if len(rounds) > 1 else "")
+                run = run_system(name, recipe, part, backends, out_dir, progress)
+                runs[name] = merge_runs(runs[name], run, recipe) if name in runs else run
+            done += part
+            spent = time.perf_counter() - t_systems
+            if i + 1 < len(rounds) and e.max_minutes and spent + spent / (i + 1) > e.max_minutes * 60:
+                log.warning("eval: time budget eval.max_minutes=%s: stopping after %d of %d conversations "
+                            "(%d of %d rounds, %.1f min)", e.max_minutes, len(done), len(conversations), i + 1,
+                            len(rounds), spent / 60)
+                break
+        if e.max_minutes:
+            time_budget = {"max_minutes": e.max_minutes, "round_size": e.round_size, "rounds": len(rounds),
+                           "rounds_run": i + 1, "conversations_planned": len(conversations),
+                           "conversations_evaluated": len(done), "minutes": round(spent / 60, 2)}
+            conversations = done
+            material.update(time_budget=time_budget, conversations=len(done),
+                            scored_turns=sum(len(c.scored_turns) for c in done),
+                            gold_turns=sum(1 for c in done for j in c.scored_turns
+                                           if c.turns[j].gold_label in ("faithful", "hallucinated")),
+                            human_claims=sum(len(c.turns[j].gold_claims or []) for c in done for j in c.scored_turns),
+                            conversation_ids_sha256=hashlib.sha256("\n".join(c.id for c in done).encode()).hexdigest()[:16])
+        if on_system is not None:
+            for name in order:
                 on_system(runs[name])
     finally:
         backends.release_base()

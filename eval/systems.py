@@ -213,6 +213,33 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
     return run
 
 
+def merge_runs(a: SystemRun, b: SystemRun, recipe: Recipe) -> SystemRun:
+    """One system's runs over two rounds of conversations as one run (``eval.max_minutes``): records joined,
+    times and token counts added, memory peaks the larger; a round that failed or was skipped ends the system."""
+    if b.status != "ok":
+        return b
+    ea, eb = a.efficiency, b.efficiency
+    wall, turns = (ea.get("wall_s") or 0) + (eb.get("wall_s") or 0), ea["scored_turns"] + eb["scored_turns"]
+    add = lambda x, y: None if x is None and y is None else (x or 0) + (y or 0)
+    stats = {k: round(add(ea["backend_stats"].get(k), eb["backend_stats"].get(k)), 3)
+             for k in {**ea["backend_stats"], **eb["backend_stats"]}}
+    peaks = [v for v in (ea.get("cuda_max_memory_allocated_mb"), eb.get("cuda_max_memory_allocated_mb")) if v is not None]
+    eff = {**ea, "wall_s": round(wall, 3), "scored_turns": turns, "turns_per_s": round(turns / wall, 4) if wall else None,
+           "prompt_tokens": add(ea.get("prompt_tokens"), eb.get("prompt_tokens")),
+           "completion_tokens": add(ea.get("completion_tokens"), eb.get("completion_tokens")),
+           "backend_stats": stats, "peak_rss_mb": max(ea["peak_rss_mb"], eb["peak_rss_mb"]),
+           "cuda_max_memory_allocated_mb": max(peaks) if peaks else None, "rounds": ea.get("rounds", 1) + 1}
+    hits, calls = stats.get("hits"), stats.get("calls")
+    eff["cache_hit_share"] = round(hits / (hits + calls), 4) if hits is not None and calls is not None and hits + calls \
+        else None
+    eff["cost_per_1k_turns"] = cost_per_1k_turns(recipe, a.name, eff)
+    desc = dict(a.description)
+    if "label_methods" in b.description:
+        desc["label_methods"] = dict(Counter(a.description.get("label_methods") or {})
+                                     + Counter(b.description["label_methods"]))
+    return SystemRun(a.name, "ok", None, desc, eff, a.records + b.records, a.given_records + b.given_records)
+
+
 def _given_claims_records(cfg: Any, conversations: list[Conversation], backend: Any, progress: bool,
                           name: str) -> list[dict[str, Any]]:
     """Stages 2-3 of the same system on the human claims of every turn that has them (no stage 1)."""

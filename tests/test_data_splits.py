@@ -108,3 +108,20 @@ def test_drop_leaks_filters_candidates():
     cands = [conv("s1", "q", "other reply", "doc"), conv("s2", "new", "r", "doc2")]
     kept, leaks = drop_leaks(cands, held)
     assert [c.id for c in kept] == ["s2"] and [lk.test_id for lk in leaks] == ["s1"]
+
+
+def test_split_by_reference_keeps_dialogues_sharing_a_reference_together():
+    # 60 dialogues over 12 documents (5 each, different questions and answers): by dialogue they scatter
+    convs = [conv(f"c{i}", f"question {i}", f"answer {i}", f"Document {i % 12}.", dialogue=f"d{i}") for i in range(60)]
+    convs.append(conv("na", "hello", "hi", "N/A", dialogue="dna"))      # "N/A" joins nothing
+    convs.append(conv("na2", "hey", "hi", "N/A", dialogue="dna2"))
+    scattered = split_by_dialogue(convs, {"a": 0.5, "b": 0.5}, seed=0)
+    refs = lambda cs: {c.turns[1].reference.lower() for c in cs if c.turns[1].reference != "N/A"}
+    assert refs(scattered["a"]) & refs(scattered["b"])
+    for seed in range(4):
+        parts = split_by_dialogue(convs, {"a": 0.5, "b": 0.5}, seed=seed, by_reference=True)
+        assert not refs(parts["a"]) & refs(parts["b"])
+        assert sum(map(len, parts.values())) == 62 and 20 <= len(parts["a"]) <= 42
+    again = split_by_dialogue(convs, {"a": 0.5, "b": 0.5}, seed=1, by_reference=True)
+    assert [c.id for c in again["a"]] == [c.id for c in split_by_dialogue(convs, {"a": 0.5, "b": 0.5}, seed=1,
+                                                                          by_reference=True)["a"]]

@@ -304,6 +304,7 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
         "pipeline.max_new_tokens={stage1: 48}", "train.per_device_train_batch_size=2",
         "train.per_stage={stage1: {max_steps: 1}, stage2: {max_steps: 1, sources: [FaithDial]}, stage3: {max_steps: 1}}",
         "train.save_steps=1", "train.cpu_threads=1", "eval.threads=1", "eval.bootstrap=20",
+        "eval.max_minutes=0.0001", "eval.round_size=1",    # a budget spent by the first held-out dialogue
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run([sys.executable, "-m", "vista_distill", "demo", "--output-dir", str(out), *small],
@@ -318,6 +319,8 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     trained = _json(out / "checkpoints" / "stage2" / "training_summary.json")["silver"]["train_examples"]
     assert "Factcheck-GPT" in sources and 0 < trained <= sources.count("FaithDial")   # stage 2: FaithDial only
     summary = _closing_summary(proc.stdout)
+    assert "let 1 of 2 held-out dialogues run on this CPU" in " ".join(summary.split())
+    assert _json(out / "demo_summary.json")["evaluated"]["time_budget"]["conversations_evaluated"] == 1
     for name in ("student", "base"):   # turns safe, turns strict, claims (stage 2), turns/s
         assert re.search(rf"^\s+{name}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d+\.\d\d\s*$", summary, re.M)
     assert re.search(r"^\s+majority \((faithful|hallucinated) / (VERIFIED|UNVERIFIABLE)\)\s+\d\.\d{3}", summary, re.M)

@@ -13,6 +13,7 @@ import pytest
 from vista_distill.cli import main
 from vista_distill.config import load_recipe
 from vista_distill.eval.baselines import parse_judge
+from vista_distill.eval.errors import EvalError
 from vista_distill.eval.report import PLOTS
 from vista_distill.eval.run import run_eval
 from vista_distill.pipeline.engine import RULES
@@ -195,3 +196,31 @@ def test_cost_per_1k_turns_from_configured_prices():
     assert cost_per_1k_turns(recipe, "student", eff)["usd"] == pytest.approx(2.0)
     assert cost_per_1k_turns(recipe, "base", eff) == {"usd": 0.5, "basis": "eval.price_per_1k_turns"}
     assert cost_per_1k_turns(recipe, "factscore", eff) is None
+
+
+def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_path):
+    """eval.max_minutes: conversations in seeded rounds, every system on each round; a spent budget stops before
+    the next round and the report says how much of the material was evaluated."""
+    _identity_adapters(tmp_path / "checkpoints")
+    ov = [*_overrides(tmp_path), "eval.round_size=1", "eval.given_claims=true"]
+    whole = run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=60"]), input_path=str(sample_path), limit=2,
+                     output_dir=tmp_path / "whole", systems=["student", "base"])
+    budget = whole.results["material"]["time_budget"]
+    assert budget["rounds"] == budget["rounds_run"] == 2 and budget["conversations_evaluated"] == 2
+    for name in ("student", "base"):
+        run = whole.systems[name]
+        assert run.efficiency["rounds"] == 2 and run.efficiency["scored_turns"] == whole.results["material"]["scored_turns"]
+        assert {r["conversation_id"] for r in run.records} == {r["conversation_id"] for r in whole.systems["base"].records}
+        assert run.given_records
+    # a budget spent by the first round: no second one, for either system, and the tests pair what was run
+    cut = run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=0.0001"]), input_path=str(sample_path), limit=2,
+                   output_dir=tmp_path / "cut", systems=["student", "base"])
+    m = cut.results["material"]
+    assert m["time_budget"]["rounds_run"] == 1 and m["conversations"] == m["time_budget"]["conversations_evaluated"] == 1
+    ids = [{r["conversation_id"] for r in cut.systems[n].records} for n in ("student", "base")]
+    assert ids[0] == ids[1] and len(ids[0]) == 1
+    pair = cut.results["significance"]["by_rule"]["strict"]
+    assert "time_budget" in (cut.out_dir / "results.json").read_text() and pair
+    with pytest.raises(EvalError, match="eval.max_minutes"):
+        run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=-1"]), input_path=str(sample_path), limit=2,
+                 output_dir=tmp_path / "bad", systems=["base"])

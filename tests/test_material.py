@@ -96,3 +96,22 @@ def test_a_source_with_hold_out_false_trains_whole_and_gives_no_test_material():
     split = [c for c in m2.test if c.source == "Factcheck-GPT"]
     assert split and len(split) + len([c for c in m2.train if c.source == "Factcheck-GPT"]) == 277
     assert not {c.meta["dialogue_id"] for c in split} & {c.meta["dialogue_id"] for c in m2.train}
+
+
+def test_split_by_reference_holds_out_no_trained_reference():
+    """The demo's test: half the FaithDial dialogues, none of whose knowledge snippets any training response
+    (FaithDial's own, the model responses, BEGIN, FADE) was written against; split by dialogue alone, test turns
+    shared a snippet with training ones."""
+    from vista_distill.data.splits import reference_keys
+
+    root = Path(__file__).resolve().parents[1]
+    r = load_recipe(root / "recipes" / "demo-cpu.yaml")
+    assert r.data.split_by == "reference"
+    m = load_material(r)
+    trained = set().union(*(reference_keys(c) for c in m.train))
+    assert m.test and not any(reference_keys(c) & trained for c in m.test)
+    moved = next(x for x in m.reports if "moved_from_test_shared_reference" in x)["moved_from_test_shared_reference"]
+    assert moved > 0                                  # the model responses share a few snippets: those left the test
+    by_dialogue = load_material(load_recipe(root / "recipes" / "demo-cpu.yaml", ["data.split_by=dialogue"]))
+    assert any(reference_keys(c) & set().union(*(reference_keys(t) for t in by_dialogue.train))
+               for c in by_dialogue.test)
