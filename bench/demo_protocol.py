@@ -23,7 +23,8 @@ validation turns. Variants are judged on validation only:
     python bench/demo_protocol.py report             # bench/results/demo_protocol/README.md tables
 
 Runs go to $PROTOCOL_RUNS (default /tmp/vista-protocol); results (small JSON) to
-bench/results/demo_protocol/.
+bench/results/demo_protocol/. ``PROTOCOL_REUSE=1``: ``val-turns`` evaluates a variant's adapters already trained
+there instead of training them again. Every run evaluates all of its material (``eval.max_minutes`` off).
 """
 
 from __future__ import annotations
