@@ -214,8 +214,8 @@ class EvalSettings:
     heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
     given_claims: bool = False               # also run stages 2-3 of student and base on the human claims (claim level, paired)
     threads: int | str | None = "auto"       # torch CPU threads while evaluating (auto: the cores not busy)
-    max_minutes: float | None = None         # time budget: conversations in rounds of round_size (seeded order), every
-                                             # system on each round; no new round once the next would pass the budget
+    max_minutes: float | None = None         # time budget: conversations in a seeded order, every system on a first
+                                             # round of round_size, then on as many more as that pace fits in the budget
     round_size: int = 16
 
 

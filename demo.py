@@ -112,7 +112,8 @@ def run_demo(args: argparse.Namespace) -> int:
     if budget and budget["conversations_evaluated"] < budget["conversations_planned"]:
         term.print(f"[yellow]eval:      the time budget (eval.max_minutes {budget['max_minutes']:g}) let "
                    f"{budget['conversations_evaluated']} of {budget['conversations_planned']} held-out dialogues run "
-                   f"on this CPU (seeded rounds of {budget['round_size']}); every number below is over those[/]")
+                   f"on this CPU (seeded order; a first round of {budget['first_round']} measured the pace); every "
+                   "number below is over those[/]")
     term.print(f"adapters:  {Path(recipe.resolve(recipe.train.output_dir))}  (vista-distill score --adapters ...)")
     term.print(f"plots:     {', '.join(str(p) for p in sorted(result.out_dir.glob('*.png')))}")
     term.print(f"summary:   {out / 'demo_summary.json'}")

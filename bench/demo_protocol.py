@@ -389,7 +389,9 @@ def step_pairs() -> None:
     the seed, so seeds 1 and 2 are paired with its records."""
     from vista_distill.eval.significance import paired_mcnemar
 
-    base_dir = RUNS / "seed0" / "eval-test-demo" / "records"
+    # the base's run over the whole test (``seed 0`` evaluating the demo's adapters) where there is one; else the demo's
+    full = (RUNS / "seed0" / "eval-test" / "records" / "base.jsonl").exists()
+    base_dir = RUNS / "seed0" / ("eval-test" if full else "eval-test-demo") / "records"
     base_claims, base_turns = _records(base_dir / "base.given_claims.jsonl"), _records(base_dir / "base.jsonl")
 
     def claims_right(r: dict[str, Any]) -> list[bool]:
@@ -398,7 +400,7 @@ def step_pairs() -> None:
 
     out: dict[str, Any] = {"machine": machine()}
     for seed in (0, 1, 2):
-        d = RUNS / f"seed{seed}" / ("eval-test-demo" if seed == 0 else "eval-test") / "records"
+        d = RUNS / f"seed{seed}" / ("eval-test-demo" if seed == 0 and not full else "eval-test") / "records"
         if not (d / "student.jsonl").exists():
             continue
         claims, turns = _records(d / "student.given_claims.jsonl"), _records(d / "student.jsonl")

@@ -106,16 +106,28 @@ def student_training_ids(recipe: Recipe) -> tuple[set[str], str]:
     return ids, str(path)
 
 
-def _rounds(conversations: list[Conversation], e: Any) -> list[list[Conversation]]:
-    """One round of everything, or (``eval.max_minutes``) rounds of ``eval.round_size`` conversations in an order
-    shuffled with ``eval.seed``, so that a budget cut leaves a sample of the material, not its first sources."""
+def _budget_order(conversations: list[Conversation], e: Any) -> list[Conversation]:
+    """The evaluation order: as given, or (``eval.max_minutes``) shuffled with ``eval.seed``, so that a budget cut
+    leaves a sample of the material, not its first sources."""
     if not e.max_minutes:
-        return [conversations]
+        return conversations
     if e.max_minutes <= 0 or e.round_size < 1:
         raise EvalError(f"eval.max_minutes must be > 0 and eval.round_size >= 1, got {e.max_minutes}, {e.round_size}")
     shuffled = list(conversations)
     random.Random(e.seed).shuffle(shuffled)
-    return [shuffled[i:i + e.round_size] for i in range(0, len(shuffled), e.round_size)]
+    return shuffled
+
+
+def _next_round(total: int, done: int, spent_s: float, e: Any) -> int:
+    """How many conversations the next round takes: all of them without a budget; else a first round of
+    ``eval.round_size`` measures the pace, and the next takes as many of the rest as that pace fits in what is
+    left of ``eval.max_minutes`` (all of them when they fit: one round batches best)."""
+    if not e.max_minutes:
+        return total
+    if done == 0:
+        return min(e.round_size, total)
+    fits = int((e.max_minutes * 60 - spent_s) / (spent_s / done)) if spent_s > 0 else total - done
+    return max(0, min(fits, total - done))
 
 
 def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None = None,
@@ -125,7 +137,8 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
              material: Material | None = None) -> EvalResult:
     """Evaluate the recipe's systems on the test material; write the run folder (see :mod:`.report`).
 
-    ``on_system`` is told about each system as soon as it has run (or been skipped); ``material``: the
+    ``on_system`` is told about each system as soon as it has run (or been skipped; with
+    ``eval.max_minutes``, once every round has); ``material``: the
     recipe's material if the caller has loaded it already (see :func:`load_test_material`)."""
     from .report import write_report
 
@@ -177,30 +190,35 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     threads_before = torch.get_num_threads()
     hw = prepare_run(recipe.student.dtype, e.threads if e.threads is not None else threads_before,
                      where="student.dtype", announce=progress)
-    rounds = _rounds(conversations, e)
+    ordered = _budget_order(conversations, e)
     t_systems = time.perf_counter()
     try:
         done: list[Conversation] = []
-        for i, part in enumerate(rounds):
+        spent, rounds = 0.0, 0
+        while len(done) < len(ordered):
+            size = _next_round(len(ordered), len(done), spent, e)
+            if size < 1:
+                log.warning("eval: time budget eval.max_minutes=%s: stopping after %d of %d conversations "
+                            "(%d rounds, %.1f min)", e.max_minutes, len(done), len(ordered), rounds, spent / 60)
+                break
+            part = ordered[len(done):len(done) + size]
             for name in order:
                 if name in runs and runs[name].status != "ok":
                     continue
                 if name in ("student", "teacher"):
                     backends.release_base()
                 log.info("eval: running %s on %d conversations%s", name, len(part),
-                         f" (round {i + 1} of {len(rounds)})" if len(rounds) > 1 else "")
+                         f" (round {rounds + 1}, time budget {e.max_minutes:g} min)" if e.max_minutes else "")
                 run = run_system(name, recipe, part, backends, out_dir, progress)
                 runs[name] = merge_runs(runs[name], run, recipe) if name in runs else run
+                if on_system is not None and not e.max_minutes:
+                    on_system(run)
             done += part
+            rounds += 1
             spent = time.perf_counter() - t_systems
-            if i + 1 < len(rounds) and e.max_minutes and spent + spent / (i + 1) > e.max_minutes * 60:
-                log.warning("eval: time budget eval.max_minutes=%s: stopping after %d of %d conversations "
-                            "(%d of %d rounds, %.1f min)", e.max_minutes, len(done), len(conversations), i + 1,
-                            len(rounds), spent / 60)
-                break
         if e.max_minutes:
-            time_budget = {"max_minutes": e.max_minutes, "round_size": e.round_size, "rounds": len(rounds),
-                           "rounds_run": i + 1, "conversations_planned": len(conversations),
+            time_budget = {"max_minutes": e.max_minutes, "first_round": e.round_size, "rounds_run": rounds,
+                           "conversations_planned": len(conversations),
                            "conversations_evaluated": len(done), "minutes": round(spent / 60, 2)}
             conversations = done
             material.update(time_budget=time_budget, conversations=len(done),
@@ -209,7 +227,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
                                            if c.turns[j].gold_label in ("faithful", "hallucinated")),
                             human_claims=sum(len(c.turns[j].gold_claims or []) for c in done for j in c.scored_turns),
                             conversation_ids_sha256=hashlib.sha256("\n".join(c.id for c in done).encode()).hexdigest()[:16])
-        if on_system is not None:
+        if on_system is not None and e.max_minutes:
             for name in order:
                 on_system(runs[name])
     finally:

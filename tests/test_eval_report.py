@@ -199,14 +199,14 @@ def test_cost_per_1k_turns_from_configured_prices():
 
 
 def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_path):
-    """eval.max_minutes: conversations in seeded rounds, every system on each round; a spent budget stops before
-    the next round and the report says how much of the material was evaluated."""
+    """eval.max_minutes: conversations in a seeded order, every system on a first round, then on what that pace fits
+    in the rest of the budget; a spent budget stops there and the report says how much of the material ran."""
     _identity_adapters(tmp_path / "checkpoints")
     ov = [*_overrides(tmp_path), "eval.round_size=1", "eval.given_claims=true"]
     whole = run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=60"]), input_path=str(sample_path), limit=2,
                      output_dir=tmp_path / "whole", systems=["student", "base"])
     budget = whole.results["material"]["time_budget"]
-    assert budget["rounds"] == budget["rounds_run"] == 2 and budget["conversations_evaluated"] == 2
+    assert budget["rounds_run"] == 2 and budget["conversations_evaluated"] == 2   # a first round of 1, then the rest
     for name in ("student", "base"):
         run = whole.systems[name]
         assert run.efficiency["rounds"] == 2 and run.efficiency["scored_turns"] == whole.results["material"]["scored_turns"]
