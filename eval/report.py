@@ -151,6 +151,11 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     out.append(f"Material: `{src}` — {mat['conversations']} conversations, {mat['scored_turns']} scored turns "
                f"({mat['gold_turns']} with a gold label), {mat['human_claims']} human claims"
                + (f"; first {mat['limit']} conversations only (--limit)" if mat["limit"] else "") + ".")
+    budget = mat.get("time_budget")
+    if budget and budget["conversations_evaluated"] < budget["conversations_planned"]:
+        out.append(f"\n**Time budget:** `eval.max_minutes` {budget['max_minutes']:g} let {budget['conversations_evaluated']} "
+                   f"of the {budget['conversations_planned']} conversations run (a random sample, seeded order); every "
+                   "number below is over those.")
     ov = mat["student_training_overlap"]
     if ov["evaluated_conversations_in_student_training"]:
         out.append(f"\n**Caution:** {ov['evaluated_conversations_in_student_training']} of the evaluated "

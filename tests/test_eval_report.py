@@ -221,6 +221,7 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
     assert ids[0] == ids[1] and len(ids[0]) == 1
     pair = cut.results["significance"]["by_rule"]["strict"]
     assert "time_budget" in (cut.out_dir / "results.json").read_text() and pair
+    assert "let 1 of the 2 conversations run" in (cut.out_dir / "report.md").read_text()
     with pytest.raises(EvalError, match="eval.max_minutes"):
         run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=-1"]), input_path=str(sample_path), limit=2,
                  output_dir=tmp_path / "bad", systems=["base"])
