@@ -219,7 +219,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         if e.max_minutes:
             time_budget = {"max_minutes": e.max_minutes, "first_round": e.round_size, "rounds_run": rounds,
                            "conversations_planned": len(conversations),
-                           "conversations_evaluated": len(done), "minutes": round(spent / 60, 2)}
+                           "conversations_evaluated": len(done)}   # no timing: material is fingerprinted
             conversations = done
             material.update(time_budget=time_budget, conversations=len(done),
                             scored_turns=sum(len(c.scored_turns) for c in done),

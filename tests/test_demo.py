@@ -338,3 +338,5 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert {pair["system_1"], pair["system_2"]} == {"student", "base"} and 0 <= pair["pvalue"] <= 1
     report = (out / "eval" / "report.md").read_text(encoding="utf-8")
     assert "## Claim level, human claims given (stages 2 and 3)" in report
+    material = next(line for line in report.splitlines() if line.startswith("Material:"))
+    assert "faithdial_balanced_sample.jsonl" in material and "?" not in material   # the split notes are not sources
