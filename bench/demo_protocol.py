@@ -458,7 +458,9 @@ def _test_tables() -> None:
     # seed 0 is the demo's run unless ``seed 0`` evaluated its adapters on the whole test (the demo's time budget may
     # have cut its evaluation short); then the demo's run is listed apart, outside the mean
     whole = any(x.name == "test_seed0.json" for x in seeds)
-    lines = ["| seed | system | claims (stage 2) | turns strict | turns safe |", "| --- | --- | ---: | ---: | ---: |"]
+    # turn accuracy over the turns each system gave a verdict for (the pairs in test_pairs.json count the rest wrong)
+    lines = ["| seed | system | claims (stage 2) | turns strict (with a verdict) | turns safe (with a verdict) |",
+             "| --- | --- | ---: | ---: | ---: |"]
     per: dict[str, list[tuple]] = {}
     for path in ([] if whole or not demo.exists() else [demo]) + seeds:
         d = json.loads(path.read_text())
