@@ -99,6 +99,7 @@ def load_material(recipe: Recipe) -> Material:
     f = recipe.data.test_fraction
     root = recipe.data.root
     loaded: list[tuple[str, list[Conversation]]] = []   # (where, as loaded): duplicate ids are named by both places
+    held: list[tuple[dict, list[Conversation]]] = []     # (a source's split report, its held-out conversations)
     for i, src in enumerate(recipe.data.train):
         convs, report = load_source(src, root)
         loaded.append((f"data.train[{i}] {src.source}", list(convs)))
@@ -106,20 +107,20 @@ def load_material(recipe: Recipe) -> Material:
             parts = split_by_dialogue(convs, {"train": 1.0 - f, "test": f}, seed=recipe.data.seed,
                                       by_reference=recipe.data.split_by == "reference")
             train += parts["train"]
-            test += parts["test"]
             report["split"] = {"train": len(parts["train"]), "test": len(parts["test"])}
+            held.append((report["split"], parts["test"]))
         else:
             train += convs
         reports.append({"role": "train", **report})
-    if recipe.data.split_by == "reference" and test:
-        # a held-out turn whose reference the student trained on (with another response) is not held out
-        seen = set().union(*(reference_keys(c) for c in train))
-        moved = [c for c in test if reference_keys(c) & seen]
+    seen = set().union(*(reference_keys(c) for c in train)) if recipe.data.split_by == "reference" else set()
+    for split, part in held:
+        # split_by reference: a held-out turn whose reference the student trains on (with another response) is not
+        # held out, whichever source that training conversation comes from
+        moved = [c for c in part if reference_keys(c) & seen]
         if moved:
-            ids = {id(c) for c in moved}
-            test = [c for c in test if id(c) not in ids]
+            split.update(train=split["train"] + len(moved), test=split["test"] - len(moved), moved_to_train=len(moved))
             train += moved
-        reports.append({"role": "train", "moved_from_test_shared_reference": len(moved)})
+        test += [c for c in part if not (reference_keys(c) & seen)]
     test_reports = []
     for i, src in enumerate(recipe.data.test):
         convs, report = load_source(src, root)

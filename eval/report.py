@@ -147,11 +147,11 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     ok = _ok(results)
     mat = results["material"]
     out = [f"# Evaluation: {results['recipe']}", ""]
-    src = mat["input"] or ", ".join(s["source"] for s in mat["sources"] if "source" in s)   # not the split notes
+    src = mat["input"] or ", ".join(s["source"] for s in mat["sources"] if "source" in s)   # not data.leaks' notes
     out.append(f"Material: `{src}` — {mat['conversations']} conversations, {mat['scored_turns']} scored turns "
                f"({mat['gold_turns']} with a gold label), {mat['human_claims']} human claims"
                + (f"; first {mat['limit']} conversations only (--limit)" if mat["limit"] else "") + ".")
-    moved = sum(s.get("moved_from_test_shared_reference", 0) for s in mat["sources"])
+    moved = sum((s.get("split") or {}).get("moved_to_train", 0) for s in mat["sources"])
     if moved:
         out.append(f"\n{moved} conversation(s) of the held-out share moved to the training side: their reference is "
                    "also one of a training conversation (`data.split_by: reference`).")

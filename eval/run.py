@@ -106,6 +106,18 @@ def student_training_ids(recipe: Recipe) -> tuple[set[str], str]:
     return ids, str(path)
 
 
+def _counts(conversations: list[Conversation]) -> dict[str, Any]:
+    """What the material section says about the conversations evaluated."""
+    return {
+        "conversations": len(conversations),
+        "scored_turns": sum(len(c.scored_turns) for c in conversations),
+        "gold_turns": sum(1 for c in conversations for i in c.scored_turns
+                          if c.turns[i].gold_label in ("faithful", "hallucinated")),
+        "human_claims": sum(len(c.turns[i].gold_claims or []) for c in conversations for i in c.scored_turns),
+        "conversation_ids_sha256": hashlib.sha256("\n".join(c.id for c in conversations).encode()).hexdigest()[:16],
+    }
+
+
 def _budget_order(conversations: list[Conversation], e: Any) -> list[Conversation]:
     """The evaluation order: as given, or (``eval.max_minutes``) shuffled with ``eval.seed``, so that a budget cut
     leaves a sample of the material, not its first sources."""
@@ -167,11 +179,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     out_dir.mkdir(parents=True, exist_ok=True)
     material = {
         "sources": reports, "input": input_path, "limit": limit, "heldout_only": e.heldout_only,
-        "conversations": len(conversations),
-        "scored_turns": sum(len(c.scored_turns) for c in conversations),
-        "gold_turns": sum(1 for c in conversations for i in c.scored_turns if c.turns[i].gold_label in ("faithful", "hallucinated")),
-        "human_claims": sum(len(c.turns[i].gold_claims or []) for c in conversations for i in c.scored_turns),
-        "conversation_ids_sha256": hashlib.sha256("\n".join(c.id for c in conversations).encode()).hexdigest()[:16],
+        **_counts(conversations),
         "student_training_overlap": {
             "checked_against": train_ids_source,
             "evaluated_conversations_in_student_training": len([c for c in conversations if c.id in train_ids]),
@@ -221,12 +229,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
                            "conversations_planned": len(conversations),
                            "conversations_evaluated": len(done)}   # no timing: material is fingerprinted
             conversations = done
-            material.update(time_budget=time_budget, conversations=len(done),
-                            scored_turns=sum(len(c.scored_turns) for c in done),
-                            gold_turns=sum(1 for c in done for j in c.scored_turns
-                                           if c.turns[j].gold_label in ("faithful", "hallucinated")),
-                            human_claims=sum(len(c.turns[j].gold_claims or []) for c in done for j in c.scored_turns),
-                            conversation_ids_sha256=hashlib.sha256("\n".join(c.id for c in done).encode()).hexdigest()[:16])
+            material.update(time_budget=time_budget, **_counts(done))
         if on_system is not None and e.max_minutes:
             for name in order:
                 on_system(runs[name])

@@ -110,8 +110,10 @@ def test_split_by_reference_holds_out_no_trained_reference():
     m = load_material(r)
     trained = set().union(*(reference_keys(c) for c in m.train))
     assert m.test and not any(reference_keys(c) & trained for c in m.test)
-    moved = next(x for x in m.reports if "moved_from_test_shared_reference" in x)["moved_from_test_shared_reference"]
+    split = next(x for x in m.reports if x.get("source") == "data/samples/faithdial_balanced_sample.jsonl")["split"]
+    moved = split["moved_to_train"]
     assert moved > 0                                  # the model responses share a few snippets: those left the test
+    assert split["test"] == len(m.test)
     by_dialogue = load_material(load_recipe(root / "recipes" / "demo-cpu.yaml", ["data.split_by=dialogue"]))
     assert any(reference_keys(c) & set().union(*(reference_keys(t) for t in by_dialogue.train))
                for c in by_dialogue.test)
