@@ -116,6 +116,17 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
     "split50-faithdial-96": {"overrides": ["train.per_stage.stage2.sources=[FaithDial]"], "stages": ["stage2", "stage3"],
                              "links": "val-split50",
                              "what": "split50 with stage 2 on the FaithDial sources only (faithdial-96 on the new split)"},
+    # 2026-11-25, seventh session. Read on validation records (val-split50, the 200 FaithDial model responses): the
+    # student's stage 1 leaves out a response's opinions and personal remarks ("It's hard to not get into them when
+    # you love the original. The adventures continued in six feature films." -> only the film claim), which FaithDial
+    # labels hallucinated, so under the strict rule 42 of 100 hallucinated turns passed as faithful (given claims: 23).
+    # Factcheck-GPT's annotators wrote no claims for such sentences; ``unclaimed: out_of_scope`` gives each its one
+    # OUT-OF-SCOPE claim (34 sentences), so stage 1 sees complete decompositions that keep them. Criterion fixed before
+    # it ran: pooled strict over the 300 validation turns; within one point the recipe as written (split50) stays.
+    "split50-oos": {"overrides": [], "stages": ["stage1", "stage3"], "options": {2: {"unclaimed": "out_of_scope"}},
+                    "links": "val-split50",
+                    "what": "split50 with Factcheck-GPT's undecomposed (opinion, remark) sentences as one OUT-OF-SCOPE "
+                            "claim each: stage 1 and 3 trained again, stage 2 the recipe's"},
 }
 
 SAMPLES = ROOT / "data" / "samples"
