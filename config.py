@@ -125,6 +125,7 @@ class DistillConfig:
     self_consistency_temperature: float = 0.7
     self_consistency_min_agreement: float = 0.5   # share of the k samples agreeing with the greedy label
     augment_falsified: int = 0               # >0: rule-made VERIFIED/CONTRADICTED pairs per reference (augment.py)
+    augment_swapped: float = 0.0             # share of VERIFIED claims also given, UNVERIFIABLE, another dialogue's reference
 
 
 @dataclass

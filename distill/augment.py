@@ -27,6 +27,15 @@ the teacher's prompts for that turn look like; a turn without a stage 2 call giv
 The teacher's filters (parse, gold agreement, self-consistency) do not apply to these rows, whose
 labels come from the rule; dedup (the teacher's candidates come first and win) and class balance do.
 Deterministic: the choices depend only on the seed and the reference text.
+
+Swapped references (``swapped_candidates``, ``distill.augment_swapped``): a share of the claims the teacher
+labelled VERIFIED get a second stage 2 example whose REFERENCE TEXT is another training dialogue's (same
+source, a different text, sharing under half of the claim's content words with that reference and the turn's
+background), labelled UNVERIFIABLE. The negative-evidence construction of FEVER's NOT ENOUGH INFO class: a
+student trained on response-level labels alone learns what a hallucinated response *looks* like (first person,
+chit-chat) and labels a claim VERIFIED against an unrelated reference almost as often as against its own
+(bench/results/demo_protocol, seventh session); the pair (same claim, own vs foreign reference, opposite labels)
+leaves it only the reference to go by.
 """
 
 from __future__ import annotations
@@ -43,6 +52,8 @@ from .silver import Candidate
 
 TEACHER = "rule:falsify"
 SOURCE_SUFFIX = "+falsified"
+SWAP_TEACHER = "rule:swap-reference"
+SWAP_SUFFIX = "+swapped"
 RULES = ("number", "date", "entity")
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -342,11 +353,88 @@ def falsified_candidates(conversations: Sequence[Conversation], results: Sequenc
     return out
 
 
+_REF = re.compile(r"\A(?P<head>.*REFERENCE TEXT:\n)(?P<reference>.*)(?P<tail>\n\nCLAIM:\n)\Z", re.S)
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(("that", "this", "with", "from", "have", "were", "they", "their", "there", "about", "which", "would",
+                   "been", "also", "than", "then", "them", "what", "when", "your", "will", "just", "like", "some"))
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.casefold()) if len(w) > 3 and w not in _STOP}
+
+
+def _stage2_calls(res: TurnResult) -> Iterator[tuple[str, str, str, str]]:
+    """(claim, background part, reference, tail) of each claim's stage 2 input, for claims judged in one call (a
+    reference cut into chunks gives several; those are left out)."""
+    calls = [c for c in res.calls if c.stage == "stage2"]
+    per_claim: dict[int, list] = {}
+    for call in calls:
+        per_claim.setdefault(call.claim_index, []).append(call)
+    for i, cs in per_claim.items():
+        claim = res.claims[i].text
+        if len(cs) != 1 or not cs[0].input.endswith(claim):
+            continue
+        m = _REF.match(cs[0].input[: len(cs[0].input) - len(claim)])
+        if m:
+            yield claim, m["head"], m["reference"], m["tail"]
+
+
+def swapped_candidates(conversations: Sequence[Conversation], results: Sequence[Sequence[TurnResult]], share: float,
+                       seed: int, dialogues: Collection[str] | None = None) -> list[Candidate]:
+    """Stage 2 UNVERIFIABLE copies of ``share`` of the VERIFIED claims of the dialogues in ``dialogues`` (all when
+    None: give the train split's), each against the reference of another of those dialogues of its source (see the
+    module docstring). Which claims, and which reference, depend on the seed and the texts alone."""
+    if share <= 0:
+        return []
+    pool: dict[str, list[tuple[str, str]]] = {}   # source -> (dialogue, reference), in first-seen order
+    claims: list[tuple[Conversation, str, TurnResult, str, str, str, str]] = []
+    for conv, turns in zip(conversations, results):
+        dialogue = dialogue_key(conv)
+        if dialogues is not None and dialogue not in dialogues:
+            continue
+        for res in turns:
+            if not (res.scored and res.reference):
+                continue
+            for claim, head, reference, tail in _stage2_calls(res):
+                if (dialogue, reference) not in pool.setdefault(conv.source, []):
+                    pool[conv.source].append((dialogue, reference))
+                label = next((c.stage2 or {}).get("label") for c in res.claims if c.text == claim)
+                if label == VERIFIED:
+                    claims.append((conv, dialogue, res, claim, head, reference, tail))
+    out: list[Candidate] = []
+    for conv, dialogue, res, claim, head, reference, tail in claims:
+        rng = random.Random(f"swap:{seed}:{conv.id}:{res.turn_index}:{claim}")
+        if rng.random() >= share:
+            continue
+        words = content_words(claim)
+        others = [(d, r) for d, r in pool[conv.source] if d != dialogue and r != reference]
+        rng.shuffle(others)
+        for other_dialogue, other in others:
+            if words and len(words & (content_words(other) | content_words(head))) / len(words) >= 0.5:
+                continue
+            out.append(Candidate(
+                "stage2", conversation_id=conv.id, dialogue_id=dialogue, source=conv.source + SWAP_SUFFIX,
+                turn_index=res.turn_index, claim_index=-1, claim=claim, target_input=head + other + tail + claim,
+                completion=UNVERIFIABLE, label=UNVERIFIABLE, parsed={"label": UNVERIFIABLE},
+                gold_label=res.gold_label,
+                extra={"teacher": SWAP_TEACHER, "augment": {"reference_of": other_dialogue}}))
+            break
+    return out
+
+
+def swap_summary(candidates: Sequence[Candidate], share: float) -> dict[str, object]:
+    """The manifest's ``augment_swapped`` entry."""
+    made = [c for c in candidates if c.extra.get("teacher") == SWAP_TEACHER]
+    return {"share_of_verified": share, "teacher": SWAP_TEACHER, "made": len(made),
+            "kept": sum(c.drop is None for c in made), "split": "train only",
+            "reference": "another training dialogue's of the same source, sharing under half of the claim's content words"}
+
+
 def summary(candidates: Sequence[Candidate], n: int) -> dict[str, object]:
     """The manifest's ``augment`` entry: settings, pairs made per rule and how many rows were kept."""
-    made = [c for c in candidates if c.extra.get("augment") and c.stage == "stage3"]
+    made = [c for c in candidates if c.extra.get("teacher") == TEACHER and c.stage == "stage3"]
     by_rule = {r: sum(c.extra["augment"]["rule"] == r for c in made) for r in RULES}
-    kept = {s: sum(c.drop is None and c.stage == s and "augment" in c.extra for c in candidates)
+    kept = {s: sum(c.drop is None and c.stage == s and c.extra.get("teacher") == TEACHER for c in candidates)
             for s in ("stage2", "stage3")}
     return {"falsified_per_reference": n, "teacher": TEACHER, "pairs": len(made), "by_rule": by_rule,
             "kept": kept, "split": "train only",

@@ -48,6 +48,8 @@ def filter_settings(recipe: Recipe) -> silver.FilterSettings:
         raise ValueError(f"distill.test_fraction must be in [0, 1), got {d.test_fraction}")
     if d.augment_falsified < 0:
         raise ValueError(f"distill.augment_falsified must be >= 0 (pairs per reference), got {d.augment_falsified}")
+    if not 0.0 <= d.augment_swapped <= 1.0:
+        raise ValueError(f"distill.augment_swapped must be in [0, 1] (share of VERIFIED claims), got {d.augment_swapped}")
     return silver.FilterSettings(rule=d.rule, gold_agreement=d.filter_gold_agreement,
                                  self_consistency_k=d.self_consistency_k,
                                  min_agreement=d.self_consistency_min_agreement, dedup=d.dedup,
@@ -154,11 +156,12 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
             _append_run(out_dir, run)
 
     candidates = silver.collect_candidates(train, results, settings)
-    n_falsified = recipe.distill.augment_falsified
-    if n_falsified:   # rule-made pairs from the train split's references, after the teacher's (dedup keeps those)
+    n_falsified, swapped = recipe.distill.augment_falsified, recipe.distill.augment_swapped
+    if n_falsified or swapped:   # rule-made rows from the train split's references, after the teacher's (dedup keeps those)
         where = silver.dialogue_splits(train, settings)
-        candidates += augment.falsified_candidates(train, results, n_falsified, settings.seed,
-                                                   {d for d, split in where.items() if split == "train"})
+        train_dialogues = {d for d, split in where.items() if split == "train"}
+        candidates += augment.falsified_candidates(train, results, n_falsified, settings.seed, train_dialogues)
+        candidates += augment.swapped_candidates(train, results, swapped, settings.seed, train_dialogues)
     silver.apply_split_and_filters(train, candidates, settings)
     data = {stage: {split: silver.rows(candidates, stage, split, student_style, cfg.speakers, teacher.name)
                     for split in ("train", "test")} for stage in stages}
@@ -187,6 +190,8 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
     }
     if n_falsified:
         manifest["augment"] = augment.summary(candidates, n_falsified)
+    if swapped:
+        manifest["augment_swapped"] = augment.swap_summary(candidates, swapped)
     records = [_record(c, teacher, cfg.style, student_style) for c in candidates]
     atomic_write_text(out_dir / "records.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     die_at = os.environ.get(DIE_AT_ENV, "")

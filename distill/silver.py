@@ -290,9 +290,10 @@ def filter_report(candidates: Sequence[Candidate], stages: Sequence[str] = STAGE
         dropped = Counter(c.drop for c in cs if c.drop is not None)
         report[stage] = {"candidates": len(cs), "kept": sum(c.drop is None for c in cs),
                          "dropped": {r: dropped[r] for r in DROP_REASONS if dropped[r]}}
-        made = [c for c in cs if "augment" in c.extra]   # rule-made rows (distill/augment.py), when any
-        if made:
-            report[stage]["falsified"] = {"candidates": len(made), "kept": sum(c.drop is None for c in made)}
+        for kind, teacher in (("falsified", "rule:falsify"), ("swapped", "rule:swap-reference")):
+            made = [c for c in cs if c.extra.get("teacher") == teacher]   # rule-made rows (distill/augment.py)
+            if made:
+                report[stage][kind] = {"candidates": len(made), "kept": sum(c.drop is None for c in made)}
     return report
 
 
@@ -343,6 +344,9 @@ def card(stage: str, counts: dict[str, Any], report: dict[str, Any], manifest: d
         *([(f"Of these, {report['falsified']['candidates']} are VERIFIED / CONTRADICTED examples made by rule from "
             f"the references ({report['falsified']['kept']} kept, train split only; `teacher` rule:falsify, "
             "`source` ending in +falsified)."), ""] if "falsified" in report else []),
+        *([(f"Of these, {report['swapped']['candidates']} are UNVERIFIABLE copies of VERIFIED claims against another "
+            f"training dialogue's reference ({report['swapped']['kept']} kept, train split only; `teacher` "
+            "rule:swap-reference, `source` ending in +swapped)."), ""] if "swapped" in report else []),
         ("Columns: `prompt` (system + user messages), `completion` (the teacher's answer as one assistant "
          "message), `label`, `stage`, `conversation_id`, `dialogue_id`, `source`, `teacher`, `prompt_style`, "
          "`prompt_version`."), "",
