@@ -145,3 +145,63 @@ def test_negative_count_is_a_recipe_error(tmp_path):
     recipe = load_recipe(write_recipe(tmp_path / "r.yaml", tmp_path / "out"), ["distill.augment_falsified=-1"])
     with pytest.raises(ValueError, match="augment_falsified"):
         filter_settings(recipe)
+
+
+# ------------------------------------------------------------------------------------------- swapped references
+
+
+def _user(row: dict) -> str:
+    return next(m["content"] for m in row["prompt"] if m["role"] == "user")
+
+
+def _reference(row: dict) -> str:
+    return _user(row).split("REFERENCE TEXT:\n", 1)[1].rsplit("\n\nCLAIM:\n", 1)[0]
+
+
+def test_distill_adds_swapped_reference_rows_to_train_only(tmp_path):
+    from datasets import load_from_disk
+    from vista_distill.train.silver_data import load_silver
+
+    plain = _run(tmp_path, "plain", None)
+    zero = _run(tmp_path, "zero", ["distill.augment_swapped=0"])
+    assert zero.manifest["fingerprint"] == plain.manifest["fingerprint"] and "augment_swapped" not in zero.manifest
+
+    res = _run(tmp_path, "swap", ["distill.augment_swapped=1.0"])
+    for stage in ("stage1", "stage3"):   # stage 2 only
+        assert res.manifest["fingerprints"][stage] == plain.manifest["fingerprints"][stage]
+    dd = load_from_disk(str(res.out_dir / "stage2"))
+    made = [r for r in dd["train"] if r["source"].endswith("+swapped")]
+    own = [r for r in dd["train"] if not r["source"].endswith("+swapped")]
+    assert made and all(r["label"] == "UNVERIFIABLE" and r["teacher"] == "rule:swap-reference" for r in made)
+    assert not [r for r in dd["test"] if r["source"].endswith("+swapped")]
+    assert dd["test"]["prompt"] == load_from_disk(str(plain.out_dir / "stage2"))["test"]["prompt"]
+    refs_by_dialogue = {}
+    for r in own:
+        refs_by_dialogue.setdefault(r["dialogue_id"], set()).add(_reference(r))
+    for r in made:
+        claim = _user(r).rsplit("\n\nCLAIM:\n", 1)[1]
+        original = [o for o in own if o["conversation_id"] == r["conversation_id"] and o["label"] == "VERIFIED"
+                    and _user(o).endswith("CLAIM:\n" + claim)]
+        assert original, "a swapped row copies a VERIFIED claim of its own turn"
+        ref = _reference(r)
+        assert ref not in {_reference(o) for o in original}
+        # the reference is another *training* dialogue's, so no test reference reaches train
+        assert any(ref in refs for d, refs in refs_by_dialogue.items() if d != r["dialogue_id"])
+        words = augment.content_words(claim)
+        assert not words or len(words & augment.content_words(ref)) / len(words) < 0.5
+    assert res.manifest["augment_swapped"]["kept"] == len(made)
+    assert res.manifest["filters"]["report"]["stage2"]["swapped"]["kept"] == len(made)
+    assert "another training dialogue's reference" in (res.out_dir / "stage2" / "README.md").read_text()
+    load_silver(res.out_dir, "stage2")
+
+    # the claims and references drawn depend on the texts and the seed alone: half the share, a subset of the rows
+    half = _run(tmp_path, "half", ["distill.augment_swapped=0.5"])
+    half_rows = [r["prompt"] for r in load_from_disk(str(half.out_dir / "stage2"))["train"]
+                 if r["source"].endswith("+swapped")]
+    assert 0 < len(half_rows) < len(made) and all(p in [r["prompt"] for r in made] for p in half_rows)
+
+
+def test_swap_share_outside_0_1_is_a_recipe_error(tmp_path):
+    recipe = load_recipe(write_recipe(tmp_path / "r.yaml", tmp_path / "out"), ["distill.augment_swapped=1.5"])
+    with pytest.raises(ValueError, match="augment_swapped"):
+        filter_settings(recipe)

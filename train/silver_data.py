@@ -79,16 +79,18 @@ def load_silver(root: str | Path, stage: str):
 
 def select_sources(dd, sources: list[str] | None, where: str | Path):
     """Keep the examples of ``sources`` (the silver ``source`` column: FaithDial, Factcheck-GPT, ...) in every
-    split; None keeps all. A named source with no example in train is an error (a typo would train on nothing)."""
+    split, with the rows made by rule from them (``FaithDial+swapped``, ``FaithDial+falsified``: distill/augment.py);
+    None keeps all. A named source with no example in train is an error (a typo would train on nothing)."""
     if sources is None:
         return dd
     found = set(dd["train"]["source"]) if "source" in dd["train"].column_names else set()
-    missing = [s for s in sources if s not in found]
+    missing = [s for s in sources if s not in found and s not in {f.split("+", 1)[0] for f in found}]
     if missing:
         raise TrainError(f"{where}[train]: train.sources {missing} have no example; sources present: {sorted(found)}")
     keep = set(sources)
     for split in list(dd):
-        dd[split] = dd[split].filter(lambda row: row["source"] in keep, keep_in_memory=True)
+        dd[split] = dd[split].filter(lambda row: row["source"] in keep or row["source"].split("+", 1)[0] in keep,
+                                     keep_in_memory=True)
     return dd
 
 
