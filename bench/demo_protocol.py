@@ -134,8 +134,8 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
     # VERIFIED claims a second, UNVERIFIABLE example against another training dialogue's reference. Share 0.5 fixed
     # before it ran (1.0 would make two thirds of stage 2's examples UNVERIFIABLE); same criterion as above.
     "split50-swap": {"overrides": ["distill.augment_swapped=0.5",
-                                   "train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE,FaithDial+swapped,"
-                                   "BEGIN+swapped,FADE+swapped]"],
+                                   ("train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE,FaithDial+swapped,"
+                                    "BEGIN+swapped,FADE+swapped]")],
                      "stages": ["stage2"], "own_silver": True, "links": "val-split50",
                      "what": "split50 with half of stage 2's VERIFIED claims also given, UNVERIFIABLE, another "
                              "training dialogue's reference: stage 2 trained again, stages 1 and 3 the recipe's"},

@@ -353,7 +353,7 @@ def falsified_candidates(conversations: Sequence[Conversation], results: Sequenc
     return out
 
 
-_REF = re.compile(r"\A(?P<head>.*REFERENCE TEXT:\n)(?P<reference>.*)(?P<tail>\n\nCLAIM:\n)\Z", re.S)
+_REF = re.compile(r"\A(?P<head>.*REFERENCE TEXT:\n)(?P<reference>.*)(?P<tail>\n\nCLAIM:\n)\Z", re.DOTALL)
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(("that", "this", "with", "from", "have", "were", "they", "their", "there", "about", "which", "would",
                    "been", "also", "than", "then", "them", "what", "when", "your", "will", "just", "like", "some"))
