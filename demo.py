@@ -9,12 +9,26 @@ training restarts from its last checkpoint.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import time
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
 DEMO_RECIPE = PACKAGE_ROOT / "recipes" / "demo-cpu.yaml"
+DEMO_MAX_MINUTES = 19.0
+# the last evaluation round runs past the budget by up to about this (0.4-0.5 min on the 2-core Intel Xeon)
+EVAL_OVERRUN_MINUTES = 0.5
+
+
+def eval_budget(recipe_minutes: float | None, demo_minutes: float | None, elapsed_s: float) -> float | None:
+    """Minutes of evaluation: what the steps before it left of the demo's budget (less a last round's overrun; at
+    least 0.01, so the first round runs), at most the recipe's ``eval.max_minutes``; None when neither sets one."""
+    if not demo_minutes:
+        return recipe_minutes
+    left = max(math.floor((demo_minutes - elapsed_s / 60 - EVAL_OVERRUN_MINUTES) * 100) / 100, 0.01)
+    return left if recipe_minutes is None else min(recipe_minutes, left)
 
 
 def add_demo_subcommand(sub: argparse._SubParsersAction) -> None:
@@ -24,6 +38,9 @@ def add_demo_subcommand(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--teacher-model", help="teacher model name on that server (or a local path/hub id)")
     p.add_argument("--output-dir", default="runs/demo", help="where silver data, adapters and the report go")
     p.add_argument("--recipe", default=str(DEMO_RECIPE), help="recipe to run (default: recipes/demo-cpu.yaml)")
+    p.add_argument("--max-minutes", type=float, default=DEMO_MAX_MINUTES,
+                   help="the whole demo's time budget: evaluation gets what data, distillation and training left of "
+                        f"it, at most eval.max_minutes (default {DEMO_MAX_MINUTES:g}; 0: eval.max_minutes alone)")
     p.add_argument("overrides", nargs="*", metavar="section.key=value", help="recipe overrides")
     p.set_defaults(func=run_demo)
 
@@ -86,7 +103,13 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"      {s.get('stage')}: {_loss_line(s)}")
     times["train"] = time.perf_counter() - t
 
-    t = _step(4, f"eval: {' vs '.join(recipe.eval.systems)} on the held-out dialogues")
+    budget = eval_budget(recipe.eval.max_minutes, args.max_minutes, time.perf_counter() - started)
+    why = ", eval.max_minutes"
+    if budget != recipe.eval.max_minutes:
+        recipe = dataclasses.replace(recipe, eval=dataclasses.replace(recipe.eval, max_minutes=budget))
+        why = f": what the steps before left of the demo's {args.max_minutes:g} (--max-minutes)"
+    t = _step(4, f"eval: {' vs '.join(recipe.eval.systems)} on the held-out dialogues"
+                 + (f" (time budget {budget:g} min{why})" if budget else ""))
     from .eval.run import run_eval
 
     result = run_eval(recipe, progress=True, material=material)
@@ -96,6 +119,7 @@ def run_demo(args: argparse.Namespace) -> int:
     summary = {"minutes": {k: round(v / 60, 2) for k, v in {**times, "total": total}.items()},
                "hardware": hw.to_dict(), "training": train_hw.to_dict(),
                "headline": _headline(result.results), "report": str(result.out_dir / "report.md"),
+               "budget": {"demo_max_minutes": args.max_minutes or None, "eval_max_minutes": budget},
                "evaluated": {k: result.results["material"].get(k) for k in ("conversations", "scored_turns",
                                                                               "time_budget")}}
     from .data.io import atomic_write_text
@@ -108,11 +132,11 @@ def run_demo(args: argparse.Namespace) -> int:
                f"({', '.join(f'{k} {v / 60:.1f}' for k, v in times.items())} min)")
     term.print(f"machine:   {hw.capability.describe()}; {hw.precision.dtype} ({hw.precision.reason}); "
                f"{hw.threads.threads} thread(s) ({hw.threads.reason})")
-    budget = result.results["material"].get("time_budget")
-    if budget and budget["conversations_evaluated"] < budget["conversations_planned"]:
-        term.print(f"[yellow]eval:      the time budget (eval.max_minutes {budget['max_minutes']:g}) let "
-                   f"{budget['conversations_evaluated']} of {budget['conversations_planned']} held-out dialogues run "
-                   f"on this CPU (seeded order; a first round of {budget['first_round']} measured the pace); every "
+    cut = result.results["material"].get("time_budget")
+    if cut and cut["conversations_evaluated"] < cut["conversations_planned"]:
+        term.print(f"[yellow]eval:      the time budget ({cut['max_minutes']:g} min{why}) let "
+                   f"{cut['conversations_evaluated']} of {cut['conversations_planned']} held-out dialogues run "
+                   f"on this CPU (seeded order; a first round of {cut['first_round']} measured the pace); every "
                    "number below is over those[/]")
     term.print(f"adapters:  {Path(recipe.resolve(recipe.train.output_dir))}  (vista-distill score --adapters ...)")
     term.print(f"plots:     {', '.join(str(p) for p in sorted(result.out_dir.glob('*.png')))}")

@@ -304,10 +304,12 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
         "pipeline.max_new_tokens={stage1: 48}", "train.per_device_train_batch_size=2",
         "train.per_stage={stage1: {max_steps: 1}, stage2: {max_steps: 1, sources: [FaithDial]}, stage3: {max_steps: 1}}",
         "train.save_steps=1", "train.cpu_threads=1", "eval.threads=1", "eval.bootstrap=20",
-        "eval.max_minutes=0.0001", "eval.round_size=1",    # a budget spent by the first held-out dialogue
+        "eval.round_size=1",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, "-m", "vista_distill", "demo", "--output-dir", str(out), *small],
+    # a demo budget spent before evaluation starts: evaluation keeps its minimum, the first held-out dialogue
+    proc = subprocess.run([sys.executable, "-m", "vista_distill", "demo", "--output-dir", str(out),
+                           "--max-minutes", "0.01", *small],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     manifest = _json(out / "silver" / "manifest.json")
@@ -320,7 +322,10 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert "Factcheck-GPT" in sources and 0 < trained <= sources.count("FaithDial")   # stage 2: FaithDial only
     summary = _closing_summary(proc.stdout)
     assert "let 1 of 2 held-out dialogues run on this CPU" in " ".join(summary.split())
-    assert _json(out / "demo_summary.json")["evaluated"]["time_budget"]["conversations_evaluated"] == 1
+    assert "(time budget 0.01 min: what the steps before left of the demo's 0.01 (--max-minutes))" in proc.stdout
+    demo_summary = _json(out / "demo_summary.json")
+    assert demo_summary["evaluated"]["time_budget"]["conversations_evaluated"] == 1
+    assert demo_summary["budget"] == {"demo_max_minutes": 0.01, "eval_max_minutes": 0.01}
     for name in ("student", "base"):   # turns safe, turns strict, claims (stage 2), turns/s
         assert re.search(rf"^\s+{name}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d+\.\d\d\s*$", summary, re.M)
     assert re.search(r"^\s+majority \((faithful|hallucinated) / (VERIFIED|UNVERIFIABLE)\)\s+\d\.\d{3}", summary, re.M)
@@ -340,3 +345,14 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert "## Claim level, human claims given (stages 2 and 3)" in report
     material = next(line for line in report.splitlines() if line.startswith("Material:"))
     assert "faithdial_balanced_sample.jsonl" in material and "?" not in material   # the split notes are not sources
+
+
+def test_eval_budget_is_what_the_demo_budget_left_at_most_the_recipes() -> None:
+    from vista_distill.demo import EVAL_OVERRUN_MINUTES, eval_budget
+
+    assert eval_budget(10.0, 19.0, 5.5 * 60) == 10.0                    # training left more than the recipe's budget
+    left = 19.0 - 9.0 - EVAL_OVERRUN_MINUTES                            # a slower CPU: training took 9 minutes
+    assert eval_budget(10.0, 19.0, 9.0 * 60) == pytest.approx(left) and left < 10
+    assert eval_budget(None, 19.0, 9.0 * 60) == pytest.approx(left)      # the demo's budget alone
+    assert eval_budget(10.0, 19.0, 30 * 60) == 0.01                     # spent: the first round still runs
+    assert eval_budget(10.0, 0, 30 * 60) == 10.0 and eval_budget(None, None, 0) is None   # no demo budget
