@@ -1,4 +1,5 @@
-"""VERIFIED / CONTRADICTED pairs made by rule from the references (after LLM-OASIS, Scirè et al. 2025).
+"""Stage 2-3 rows made by rule from the references: VERIFIED / CONTRADICTED pairs (after LLM-OASIS, Scirè et al.
+2025) and claims against a swapped reference (below).
 
 LLM-OASIS extracts claims from a passage, falsifies one and keeps both. Here the passage is a scored
 turn's reference, the claims are its *factual sentences* and the falsification is a rule, within the
@@ -35,7 +36,8 @@ background), labelled UNVERIFIABLE. The negative-evidence construction of FEVER'
 student trained on response-level labels alone learns what a hallucinated response *looks* like (first person,
 chit-chat) and labels a claim VERIFIED against an unrelated reference almost as often as against its own
 (bench/results/demo_protocol, seventh session); the pair (same claim, own vs foreign reference, opposite labels)
-leaves it only the reference to go by.
+leaves it only the reference to go by. Measured there on the main job's 135M student at 96 stage-2 steps: the
+rows moved its prior far more than its reading of the reference, and lost on validation; off by default.
 """
 
 from __future__ import annotations
@@ -48,11 +50,11 @@ from dataclasses import asdict, dataclass
 from ..data.schema import CONTRADICTED, UNVERIFIABLE, VERIFIED, Conversation
 from ..data.splits import dialogue_key
 from ..pipeline.engine import TurnResult
-from .silver import Candidate
+from .silver import RULE_TEACHERS, Candidate
 
-TEACHER = "rule:falsify"
+TEACHER = RULE_TEACHERS["falsified"]
 SOURCE_SUFFIX = "+falsified"
-SWAP_TEACHER = "rule:swap-reference"
+SWAP_TEACHER = RULE_TEACHERS["swapped"]
 SWAP_SUFFIX = "+swapped"
 RULES = ("number", "date", "entity")
 

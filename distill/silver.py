@@ -39,6 +39,10 @@ DROP_REASONS = ("parse failure", "truncated", "verdict unknown", "gold disagreem
                 "duplicate", "class balance")
 
 
+# the ``teacher`` of rows made by rule (distill/augment.py), by kind
+RULE_TEACHERS = {"falsified": "rule:falsify", "swapped": "rule:swap-reference"}
+
+
 @dataclass
 class Candidate:
     stage: str
@@ -290,7 +294,7 @@ def filter_report(candidates: Sequence[Candidate], stages: Sequence[str] = STAGE
         dropped = Counter(c.drop for c in cs if c.drop is not None)
         report[stage] = {"candidates": len(cs), "kept": sum(c.drop is None for c in cs),
                          "dropped": {r: dropped[r] for r in DROP_REASONS if dropped[r]}}
-        for kind, teacher in (("falsified", "rule:falsify"), ("swapped", "rule:swap-reference")):
+        for kind, teacher in RULE_TEACHERS.items():
             made = [c for c in cs if c.extra.get("teacher") == teacher]   # rule-made rows (distill/augment.py)
             if made:
                 report[stage][kind] = {"candidates": len(made), "kept": sum(c.drop is None for c in made)}
