@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 
 from ..data.schema import CONTRADICTED, UNVERIFIABLE, VERIFIED, Conversation
 from ..data.splits import dialogue_key
-from ..pipeline.engine import TurnResult
+from ..pipeline.engine import ClaimResult, TurnResult
 from .silver import RULE_TEACHERS, Candidate
 
 TEACHER = RULE_TEACHERS["falsified"]
@@ -314,14 +314,18 @@ def explanation(pair: Pair) -> str:
 # ------------------------------------------------------------------------------------------- candidates
 
 
+def _before_claim(res: TurnResult, call) -> str | None:
+    """A stage 2 call's input up to its CLAIM (background and reference as the engine numbered them)."""
+    claim = res.claims[call.claim_index].text
+    head = call.input[: len(call.input) - len(claim)]
+    return head if call.input.endswith(claim) and head.endswith("CLAIM:\n") else None
+
+
 def _claim_prefix(res: TurnResult) -> str | None:
-    """The turn's first stage 2 input up to its CLAIM (background and reference as the engine numbered them)."""
+    """The turn's first stage 2 input up to its CLAIM."""
     for call in res.calls:
         if call.stage == "stage2":
-            claim = res.claims[call.claim_index].text
-            head = call.input[: len(call.input) - len(claim)]
-            if call.input.endswith(claim) and head.endswith("CLAIM:\n"):
-                return head
+            return _before_claim(res, call)
     return None
 
 
@@ -365,20 +369,17 @@ def content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.casefold()) if len(w) > 3 and w not in _STOP}
 
 
-def _stage2_calls(res: TurnResult) -> Iterator[tuple[str, str, str, str]]:
+def _stage2_calls(res: TurnResult) -> Iterator[tuple[ClaimResult, str, str, str]]:
     """(claim, background part, reference, tail) of each claim's stage 2 input, for claims judged in one call (a
     reference cut into chunks gives several; those are left out)."""
-    calls = [c for c in res.calls if c.stage == "stage2"]
     per_claim: dict[int, list] = {}
-    for call in calls:
-        per_claim.setdefault(call.claim_index, []).append(call)
+    for call in res.calls:
+        if call.stage == "stage2":
+            per_claim.setdefault(call.claim_index, []).append(call)
     for i, cs in per_claim.items():
-        claim = res.claims[i].text
-        if len(cs) != 1 or not cs[0].input.endswith(claim):
-            continue
-        m = _REF.match(cs[0].input[: len(cs[0].input) - len(claim)])
+        m = _REF.match(_before_claim(res, cs[0]) or "") if len(cs) == 1 else None
         if m:
-            yield claim, m["head"], m["reference"], m["tail"]
+            yield res.claims[i], m["head"], m["reference"], m["tail"]
 
 
 def swapped_candidates(conversations: Sequence[Conversation], results: Sequence[Sequence[TurnResult]], share: float,
@@ -388,7 +389,7 @@ def swapped_candidates(conversations: Sequence[Conversation], results: Sequence[
     module docstring). Which claims, and which reference, depend on the seed and the texts alone."""
     if share <= 0:
         return []
-    pool: dict[str, list[tuple[str, str]]] = {}   # source -> (dialogue, reference), in first-seen order
+    pool: dict[str, dict[tuple[str, str], None]] = {}   # source -> (dialogue, reference), in first-seen order
     claims: list[tuple[Conversation, str, TurnResult, str, str, str, str]] = []
     for conv, turns in zip(conversations, results):
         dialogue = dialogue_key(conv)
@@ -398,11 +399,9 @@ def swapped_candidates(conversations: Sequence[Conversation], results: Sequence[
             if not (res.scored and res.reference):
                 continue
             for claim, head, reference, tail in _stage2_calls(res):
-                if (dialogue, reference) not in pool.setdefault(conv.source, []):
-                    pool[conv.source].append((dialogue, reference))
-                label = next((c.stage2 or {}).get("label") for c in res.claims if c.text == claim)
-                if label == VERIFIED:
-                    claims.append((conv, dialogue, res, claim, head, reference, tail))
+                pool.setdefault(conv.source, {})[(dialogue, reference)] = None
+                if (claim.stage2 or {}).get("label") == VERIFIED:
+                    claims.append((conv, dialogue, res, claim.text, head, reference, tail))
     out: list[Candidate] = []
     for conv, dialogue, res, claim, head, reference, tail in claims:
         rng = random.Random(f"swap:{seed}:{conv.id}:{res.turn_index}:{claim}")
