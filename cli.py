@@ -40,6 +40,9 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--limit", type=int, default=None, help="score only the first N conversations")
     p.add_argument("--one-at-a-time", action="store_true", help="one request per call, like the authors' loop")
+    p.add_argument("--no-evidence", action="store_true",
+                   help="skip the evidence probes (input with human claims: deletion flip rate, own vs foreign "
+                        "reference AUC, claim-only accuracy; eval/evidence.py)")
     p.add_argument("--server", action="append", metavar="URL",
                    help="an OpenAI-compatible server serving the base model and the stage adapters (vista-distill "
                         "serve-config), e.g. http://127.0.0.1:8000/v1; repeat for replicas [recipe student.servers]")
@@ -113,7 +116,7 @@ def _score(args: argparse.Namespace) -> int:
         trained = Path(recipe.resolve(recipe.train.output_dir)) if args.config else None
         adapters = args.adapters or (str(trained) if trained is not None and trained.is_dir() else None)
         scorer = VistaScorer.from_recipe(recipe, adapters=adapters, **options)
-    result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True)
+    result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True, evidence=not args.no_evidence)
     out, summary_path = result.write(args.output)
     s = result.summary
     from .progress import print_table
@@ -132,6 +135,10 @@ def _score(args: argparse.Namespace) -> int:
         print_table(f"world stage: {w['claims_asked']} LACKING EVIDENCE claim(s) asked "
                     f"({', '.join(f'{k} {v}' for k, v in w['claim_labels'].items()) or 'none'})",
                     ["three-way verdict", "turns"], [[k, v] for k, v in w["verdicts"].items()])
+    if "evidence" in s:   # the input has human claims: does the scorer read its evidence?
+        from .html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
+
+        print_table(EVIDENCE_TITLE, EVIDENCE_HEADER, evidence_rows({"scored": s["evidence"]}))
     print(f"records: {out}\nsummary: {summary_path}\npage:    {out.with_name(out.stem + '.report.html')}")
     return 0
 

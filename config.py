@@ -126,6 +126,8 @@ class DistillConfig:
     self_consistency_min_agreement: float = 0.5   # share of the k samples agreeing with the greedy label
     augment_falsified: int = 0               # >0: rule-made VERIFIED/CONTRADICTED pairs per reference (augment.py)
     augment_swapped: float = 0.0             # share of VERIFIED claims also given, UNVERIFIABLE, another dialogue's reference
+    evidence_contrast: float = 0.0           # share of stage 2 claims also given a reference edited to flip them (contrast.py)
+    evidence_contrast_kinds: list[str] = field(default_factory=lambda: ["deletion", "edit", "insertion"])
 
 
 @dataclass
@@ -214,6 +216,7 @@ class EvalSettings:
     price_per_hour: dict[str, float] = field(default_factory=dict)  # {system: hardware price per hour}
     heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
     given_claims: bool = False               # also run stages 2-3 of student and base on the human claims (claim level, paired)
+    evidence: bool = True                    # with given_claims: the evidence probes (eval/evidence.py) of student and base
     threads: int | str | None = "auto"       # torch CPU threads while evaluating (auto: the cores not busy)
     max_minutes: float | None = None         # time budget: conversations in a seeded order, every system on a first
                                              # round of round_size, then on as many more as that pace fits in the budget

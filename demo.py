@@ -188,7 +188,15 @@ def _summary_tables(results: dict) -> list:
             if {p["system_1"], p["system_2"]} == {"student", "base"}:
                 delta = p.get("delta") if p["system_1"] == "student" else -(p.get("delta") or 0)
                 tests.add_row(label, f"{delta:+.3f}", str(p["n"]), f"{p['pvalue']:.2g}")
-    return [systems] + ([tests] if tests.row_count else [])
+    from .html_report import EVIDENCE_HEADER, evidence_rows
+
+    evidence = Table(title="does it read its evidence? (stage 2, human claims; eval/evidence.py)", box=box.SIMPLE,
+                     title_justify="left")
+    for col in EVIDENCE_HEADER:
+        evidence.add_column(col, justify="left" if col == "system" else "right")
+    for row in evidence_rows({n: s.get("evidence") for n, s in (results.get("systems") or {}).items()}):
+        evidence.add_row(*map(str, row))
+    return [systems] + ([tests] if tests.row_count else []) + ([evidence] if evidence.row_count else [])
 
 
 def _loss_line(summary: dict) -> str:
@@ -217,6 +225,11 @@ def _headline(results: dict) -> list[str]:
         claims = (given.get(name) or {}).get(OVERALL) or {}
         if claims:
             parts.append(f"claims (stage 2) {_num(claims.get('binary_accuracy'))}")
+        ev = sysres.get("evidence") or {}
+        if ev:
+            parts += [f"deletion flip rate {_num(ev.get('deletion_flip_rate'))}",
+                      f"own vs foreign reference AUC {_num(ev.get('foreign_reference_auc'))}",
+                      f"claim-only accuracy {_num(ev.get('claim_only_accuracy'))}"]
         eff = sysres.get("efficiency") or {}
         lines.append(f"{name:8s} " + ", ".join(parts) + f", {eff.get('turns_per_s') or 0:.2f} turns/s"
                      + (f" ({eff['cache_hit_share']:.0%} from the call cache)" if eff.get("cache_hit_share") else ""))

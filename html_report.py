@@ -125,8 +125,10 @@ def _turn(system: str, r: Mapping[str, Any], background: list[str], rules: Seque
 def render_html(title: str, systems: Mapping[str, Sequence[Mapping[str, Any]]], *,
                 headline: Sequence[Sequence[Any]] = (), headline_header: Sequence[str] = (),
                 plots: Sequence[Path] = (), rules: Sequence[str] = ("safe", "strict"),
-                initial_background: Mapping[str, list[str]] | None = None, notes: Sequence[str] = ()) -> str:
-    """The page; ``systems`` maps a system name to its records (``TurnResult.to_dict()``, every turn)."""
+                initial_background: Mapping[str, list[str]] | None = None, notes: Sequence[str] = (),
+                tables: Sequence[tuple[str, Sequence[str], Sequence[Sequence[Any]]]] = ()) -> str:
+    """The page; ``systems`` maps a system name to its records (``TurnResult.to_dict()``, every turn);
+    ``tables``: more (title, header, rows) tables after the headline."""
     initial = initial_background or {}
     verdict_of = {s: {(r["conversation_id"], r["turn_index"]): r["verdicts"].get(rules[0]) for r in recs}
                   for s, recs in systems.items()}
@@ -140,11 +142,14 @@ def render_html(title: str, systems: Mapping[str, Sequence[Mapping[str, Any]]], 
             key = (r["conversation_id"], r["turn_index"])
             t, s = verdict_of.get("teacher", {}).get(key), verdict_of.get("student", {}).get(key)
             blocks.append(_turn(system, r, bg, rules, t is not None and s is not None and t != s))
-    table = ""
-    if headline:
-        table = ("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in headline_header) + "</tr>"
-                 + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in headline)
-                 + "</table>")
+    def html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "") -> str:
+        return (f"<table{cls}><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>"
+                + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+                + "</table>")
+
+    table = html_table(headline_header, headline) if headline else ""
+    for title_, header, rows in tables:
+        table += f"<h2>{_e(title_)}</h2>" + html_table(header, rows, " class='evidence'")
     options = lambda xs: "".join(f'<option value="{_e(x)}">{_e(x)}</option>' for x in xs)  # noqa: E731
     legend = " ".join(f'<span class="claim" style="background:{c}">{_e(k or "unknown")}</span>'
                       for k, c in CATEGORY_COLOURS.items())
@@ -187,4 +192,22 @@ def eval_headline(results: Mapping[str, Any]) -> tuple[list[str], list[list[Any]
     return header, rows
 
 
-__all__ = ["eval_headline", "render_html", "write_html"]
+EVIDENCE_HEADER = ["system", "deletion flip rate", "own vs foreign reference AUC", "stage 2 accuracy",
+                   "claim-only accuracy", "claims (deleted / foreign / claim-only)"]
+
+
+def evidence_rows(evidence: Mapping[str, Mapping[str, Any] | None]) -> list[list[Any]]:
+    """One row per system of its evidence metrics (eval/evidence.py), for report.md and report.html."""
+    def f(x: float | None) -> str:
+        return "–" if x is None else f"{x:.3f}"
+
+    return [[name, f(e.get("deletion_flip_rate")), f(e.get("foreign_reference_auc")), _pct(e.get("accuracy")),
+             _pct(e.get("claim_only_accuracy")),
+             f"{e['deletion']['claims']} / {e['foreign']['claims']} / {e['claim_only']['claims']}"]
+            for name, e in evidence.items() if e]
+
+
+EVIDENCE_TITLE = "Does it read its evidence? (stage 2 on the human claims, eval/evidence.py)"
+
+
+__all__ = ["EVIDENCE_HEADER", "EVIDENCE_TITLE", "eval_headline", "evidence_rows", "render_html", "write_html"]

@@ -13,6 +13,7 @@ from .backends.base import Backend
 from .config import Recipe
 from .data.io import atomic_write_text
 from .data.schema import ASSISTANT, Conversation
+from .eval.evidence import evidence_metrics, run_probes
 from .pipeline.engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
 from .pipeline.templates import Speakers
 from .progress import RequestBar
@@ -23,14 +24,19 @@ from .summary import summarize
 class ScoreResult:
     records: list[dict[str, Any]]
     summary: dict[str, Any] = field(default_factory=dict)
+    evidence_records: list[dict[str, Any]] = field(default_factory=list)   # the evidence probes (eval/evidence.py)
 
     def write(self, path: str | Path) -> tuple[Path, Path]:
         """Write records as JSONL to ``path``, the summary beside it (``<stem>.summary.json``) and the HTML
         report of every turn (``<stem>.report.html``)."""
-        from .html_report import write_html
+        from .html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows, write_html
 
         path = Path(path)
         atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records))
+        if self.evidence_records:
+            atomic_write_text(path.with_name(path.stem + ".evidence.jsonl"),
+                              "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.evidence_records))
+        ev = evidence_rows({"scored": self.summary.get("evidence")})
         summary_path = path.with_name(path.stem + ".summary.json")
         atomic_write_text(summary_path, json.dumps(self.summary, indent=2, ensure_ascii=False))
         rows = [[rule, f"{100 * r['coverage']:.1f}", (r.get("gold") or {}).get("accuracy"), r["verdicts"]]
@@ -39,7 +45,8 @@ class ScoreResult:
                    headline=rows, headline_header=["rule", "coverage %", "accuracy vs gold", "verdicts"],
                    rules=list(self.summary.get("by_rule", {})) or ["safe"],
                    notes=[f"{self.summary.get('scored_turns')} scored turns; backend "
-                          f"{(self.summary.get('run') or {}).get('backend')}"])
+                          f"{(self.summary.get('run') or {}).get('backend')}"],
+                   tables=[(EVIDENCE_TITLE, EVIDENCE_HEADER, ev)] if ev else [])
         return path, summary_path
 
 
@@ -110,8 +117,11 @@ class VistaScorer:
         conversations: Sequence[Conversation],
         batched: bool = True,
         progress: bool | Callable[[TurnResult], None] = False,
+        evidence: bool = False,
     ) -> ScoreResult:
-        """Run the pipeline; one record per assistant turn (context turns have ``scored: false``)."""
+        """Run the pipeline; one record per assistant turn (context turns have ``scored: false``). ``evidence``:
+        where the conversations have human claims, also the evidence probes (:meth:`evidence`), their metrics in
+        the summary's ``evidence``."""
         bar = on_issue = None
         on_turn = progress if callable(progress) else None
         if progress is True:
@@ -142,7 +152,22 @@ class VistaScorer:
         hw = getattr(self.backend, "hardware", None)
         if hw is not None:
             summary["run"]["hardware"] = hw.to_dict()
-        return ScoreResult(records, summary)
+        result = ScoreResult(records, summary)
+        if evidence and any(c.turns[i].gold_claims for c in conversations for i in c.scored_turns):
+            result.evidence_records = self.evidence(conversations)
+            summary["evidence"] = evidence_metrics(result.evidence_records)
+        return result
+
+    def evidence(self, conversations: Sequence[Conversation], seed: int = 0) -> list[dict[str, Any]]:
+        """Does this scorer read its evidence? Stage 2 on the human claims of ``conversations`` with their
+        references, then the evidence probes (``eval/evidence.py``: deletion, foreign reference, claim only);
+        their records (``evidence_metrics`` turns them into the three metrics)."""
+        import dataclasses
+
+        given = [c for c in conversations if any(c.turns[i].gold_claims for i in c.scored_turns)]
+        cfg = dataclasses.replace(self.config, claims="gold")
+        results = run_programs([vista_program(c, cfg) for c in given], self.backend, batched=True)
+        return run_probes(results, self.backend, seed)
 
     def _progress_bar(self, conversations: Sequence[Conversation]) -> tuple[RequestBar, Callable[[TurnResult], None]]:
         """A bar over model requests (its total grows as claims appear), with turns done as postfix."""

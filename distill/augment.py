@@ -49,7 +49,8 @@ from dataclasses import asdict, dataclass
 
 from ..data.schema import CONTRADICTED, UNVERIFIABLE, VERIFIED, Conversation
 from ..data.splits import dialogue_key
-from ..pipeline.engine import ClaimResult, TurnResult
+from ..pipeline.engine import TurnResult
+from ..pipeline.evidence import before_claim, content_words, sentences, stage2_calls
 from .silver import RULE_TEACHERS, Candidate
 
 TEACHER = RULE_TEACHERS["falsified"]
@@ -72,12 +73,7 @@ LEADING = frozenset((
 CONNECTORS = frozenset(("of", "de", "du", "da", "del", "della", "der", "van", "von", "the", "la", "le"))
 PRONOUN_START = frozenset(("It", "He", "She", "They", "This", "That", "These", "Those", "Its", "His", "Her", "Their",
                            "Them", "Him"))
-ABBREVIATIONS = frozenset((
-    "Mr", "Mrs", "Ms", "Dr", "St", "Jr", "Sr", "Prof", "Inc", "Ltd", "Co", "Corp", "vs", "etc", "Mt", "Ft", "Gen",
-    "Col", "Lt", "Sgt", "Rev", "No", "Nos", "Jan", "Feb", "Mar", "Apr", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec",
-    "approx", "ca", "al", "e.g", "i.e", "U.S", "U.K"))
 
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"'’”)\]]*\s+(?=[\"'“‘(\[]*[A-Z0-9])")
 _TOKEN = re.compile(r"[^\W_](?:[\w'’-]*\w)?")
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Ww]e|[Ww]e're|[Oo]ur|[Oo]urs|us"
                            r"|[Yy]ou|[Yy]our|[Yy]ours|[Yy]ou're)\b")
@@ -111,24 +107,6 @@ class Pair:
 
 
 # --------------------------------------------------------------------------------------------- sentences
-
-
-def sentences(text: str) -> list[str]:
-    """The text cut at line breaks (titles, table rows) and sentence ends, not after abbreviations or
-    initials (``J. R. R.``, ``Dr.``)."""
-    out = []
-    for line in text.splitlines():
-        start = 0
-        for m in _BOUNDARY.finditer(line):
-            before = line[start:m.start()].rstrip("\"'’”)]")
-            last = before.rsplit(None, 1)[-1] if before.split() else ""
-            word = last.rstrip(".!?")
-            if last.endswith(".") and (word in ABBREVIATIONS or (len(word) == 1 and word.isupper())):
-                continue
-            out.append(line[start:m.start()].strip())
-            start = m.end()
-        out.append(line[start:].strip())
-    return [s for s in out if s]
 
 
 def rejection(sentence: str) -> str | None:
@@ -314,18 +292,11 @@ def explanation(pair: Pair) -> str:
 # ------------------------------------------------------------------------------------------- candidates
 
 
-def _before_claim(res: TurnResult, call) -> str | None:
-    """A stage 2 call's input up to its CLAIM (background and reference as the engine numbered them)."""
-    claim = res.claims[call.claim_index].text
-    head = call.input[: len(call.input) - len(claim)]
-    return head if call.input.endswith(claim) and head.endswith("CLAIM:\n") else None
-
-
 def _claim_prefix(res: TurnResult) -> str | None:
     """The turn's first stage 2 input up to its CLAIM."""
     for call in res.calls:
         if call.stage == "stage2":
-            return _before_claim(res, call)
+            return before_claim(res, call)
     return None
 
 
@@ -359,29 +330,6 @@ def falsified_candidates(conversations: Sequence[Conversation], results: Sequenc
     return out
 
 
-_REF = re.compile(r"\A(?P<head>.*REFERENCE TEXT:\n)(?P<reference>.*)(?P<tail>\n\nCLAIM:\n)\Z", re.DOTALL)
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(("that", "this", "with", "from", "have", "were", "they", "their", "there", "about", "which", "would",
-                   "been", "also", "than", "then", "them", "what", "when", "your", "will", "just", "like", "some"))
-
-
-def content_words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.casefold()) if len(w) > 3 and w not in _STOP}
-
-
-def _stage2_calls(res: TurnResult) -> Iterator[tuple[ClaimResult, str, str, str]]:
-    """(claim, background part, reference, tail) of each claim's stage 2 input, for claims judged in one call (a
-    reference cut into chunks gives several; those are left out)."""
-    per_claim: dict[int, list] = {}
-    for call in res.calls:
-        if call.stage == "stage2":
-            per_claim.setdefault(call.claim_index, []).append(call)
-    for i, cs in per_claim.items():
-        m = _REF.match(_before_claim(res, cs[0]) or "") if len(cs) == 1 else None
-        if m:
-            yield res.claims[i], m["head"], m["reference"], m["tail"]
-
-
 def swapped_candidates(conversations: Sequence[Conversation], results: Sequence[Sequence[TurnResult]], share: float,
                        seed: int, dialogues: Collection[str] | None = None) -> list[Candidate]:
     """Stage 2 UNVERIFIABLE copies of ``share`` of the VERIFIED claims of the dialogues in ``dialogues`` (all when
@@ -398,7 +346,8 @@ def swapped_candidates(conversations: Sequence[Conversation], results: Sequence[
         for res in turns:
             if not (res.scored and res.reference):
                 continue
-            for claim, head, reference, tail in _stage2_calls(res):
+            for call in stage2_calls(res):
+                claim, head, reference, tail = res.claims[call.claim_index], call.head, call.reference, call.tail
                 pool.setdefault(conv.source, {})[(dialogue, reference)] = None
                 if (claim.stage2 or {}).get("label") == VERIFIED:
                     claims.append((conv, dialogue, res, claim.text, head, reference, tail))

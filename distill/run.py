@@ -31,7 +31,7 @@ from ..data.material import Material, load_material
 from ..pipeline.engine import RULES, TurnResult, run_programs, vista_program
 from ..pipeline.templates import PROMPTS_VERSION, get_template
 from ..progress import RequestBar
-from . import augment, silver
+from . import augment, contrast, silver
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,11 @@ def filter_settings(recipe: Recipe) -> silver.FilterSettings:
         raise ValueError(f"distill.augment_falsified must be >= 0 (pairs per reference), got {d.augment_falsified}")
     if not 0.0 <= d.augment_swapped <= 1.0:
         raise ValueError(f"distill.augment_swapped must be in [0, 1] (share of VERIFIED claims), got {d.augment_swapped}")
+    if not 0.0 <= d.evidence_contrast <= 1.0:
+        raise ValueError(f"distill.evidence_contrast must be in [0, 1] (share of stage 2 claims), got {d.evidence_contrast}")
+    bad = [k for k in d.evidence_contrast_kinds if k not in contrast.KINDS]
+    if bad:
+        raise ValueError(f"distill.evidence_contrast_kinds: unknown {bad}; valid: {', '.join(contrast.KINDS)}")
     return silver.FilterSettings(rule=d.rule, gold_agreement=d.filter_gold_agreement,
                                  self_consistency_k=d.self_consistency_k,
                                  min_agreement=d.self_consistency_min_agreement, dedup=d.dedup,
@@ -156,12 +161,17 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
             _append_run(out_dir, run)
 
     candidates = silver.collect_candidates(train, results, settings)
-    n_falsified, swapped = recipe.distill.augment_falsified, recipe.distill.augment_swapped
-    if n_falsified or swapped:   # rule-made rows from the train split's references, after the teacher's (dedup keeps those)
+    d = recipe.distill
+    n_falsified, swapped, contrasted = d.augment_falsified, d.augment_swapped, d.evidence_contrast
+    contrast_made: dict[str, Any] = {}
+    if n_falsified or swapped or contrasted:   # rule-made rows from the train split's references, after the teacher's (dedup keeps those)
         where = silver.dialogue_splits(train, settings)
         train_dialogues = {d for d, split in where.items() if split == "train"}
         candidates += augment.falsified_candidates(train, results, n_falsified, settings.seed, train_dialogues)
         candidates += augment.swapped_candidates(train, results, swapped, settings.seed, train_dialogues)
+        rows, contrast_made = contrast.contrast_candidates(train, results, contrasted, settings.seed, train_dialogues,
+                                                           d.evidence_contrast_kinds)
+        candidates += rows
     silver.apply_split_and_filters(train, candidates, settings)
     data = {stage: {split: silver.rows(candidates, stage, split, student_style, cfg.speakers, teacher.name)
                     for split in ("train", "test")} for stage in stages}
@@ -192,6 +202,8 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
         manifest["augment"] = augment.summary(candidates, n_falsified)
     if swapped:
         manifest["augment_swapped"] = augment.swap_summary(candidates, swapped)
+    if contrasted:
+        manifest["evidence_contrast"] = contrast.summary(candidates, contrast_made)
     records = [_record(c, teacher, cfg.style, student_style) for c in candidates]
     atomic_write_text(out_dir / "records.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     die_at = os.environ.get(DIE_AT_ENV, "")

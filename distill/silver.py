@@ -40,7 +40,9 @@ DROP_REASONS = ("parse failure", "truncated", "verdict unknown", "gold disagreem
 
 
 # the ``teacher`` of rows made by rule (distill/augment.py), by kind
-RULE_TEACHERS = {"falsified": "rule:falsify", "swapped": "rule:swap-reference"}
+RULE_TEACHERS = {"falsified": "rule:falsify", "swapped": "rule:swap-reference",
+                 # evidence-contrast rows (distill/contrast.py)
+                 "deletion": "rule:delete-support", "edit": "rule:edit-support", "insertion": "rule:insert-claim"}
 
 
 @dataclass
@@ -351,6 +353,11 @@ def card(stage: str, counts: dict[str, Any], report: dict[str, Any], manifest: d
         *([(f"Of these, {report['swapped']['candidates']} are UNVERIFIABLE copies of VERIFIED claims against another "
             f"training dialogue's reference ({report['swapped']['kept']} kept, train split only; `teacher` "
             "rule:swap-reference, `source` ending in +swapped)."), ""] if "swapped" in report else []),
+        *([("Evidence-contrast rows (the same claim, its reference edited to flip its label; train split only; "
+            "`source` ending in +contrast): " + ", ".join(
+                f"{report[k]['candidates']} {k} ({report[k]['kept']} kept, `teacher` {RULE_TEACHERS[k]})"
+                for k in ("deletion", "edit", "insertion") if k in report) + "."), ""]
+          if any(k in report for k in ("deletion", "edit", "insertion")) else []),
         ("Columns: `prompt` (system + user messages), `completion` (the teacher's answer as one assistant "
          "message), `label`, `stage`, `conversation_id`, `dialogue_id`, `source`, `teacher`, `prompt_style`, "
          "`prompt_version`."), "",

@@ -121,6 +121,22 @@ def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
     return out
 
 
+def _evidence_markdown(results: dict[str, Any]) -> list[str]:
+    """The evidence probes of each system (eval/evidence.py)."""
+    from ..html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
+
+    rows = evidence_rows({n: s.get("evidence") for n, s in results.get("systems", {}).items()})
+    if not rows:
+        return []
+    return [f"## {EVIDENCE_TITLE}", "",
+            "Each system's own stage 2 request with only its reference changed. Deletion flip rate: of the claims it "
+            "calls VERIFIED, the share it calls UNVERIFIABLE once the sentences that support them (token overlap) are "
+            "removed. Own vs foreign AUC: P(VERIFIED) of the human-VERIFIED claims with their own reference ranked "
+            "against another turn's (0.5: the reference makes no difference). Claim-only: the claims with an empty "
+            "reference, beside their accuracy with it. (`results.json`: `systems.<name>.evidence`; records: "
+            "`records/<name>.evidence.jsonl`.)", "", markdown_table(EVIDENCE_HEADER, rows), ""]
+
+
 def _world_markdown(results: dict[str, Any]) -> list[str]:
     """Three-way verdicts (world-knowledge stage, the study's judge) beside the published rows."""
     w = results.get("world")
@@ -288,6 +304,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     out += ["Claim accuracy / macro-F1 per benchmark:", "", markdown_table(["benchmark", *ok], rows), ""]
 
     out += _given_claims_markdown(results)
+    out += _evidence_markdown(results)
     out += _world_markdown(results)
 
     # significance, all pairs overall

@@ -43,6 +43,7 @@ from .comparison import (
     significance,
 )
 from .errors import EvalError
+from .evidence import evidence_metrics
 from .significance import MCNEMAR_VARIANTS
 from .systems import FIVE_LABEL_SYSTEMS, SYSTEMS, Backends, SystemRun, merge_runs, run_system
 
@@ -246,6 +247,9 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         if run.given_records:
             atomic_write_text(records_dir / f"{name}.given_claims.jsonl",
                               "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in run.given_records))
+        if run.evidence_records:
+            atomic_write_text(records_dir / f"{name}.evidence.jsonl",
+                              "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in run.evidence_records))
 
     matcher = M.ClaimMatcher(threshold=e.match_threshold, use_embeddings=e.match_embeddings)
     metrics: dict[str, Any] = {}
@@ -266,7 +270,8 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
                      "match_embeddings": e.match_embeddings, "calibration_bins": e.calibration_bins,
                      "batch_size": e.batch_size, "threads": hw.threads.threads},
         "material": material,
-        "systems": {n: r.summary() for n, r in runs.items()},
+        "systems": {n: {**r.summary(), **({"evidence": evidence_metrics(r.evidence_records)}
+                                          if r.evidence_records else {})} for n, r in runs.items()},
         "metrics": metrics,
         "common_coverage": common,
         "majority": majority,
@@ -289,13 +294,15 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     if compare:
         results["compare"] = compare_results(results, compare)
     paths = write_report(out_dir, results)
-    from ..html_report import eval_headline, write_html
+    from ..html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, eval_headline, evidence_rows, write_html
 
     header, rows = eval_headline(results)
+    ev = evidence_rows({n: s.get("evidence") for n, s in results["systems"].items()})
     write_html(out_dir / "report.html", f"vista-distill eval: {recipe.name}",
                {n: r.records for n, r in runs.items() if r.status == "ok"}, headline=rows, headline_header=header,
                plots=[paths[p] for p in ("accuracy.png", "confusion_stage3.png", "calibration.png") if p in paths],
                rules=list(e.rules), initial_background={c.id: list(c.background) for c in conversations},
+               tables=[(EVIDENCE_TITLE, EVIDENCE_HEADER, ev)] if ev else [],
                notes=[f"{material['scored_turns']} scored turns; significance tests and every table: report.md and "
                       "results.json beside this page"])
     return EvalResult(out_dir, results, runs)

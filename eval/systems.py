@@ -50,6 +50,7 @@ class SystemRun:
     efficiency: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
     given_records: list[dict[str, Any]] = field(default_factory=list)   # stages 2-3 on the human claims
+    evidence_records: list[dict[str, Any]] = field(default_factory=list)   # stage 2 probes of the evidence (evidence.py)
 
     def summary(self) -> dict[str, Any]:
         return {"status": self.status, "reason": self.reason, "description": self.description,
@@ -201,7 +202,8 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         run.description.update({k: v for k, v in backend.describe().items() if k in ("label_method", "replica_events")})
         run.description["label_methods"] = dict(backend.stats.get("label_methods") or {})
     if recipe.eval.given_claims and name in ("student", "base"):
-        run.given_records = _given_claims_records(cfg, conversations, backend, progress, name)
+        run.given_records, run.evidence_records = _given_claims_records(
+            cfg, conversations, backend, progress, name, recipe.eval.seed if recipe.eval.evidence else None)
     if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)
         how = Counter(str((r.get("judge") or {}).get("parsed_from")) for r in run.records if r["scored"])
         run.description["judge_parsed_from"] = {k.replace("None", "unread"): v for k, v in sorted(how.items())}
@@ -237,25 +239,30 @@ def merge_runs(a: SystemRun, b: SystemRun, recipe: Recipe) -> SystemRun:
     if "label_methods" in b.description:
         desc["label_methods"] = dict(Counter(a.description.get("label_methods") or {})
                                      + Counter(b.description["label_methods"]))
-    return SystemRun(a.name, "ok", None, desc, eff, a.records + b.records, a.given_records + b.given_records)
+    return SystemRun(a.name, "ok", None, desc, eff, a.records + b.records, a.given_records + b.given_records,
+                     a.evidence_records + b.evidence_records)
 
 
 def _given_claims_records(cfg: Any, conversations: list[Conversation], backend: Any, progress: bool,
-                          name: str) -> list[dict[str, Any]]:
-    """Stages 2-3 of the same system on the human claims of every turn that has them (no stage 1)."""
+                          name: str, evidence_seed: int | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Stages 2-3 of the same system on the human claims of every turn that has them (no stage 1), and (with
+    ``evidence_seed``) the evidence probes of its stage 2 on them (:mod:`.evidence`)."""
     import dataclasses
+
+    from .evidence import run_probes
 
     given = [c for c in conversations if any(c.turns[i].gold_claims for i in c.scored_turns)]
     if not given:
-        return []
+        return [], []
     gcfg = dataclasses.replace(cfg, claims="gold")
     bar = RequestBar(f"eval {name}, human claims given", backend, enabled=progress, mininterval=1.0)
     try:
         results = run_programs([vista_program(c, gcfg) for c in given], backend, batched=True,
                                on_issue=bar.on_issue if progress else None)
+        probes = run_probes(results, backend, evidence_seed) if evidence_seed is not None else []
     finally:
         bar.close()
-    return _records(results)
+    return _records(results), probes
 
 
 class _TeacherChain:

@@ -343,6 +343,15 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert {pair["system_1"], pair["system_2"]} == {"student", "base"} and 0 <= pair["pvalue"] <= 1
     report = (out / "eval" / "report.md").read_text(encoding="utf-8")
     assert "## Claim level, human claims given (stages 2 and 3)" in report
+    # evidence dependence, for both systems: in results.json, report.md, the page and the closing summary
+    for name in ("student", "base"):
+        ev = results["systems"][name]["evidence"]
+        assert ev["claim_only"]["claims"] == int(n_claims.group(1))   # every human claim with an empty reference
+        assert {"deletion_flip_rate", "foreign_reference_auc", "claim_only_accuracy"} <= set(ev)
+        assert (out / "eval" / "records" / f"{name}.evidence.jsonl").exists()
+    assert "## Does it read its evidence?" in report
+    assert "own vs foreign reference AUC" in (out / "eval" / "report.html").read_text(encoding="utf-8")
+    assert "does it read its evidence?" in proc.stdout
     material = next(line for line in report.splitlines() if line.startswith("Material:"))
     assert "faithdial_balanced_sample.jsonl" in material and "?" not in material   # the split notes are not sources
 

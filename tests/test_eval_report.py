@@ -212,6 +212,11 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
         assert run.efficiency["rounds"] == 2 and run.efficiency["scored_turns"] == whole.results["material"]["scored_turns"]
         assert {r["conversation_id"] for r in run.records} == {r["conversation_id"] for r in whole.systems["base"].records}
         assert run.given_records
+        # the evidence probes ran in both rounds and were joined like the records
+        assert {r["conversation_id"] for r in run.evidence_records if "conversation_id" in r} == \
+            {r["conversation_id"] for r in run.given_records if r["scored"] and r["gold_claims"]}
+        assert whole.results["systems"][name]["evidence"]["claim_only"]["claims"] > 0
+    assert "## Does it read its evidence?" in (whole.out_dir / "report.md").read_text()
     # a budget spent by the first round: no second one, for either system, and the tests pair what was run
     cut = run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=0.0001"]), input_path=str(sample_path), limit=2,
                    output_dir=tmp_path / "cut", systems=["student", "base"])

@@ -1,0 +1,171 @@
+"""Evidence-contrast rows (``distill.evidence_contrast``): the same claim twice, with opposite labels, its two
+references differing only where the claim is stated, so that the claim's wording carries no label and only the
+reference can decide (MiniCheck's D2C and C2D, Tang et al. 2024; VitaminC's contrastive evidence, Schuster et al.
+2021; LLM-OASIS's falsification, Scirè et al. 2025, applied to the reference instead of the claim).
+
+From the teacher's own stage 2 answers on the train split (any teacher, any recipe; never the validation or test
+split):
+
+* ``deletion``: a VERIFIED claim against its reference minus the sentences that support it
+  (:func:`pipeline.evidence.support`: token-overlap alignment, checked so that what is left holds at most a
+  quarter of the claim's content words) -> stage 2 UNVERIFIABLE, stage 3 LACKING EVIDENCE;
+* ``edit``: the same, but the best-supporting sentence stays with one value the claim repeats swapped for
+  another (a number, date or entity of the reference, or a nearby one: distill/augment.py's rules) or its verb
+  negated -> stage 2 UNVERIFIABLE, stage 3 CONTRADICTED; a VERIFIED claim with no such value gets a deletion;
+* ``insertion``: an UNVERIFIABLE claim of category LACKING EVIDENCE against its reference with the claim put in
+  as a sentence at a random sentence boundary -> stage 2 VERIFIED.
+
+Pairing: the teacher's own row is each treated claim's other half (same input but the reference). Prior: stage 2
+gets as many added VERIFIED rows (insertions) as added UNVERIFIABLE ones (deletions and edits); the larger side is
+cut to the smaller by a seeded draw, so the recipe's class balance is where it was. Deterministic: choices depend
+only on the seed and the texts. The teacher's filters do not apply (the labels come from the rule); dedup and
+class balance do. Rows carry ``teacher`` ``rule:delete-support`` / ``rule:edit-support`` / ``rule:insert-claim``
+and a source ending in ``+contrast`` (``train.sources`` keeps them with their source).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from ..data.schema import CONTRADICTED, LACKING_EVIDENCE, UNVERIFIABLE, VERIFIED, Conversation
+from ..data.splits import dialogue_key
+from ..pipeline.engine import TurnResult
+from ..pipeline.evidence import Stage2Call, insert, sentences, stage2_calls, support
+from . import augment
+from .silver import RULE_TEACHERS, Candidate
+
+KINDS = ("deletion", "edit", "insertion")
+SUFFIX = "+contrast"
+_NEGATABLE = re.compile(r"\b(is|was|are|were|has|had|have|can|could|will|would|does|did|should|must)\b(?! not\b)")
+
+
+def edit_sentence(sentence: str, claim: str, document: str, rng: random.Random) -> tuple[str, dict[str, str]] | None:
+    """``sentence`` changed so that it contradicts ``claim``: one number, date or entity that the claim repeats
+    swapped (for another of ``document``'s, else a nearby value), else a verb the claim repeats with its next word
+    negated; None when neither applies."""
+    low = claim.casefold()
+    spans = [sp for s in sentences(document) for sp in augment.spans(s)]
+    options = augment.swap_options(sentence, spans)
+    for rule in rng.sample(sorted(options), len(options)):
+        for span, values in rng.sample(options[rule], len(options[rule])):
+            if span.text.casefold() not in low:
+                continue
+            new = rng.choice(values) if values else (augment.nearby(span, rng) if rule != "entity" else None)
+            if new is None or new.casefold() in low or new in sentence:
+                continue
+            return (sentence[:span.start] + new + sentence[span.end:],
+                    {"rule": rule, "old": span.text, "new": new})
+    for m in _NEGATABLE.finditer(sentence):
+        after = sentence[m.end():].split()
+        if after and f"{m.group(1)} {after[0]}".casefold() in low:
+            edited = sentence[:m.end()] + " not" + sentence[m.end():]
+            return edited, {"rule": "negation", "old": f"{m.group(1)} {after[0]}", "new": f"{m.group(1)} not {after[0]}"}
+    return None
+
+
+def _claims(conversations: Sequence[Conversation], results: Sequence[Sequence[TurnResult]],
+            dialogues: Collection[str] | None):
+    for conv, turns in zip(conversations, results):
+        dialogue = dialogue_key(conv)
+        if dialogues is not None and dialogue not in dialogues:
+            continue
+        for res in turns:
+            if res.scored and res.reference:
+                for call in stage2_calls(res):
+                    yield conv, dialogue, res, call
+
+
+def _row(stage: str, conv: Conversation, dialogue: str, res: TurnResult, call: Stage2Call, reference: str,
+         label: str, completion: str, kind: str, meta: dict[str, Any]) -> Candidate:
+    parsed: dict[str, Any] = {"label": label}
+    if completion != label:
+        parsed["explanation"] = completion.split(". ", 1)[-1]
+    return Candidate(stage, conversation_id=conv.id, dialogue_id=dialogue, source=conv.source + SUFFIX,
+                     turn_index=res.turn_index, claim_index=-1, claim=call.claim,
+                     target_input=call.with_reference(reference), completion=completion, label=label, parsed=parsed,
+                     gold_label=res.gold_label, extra={"teacher": RULE_TEACHERS[kind], "augment": {"kind": kind, **meta}})
+
+
+def contrast_candidates(conversations: Sequence[Conversation], results: Sequence[Sequence[TurnResult]], share: float,
+                        seed: int, dialogues: Collection[str] | None = None,
+                        kinds: Sequence[str] = KINDS) -> tuple[list[Candidate], dict[str, Any]]:
+    """The contrast rows for ``share`` of the teacher's stage 2 claims of the dialogues in ``dialogues`` (all when
+    None: give the train split's), and what was made and skipped, by kind and reason."""
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise ValueError(f"distill.evidence_contrast_kinds: unknown {bad}; valid: {', '.join(KINDS)}")
+    skipped: Counter[str] = Counter()
+    negative: list[list[Candidate]] = []    # stage 2 UNVERIFIABLE (+ stage 3) per treated VERIFIED claim
+    positive: list[list[Candidate]] = []    # stage 2 VERIFIED per treated UNVERIFIABLE claim
+    if share <= 0 or not kinds:
+        return [], {"share": share, "kinds": list(kinds), "made": {}, "skipped": {}}
+    for conv, dialogue, res, call in _claims(conversations, results, dialogues):
+        claim = res.claims[call.claim_index]
+        rng = random.Random(f"contrast:{seed}:{conv.id}:{res.turn_index}:{call.claim}")
+        if rng.random() >= share:
+            continue
+        label = (claim.stage2 or {}).get("label")
+        if label == VERIFIED and ("deletion" in kinds or "edit" in kinds):
+            sup, why = support(call.claim, call.reference)
+            if sup is None:
+                skipped[f"deletion: {why}"] += 1
+                continue
+            meta = {"removed": list(sup.removed), "coverage": sup.coverage, "coverage_left": sup.coverage_left}
+            edit = edit_sentence(sup.removed[0], call.claim, call.reference, rng) if "edit" in kinds else None
+            if edit is not None and ("deletion" not in kinds or rng.random() < 0.5):
+                edited, how = edit
+                ref = call.reference
+                for s in sup.removed[1:]:
+                    ref = ref.replace(s, "", 1)
+                ref = re.sub(r"[ \t]{2,}", " ", ref.replace(sup.removed[0], edited, 1)).strip()
+                m = {**meta, "edited": edited, **how}
+                expl = f"The reference text says {how['new']}, not {how['old']}."
+                negative.append([_row("stage2", conv, dialogue, res, call, ref, UNVERIFIABLE, UNVERIFIABLE, "edit", m),
+                                 _row("stage3", conv, dialogue, res, call, ref, CONTRADICTED,
+                                      f"{CONTRADICTED}. {expl}", "edit", m)])
+            elif "deletion" in kinds:
+                negative.append([
+                    _row("stage2", conv, dialogue, res, call, sup.remainder, UNVERIFIABLE, UNVERIFIABLE, "deletion", meta),
+                    _row("stage3", conv, dialogue, res, call, sup.remainder, LACKING_EVIDENCE, LACKING_EVIDENCE,
+                         "deletion", meta)])
+            else:
+                skipped["edit: no value or verb of the claim to change"] += 1
+        elif label == UNVERIFIABLE and "insertion" in kinds:
+            if claim.category != LACKING_EVIDENCE:
+                skipped[f"insertion: category {claim.category}"] += 1
+                continue
+            ref = insert(call.reference, call.claim, rng)
+            positive.append([_row("stage2", conv, dialogue, res, call, ref, VERIFIED, VERIFIED, "insertion",
+                                  {"inserted": call.claim})])
+    # the prior stays where it was: as many added VERIFIED rows as UNVERIFIABLE ones (when both kinds run)
+    if positive and negative:
+        rng = random.Random(f"contrast-balance:{seed}")
+        n = min(len(positive), len(negative))
+        dropped = {"insertion": len(positive) - n, "deletion or edit": len(negative) - n}
+        positive = [positive[i] for i in sorted(rng.sample(range(len(positive)), n))]
+        negative = [negative[i] for i in sorted(rng.sample(range(len(negative)), n))]
+        for k, v in dropped.items():
+            if v:
+                skipped[f"{k}: cut to keep the class prior"] += v
+    out = [c for group in (*negative, *positive) for c in group]
+    made = Counter(c.extra["augment"]["kind"] for c in out if c.stage == "stage2")
+    return out, {"share": share, "kinds": list(kinds), "made": dict(sorted(made.items())),
+                 "skipped": dict(sorted(skipped.items()))}
+
+
+def summary(candidates: Sequence[Candidate], made: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's ``evidence_contrast`` entry: settings, rows made and kept by kind and stage."""
+    teachers = {RULE_TEACHERS[k]: k for k in KINDS}
+    kept: Counter[str] = Counter()
+    for c in candidates:
+        kind = teachers.get(c.extra.get("teacher"))
+        if kind and c.drop is None:
+            kept[f"{kind} {c.stage}"] += 1
+    return {**made, "kept": dict(sorted(kept.items())), "split": "train only",
+            "alignment": "token overlap: sentences holding the claim's content words, best first, removed until what "
+                         "is left holds at most a quarter of them",
+            "teachers": {k: RULE_TEACHERS[k] for k in KINDS}}
