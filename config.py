@@ -127,7 +127,7 @@ class DistillConfig:
     augment_falsified: int = 0               # >0: rule-made VERIFIED/CONTRADICTED pairs per reference (augment.py)
     augment_swapped: float = 0.0             # share of VERIFIED claims also given, UNVERIFIABLE, another dialogue's reference
     evidence_contrast: float = 0.0           # share of stage 2 claims also given a reference edited to flip them (contrast.py)
-    evidence_contrast_kinds: list[str] = field(default_factory=lambda: ["deletion", "edit", "insertion"])
+    evidence_contrast_kinds: list[str] = field(default_factory=lambda: ["deletion", "edit", "insertion", "foreign"])
 
 
 @dataclass
@@ -192,6 +192,7 @@ class TrainSettings:
     seed: int = 0
     silver_dir: str | None = None            # silver datasets (stage1/ stage2/ stage3/); None: distill.output_dir
     sources: list[str] | None = None         # train on the silver examples of these data sources only (None: all)
+    evidence_head: bool = False              # stage 2: fit the evidence head on the silver validation split (backends/evidence_head.py)
     save_total_limit: int | None = 2         # checkpoints kept for resuming
     resume: bool = True                      # continue from the last checkpoint in the stage's output dir
     cpu_threads: int | str | None = "auto"   # torch CPU threads (auto: the cores not busy; None: torch's default)

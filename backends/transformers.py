@@ -8,18 +8,21 @@ computed once (per adapter) and shared; each request only pays for its own targe
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..pipeline.render import THINKING_OFF
 from ..pipeline.stages import ALL_STAGES
+from ..data.schema import UNVERIFIABLE, VERIFIED
 from .base import Request, Response
+from .evidence_head import EvidenceHead, claim_and_twin
 from .models import encode_prompt
 
 log = logging.getLogger(__name__)
@@ -62,10 +65,14 @@ class TransformersBackend:
         threads: int | str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         attn_implementation: str | None = None,
+        evidence_features: bool = False,
     ) -> None:
         """``dtype`` auto: chosen from the device (:mod:`hardware`); ``threads``: None leaves torch's
         setting alone, ``auto`` or a number sets it (:func:`hardware.apply_threads`);
-        ``chat_template_kwargs``: template variables for every prompt (default: thinking off)."""
+        ``chat_template_kwargs``: template variables for every prompt (default: thinking off).
+        A stage adapter folder with an ``evidence_head.json`` (:mod:`.evidence_head`) has its labels scored with
+        the claim's pointwise mutual information with the reference; ``evidence_features``: compute that and the
+        label margin for every label request (``meta["evidence"]``) even without a head (to fit one)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -106,6 +113,8 @@ class TransformersBackend:
             for stage, path in rest:
                 model_obj.load_adapter(str(path), adapter_name=stage)
         self.model = model_obj.eval()
+        self.heads = {st: h for st, p in self.adapters.items() if (h := EvidenceHead.load(p)) is not None}
+        self.evidence_features = evidence_features
         self.eos_ids = self._eos_ids()
         self._prefixes: OrderedDict[tuple, object] = OrderedDict()
         self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
@@ -212,7 +221,22 @@ class TransformersBackend:
 
     # -- public API ----------------------------------------------------------------------------
     def run(self, requests: list[Request]) -> list[Response]:
-        """Group by (stage, prefix, mode), run in length-sorted batches, return in request order."""
+        """Group by (stage, prefix, mode), run in length-sorted batches, return in request order; label requests
+        of a stage with an evidence head (or all, with ``evidence_features``) also run their empty-reference twin."""
+        n_asked = len(requests)
+        twins: dict[int, int] = {}
+        claims: dict[int, str] = {}
+        if self.heads or self.evidence_features:
+            extra = []
+            for i, r in enumerate(requests):
+                if r.labels and (self.evidence_features or r.stage in self.heads):
+                    ct = claim_and_twin(r.messages[-1]["content"])
+                    if ct is not None:
+                        j = n_asked + len(extra)
+                        twins[i], claims[i], claims[j] = j, ct[0], ct[0]
+                        extra.append(dataclasses.replace(
+                            r, messages=(*r.messages[:-1], {**r.messages[-1], "content": ct[1]})))
+            requests = [*requests, *extra]
         encoded = [self._encode(r) for r in requests]
         groups: dict[tuple, list[int]] = {}
         for i, (r, (prefix, _)) in enumerate(zip(requests, encoded)):
@@ -226,7 +250,7 @@ class TransformersBackend:
                     suffixes = [encoded[i][1] for i in chunk]
                     t0 = time.perf_counter()
                     if labels:
-                        res = self._choose(stage, prefix, suffixes, labels)
+                        res = self._choose(stage, prefix, suffixes, labels, [claims.get(i) for i in chunk])
                     else:
                         res = self._generate(stage, prefix, suffixes, max_new, stop_repeat)
                     self.stats["forward_s"] += time.perf_counter() - t0
@@ -237,7 +261,26 @@ class TransformersBackend:
                         self.stats["prompt_tokens"] += r.prompt_tokens
                         self.stats["completion_tokens"] += r.completion_tokens
                         out[i] = r
-        return out  # type: ignore[return-value]
+        for i, j in twins.items():
+            self._weigh_evidence(requests[i].stage, out[i], out[j])
+        return out[:n_asked]  # type: ignore[return-value]
+
+    def _weigh_evidence(self, stage: str, own: Response, twin: Response) -> None:
+        """The claim's PMI with the reference and the label margin in ``meta["evidence"]``; with the stage's
+        head, the probabilities and label it gives."""
+        lp_own, lp_twin = own.meta.get("claim_logprob"), twin.meta.get("claim_logprob")
+        logprobs = own.meta.get("logprobs") or {}
+        if lp_own is None or lp_twin is None or VERIFIED not in logprobs or UNVERIFIABLE not in logprobs:
+            own.meta["evidence"] = {"error": "claim tokens not found in the prompt"}
+            return
+        margin, pmi = logprobs[VERIFIED] - logprobs[UNVERIFIABLE], lp_own - lp_twin
+        own.meta["evidence"] = {"margin": margin, "pmi": pmi}
+        head = self.heads.get(stage)
+        if head is not None:
+            p = head.p_verified(margin, pmi)
+            own.probs = {VERIFIED: p, UNVERIFIABLE: 1.0 - p}
+            own.label = own.text = VERIFIED if p > 0.5 else UNVERIFIABLE
+            own.meta["evidence"]["head"] = True
 
     def _generate(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]], max_new: int,
                   stop_on_repeat: bool = False) -> list[Response]:
@@ -271,22 +314,47 @@ class TransformersBackend:
                                     meta={"finish_reason": finish}))
         return results
 
+    def _claim_span(self, suffix: list[int], claim: str | None) -> tuple[int, int] | None:
+        """Where the claim's tokens sit in a prompt suffix, as (distance of its first token from the end, token
+        count); its first token may merge with what precedes it, so the claim less that token is tried too."""
+        if not claim:
+            return None
+        ids = self.tokenizer(claim, add_special_tokens=False)["input_ids"]
+        for c in (ids, ids[1:]):
+            k = len(c)
+            for s in range(len(suffix) - k, -1, -1) if k else ():
+                if suffix[s:s + k] == c:
+                    return len(suffix) - s, k
+        return None
+
     def _choose(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]],
-                labels: tuple[str, ...]) -> list[Response]:
-        """Pick each request's label by the summed log-probability of the label's tokens."""
+                labels: tuple[str, ...], claims: Sequence[str | None] | None = None) -> list[Response]:
+        """Pick each request's label by the summed log-probability of the label's tokens; where ``claims`` names
+        a request's claim, also its tokens' mean log-probability (``meta["claim_logprob"]``)."""
         import torch
 
         label_ids = [self.tokenizer(lab, add_special_tokens=False)["input_ids"] for lab in labels]
+        spans = [self._claim_span(s, c) for s, c in zip(suffixes, claims or [None] * len(suffixes))]
+        keep = max([d + 1 for d, _ in filter(None, spans)], default=1)
         ids, mask, cache = self._batch_inputs(stage, prefix, suffixes)
         n = ids.shape[0]
         past = len(prefix)
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        claim_lp: list[float | None] = [None] * n
         with torch.inference_mode():
-            # logits of the last position only: the full (batch x length x vocabulary) matrix is ~20% of a
-            # 135M model's forward compute and most of its memory traffic, and only the last row is read
+            # logits of the last position only (and of a claim's positions where asked): the full (batch x
+            # length x vocabulary) matrix is ~20% of a 135M model's forward compute and most of its memory
+            # traffic, and only those rows are read
             out = self.model(input_ids=ids[:, past:], attention_mask=mask, position_ids=positions[:, past:],
-                             past_key_values=cache, use_cache=True, logits_to_keep=1)
+                             past_key_values=cache, use_cache=True, logits_to_keep=keep)
             first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+            for r, span in enumerate(spans):
+                if span is not None:   # logits at kept index keep-1-d predict the token d from the end
+                    d, k = span
+                    rows = torch.arange(keep - 1 - d, keep - 1 - d + k, device=out.logits.device)
+                    lp = torch.log_softmax(out.logits[r, rows].float(), dim=-1)
+                    tgt = ids[r, ids.shape[1] - d: ids.shape[1] - d + k].to(lp.device)
+                    claim_lp[r] = float(lp[torch.arange(k), tgt].mean())
             cache = out.past_key_values
             # A sliding-window layer past its window cannot be cropped back (Mistral v0.1, Gemma...), and a
             # packed 4D mask would bypass its window: there each label continues from its own copy of the cache.
@@ -312,11 +380,12 @@ class TransformersBackend:
         results = []
         for i in range(n):
             best = int(torch.argmax(scores[i]))
+            meta: dict[str, Any] = {"logprobs": {lab: float(scores[i, j]) for j, lab in enumerate(labels)}}
+            if claim_lp[i] is not None:
+                meta["claim_logprob"] = claim_lp[i]
             results.append(Response(
                 text=labels[best], label=labels[best],
-                probs={lab: float(probs[i, j]) for j, lab in enumerate(labels)},
-                meta={"logprobs": {lab: float(scores[i, j]) for j, lab in enumerate(labels)}},
-            ))
+                probs={lab: float(probs[i, j]) for j, lab in enumerate(labels)}, meta=meta))
         return results
 
     def _continuations(self, label_ids: list[list[int]], longer: list[int], mask, last_pos, cache):

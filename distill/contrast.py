@@ -12,6 +12,10 @@ split):
 * ``edit``: the same, but the best-supporting sentence stays with one value the claim repeats swapped for
   another (a number, date or entity of the reference, or a nearby one: distill/augment.py's rules) or its verb
   negated -> stage 2 UNVERIFIABLE, stage 3 CONTRADICTED; a VERIFIED claim with no such value gets a deletion;
+* ``foreign``: a VERIFIED claim whose support cannot be placed in a few sentences of its reference (a one-sentence
+  snippet, most often) against another training reference of its source sharing under half of its content words
+  (FEVER's NOT ENOUGH INFO construction; an easier cue than a deletion, so only where no deletion can be made)
+  -> stage 2 UNVERIFIABLE, stage 3 LACKING EVIDENCE;
 * ``insertion``: an UNVERIFIABLE claim of category LACKING EVIDENCE against its reference with the claim put in
   as a sentence at a random sentence boundary -> stage 2 VERIFIED.
 
@@ -19,7 +23,8 @@ Pairing: the teacher's own row is each treated claim's other half (same input bu
 gets as many added VERIFIED rows (insertions) as added UNVERIFIABLE ones (deletions and edits); the larger side is
 cut to the smaller by a seeded draw, so the recipe's class balance is where it was. Deterministic: choices depend
 only on the seed and the texts. The teacher's filters do not apply (the labels come from the rule); dedup and
-class balance do. Rows carry ``teacher`` ``rule:delete-support`` / ``rule:edit-support`` / ``rule:insert-claim``
+class balance do. Rows carry ``teacher`` ``rule:delete-support`` / ``rule:edit-support`` / ``rule:insert-claim`` /
+``rule:foreign-reference``
 and a source ending in ``+contrast`` (``train.sources`` keeps them with their source).
 """
 
@@ -34,11 +39,11 @@ from typing import Any
 from ..data.schema import CONTRADICTED, LACKING_EVIDENCE, UNVERIFIABLE, VERIFIED, Conversation
 from ..data.splits import dialogue_key
 from ..pipeline.engine import TurnResult
-from ..pipeline.evidence import Stage2Call, insert, sentences, stage2_calls, support
+from ..pipeline.evidence import Stage2Call, foreign_reference, insert, sentences, stage2_calls, support
 from . import augment
 from .silver import RULE_TEACHERS, Candidate
 
-KINDS = ("deletion", "edit", "insertion")
+KINDS = ("deletion", "edit", "insertion", "foreign")
 SUFFIX = "+contrast"
 _NEGATABLE = re.compile(r"\b(is|was|are|were|has|had|have|can|could|will|would|does|did|should|must)\b(?! not\b)")
 
@@ -103,16 +108,30 @@ def contrast_candidates(conversations: Sequence[Conversation], results: Sequence
     positive: list[list[Candidate]] = []    # stage 2 VERIFIED per treated UNVERIFIABLE claim
     if share <= 0 or not kinds:
         return [], {"share": share, "kinds": list(kinds), "made": {}, "skipped": {}}
-    for conv, dialogue, res, call in _claims(conversations, results, dialogues):
+    claims = list(_claims(conversations, results, dialogues))
+    pool: dict[str, list[str]] = {}   # source -> the references of its training dialogues, first seen first
+    for conv, _, _, call in claims:
+        if call.reference not in pool.setdefault(conv.source, []):
+            pool[conv.source].append(call.reference)
+    for conv, dialogue, res, call in claims:
         claim = res.claims[call.claim_index]
         rng = random.Random(f"contrast:{seed}:{conv.id}:{res.turn_index}:{call.claim}")
         if rng.random() >= share:
             continue
         label = (claim.stage2 or {}).get("label")
-        if label == VERIFIED and ("deletion" in kinds or "edit" in kinds):
+        if label == VERIFIED and ("deletion" in kinds or "edit" in kinds or "foreign" in kinds):
             sup, why = support(call.claim, call.reference)
-            if sup is None:
-                skipped[f"deletion: {why}"] += 1
+            if sup is None or not ("deletion" in kinds or "edit" in kinds):
+                other = (foreign_reference(call.claim, call.reference, pool[conv.source], rng, avoid=call.head)
+                         if "foreign" in kinds else None)
+                if other is None:
+                    skipped[f"deletion: {why}"] += 1
+                    continue
+                meta = {"why_not_deletion": why, "reference_chars": len(other)}
+                negative.append([
+                    _row("stage2", conv, dialogue, res, call, other, UNVERIFIABLE, UNVERIFIABLE, "foreign", meta),
+                    _row("stage3", conv, dialogue, res, call, other, LACKING_EVIDENCE, LACKING_EVIDENCE, "foreign",
+                         meta)])
                 continue
             meta = {"removed": list(sup.removed), "coverage": sup.coverage, "coverage_left": sup.coverage_left}
             edit = edit_sentence(sup.removed[0], call.claim, call.reference, rng) if "edit" in kinds else None
@@ -145,7 +164,7 @@ def contrast_candidates(conversations: Sequence[Conversation], results: Sequence
     if positive and negative:
         rng = random.Random(f"contrast-balance:{seed}")
         n = min(len(positive), len(negative))
-        dropped = {"insertion": len(positive) - n, "deletion or edit": len(negative) - n}
+        dropped = {"insertion": len(positive) - n, "deletion, edit or foreign": len(negative) - n}
         positive = [positive[i] for i in sorted(rng.sample(range(len(positive)), n))]
         negative = [negative[i] for i in sorted(rng.sample(range(len(negative)), n))]
         for k, v in dropped.items():

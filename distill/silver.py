@@ -42,7 +42,8 @@ DROP_REASONS = ("parse failure", "truncated", "verdict unknown", "gold disagreem
 # the ``teacher`` of rows made by rule (distill/augment.py), by kind
 RULE_TEACHERS = {"falsified": "rule:falsify", "swapped": "rule:swap-reference",
                  # evidence-contrast rows (distill/contrast.py)
-                 "deletion": "rule:delete-support", "edit": "rule:edit-support", "insertion": "rule:insert-claim"}
+                 "deletion": "rule:delete-support", "edit": "rule:edit-support", "insertion": "rule:insert-claim",
+                 "foreign": "rule:foreign-reference"}
 
 
 @dataclass
@@ -356,8 +357,8 @@ def card(stage: str, counts: dict[str, Any], report: dict[str, Any], manifest: d
         *([("Evidence-contrast rows (the same claim, its reference edited to flip its label; train split only; "
             "`source` ending in +contrast): " + ", ".join(
                 f"{report[k]['candidates']} {k} ({report[k]['kept']} kept, `teacher` {RULE_TEACHERS[k]})"
-                for k in ("deletion", "edit", "insertion") if k in report) + "."), ""]
-          if any(k in report for k in ("deletion", "edit", "insertion")) else []),
+                for k in ("deletion", "edit", "foreign", "insertion") if k in report) + "."), ""]
+          if any(k in report for k in ("deletion", "edit", "foreign", "insertion")) else []),
         ("Columns: `prompt` (system + user messages), `completion` (the teacher's answer as one assistant "
          "message), `label`, `stage`, `conversation_id`, `dialogue_id`, `source`, `teacher`, `prompt_style`, "
          "`prompt_version`."), "",

@@ -121,7 +121,9 @@ def insert(reference: str, sentence: str, rng: random.Random) -> str:
     k = rng.randint(0, len(sents))
     s = as_sentence(sentence)
     if k == len(sents) or not sents:
-        return f"{reference.rstrip()} {s}".strip()
+        # after a text with no end mark a space would run the two together: a line break keeps them apart
+        sep = " " if reference.rstrip()[-1:] in ".!?\"')" else "\n"
+        return f"{reference.rstrip()}{sep}{s}".strip()
     at = reference.find(sents[k]) if k else 0
     return f"{reference[:at]}{s} {reference[at:]}"
 

@@ -11,7 +11,7 @@ from test_distill import write_recipe
 from vista_distill.config import load_recipe
 from vista_distill.distill.contrast import edit_sentence
 from vista_distill.distill.run import filter_settings, run_distill
-from vista_distill.pipeline.evidence import LEFT, coverage, insert, sentences, support
+from vista_distill.pipeline.evidence import LEFT, as_sentence, coverage, insert, sentences, support
 
 REFERENCE = ("The Columbus Zoo and Aquarium opened in 1927 in Powell, Ohio. It is home to more than 10,000 animals. "
              "The zoo covers 580 acres and was directed by Jack Hanna from 1978 to 1992. "
@@ -62,8 +62,13 @@ def test_edit_changes_a_value_the_claim_repeats_or_negates_its_verb():
 # ------------------------------------------------------------------------------------------ the silver rows
 
 
+FAITHDIAL = Path(__file__).resolve().parents[1] / "data" / "samples" / "faithdial_balanced_sample.jsonl"
+
+
 def _run(tmp_path: Path, name: str, overrides: list[str] | None):
-    recipe = write_recipe(tmp_path / f"{name}.yaml", tmp_path / name)
+    """Distil 80 bundled FaithDial responses (multi-sentence documents and one-sentence snippets) with their labels."""
+    recipe = write_recipe(tmp_path / f"{name}.yaml", tmp_path / name,
+                          data={"train": [{"benchmark": "file", "source": str(FAITHDIAL), "n": 80}]})
     return run_distill(load_recipe(recipe, overrides), progress=False)
 
 
@@ -113,18 +118,25 @@ def test_distill_adds_contrast_rows_to_train_only_with_both_labels(tmp_path):
         elif kind == "edit":
             assert row["label"] == "UNVERIFIABLE" and rec["augment"]["edited"] in _reference(row)
             assert rec["augment"]["removed"][0] not in _reference(row)
+        elif kind == "foreign":
+            assert row["label"] == "UNVERIFIABLE" and row["teacher"] == "rule:foreign-reference"
+            assert _reference(row) != original and (coverage(_claim(row), _reference(row)) or 0) < 0.5
+            assert any(_reference(row) == _reference(o) for o in own if o["dialogue_id"] != row["dialogue_id"])
         else:
             assert kind == "insertion" and row["label"] == "VERIFIED" and row["teacher"] == "rule:insert-claim"
-            assert _reference(row) != original
-            assert all(s in sentences(_reference(row)) for s in sentences(original))
-            assert _claim(row)[1:].rstrip(".") in _reference(row)
-    assert kinds.get("insertion") and (kinds.get("deletion", 0) + kinds.get("edit", 0))
+            # the claim put in as a sentence; take it out again and the reference is as it was
+            inserted = as_sentence(_claim(row))
+            assert inserted in _reference(row) and inserted not in original
+            assert " ".join(_reference(row).replace(inserted, "", 1).split()) == " ".join(original.split())
+    negatives = kinds.get("deletion", 0) + kinds.get("edit", 0) + kinds.get("foreign", 0)
+    assert kinds.get("insertion") and kinds.get("deletion") and negatives
     # the prior stays: as many VERIFIED rows added as UNVERIFIABLE ones
-    assert kinds["insertion"] == kinds.get("deletion", 0) + kinds.get("edit", 0)
+    assert kinds["insertion"] == negatives
     s3 = load_from_disk(str(res.out_dir / "stage3"))
     s3_made = [r for r in s3["train"] if r["source"].endswith("+contrast")]
     assert sorted(r["label"] for r in s3_made) == sorted(
-        ["LACKING EVIDENCE"] * kinds.get("deletion", 0) + ["CONTRADICTED"] * kinds.get("edit", 0))
+        ["LACKING EVIDENCE"] * (kinds.get("deletion", 0) + kinds.get("foreign", 0))
+        + ["CONTRADICTED"] * kinds.get("edit", 0))
     m = res.manifest["evidence_contrast"]
     assert m["made"] == dict(sorted(kinds.items())) and m["split"] == "train only"
     report = res.manifest["filters"]["report"]["stage2"]

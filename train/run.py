@@ -275,6 +275,14 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
     trainer.save_model(str(out))
 
     summary = stage_summary(run, result, runtime)
+    if recipe.train.evidence_head and stage == "stage2" and trainer.accelerator.is_main_process:
+        from .evidence_fit import fit_evidence_head
+
+        summary["evidence_head"] = fit_evidence_head(recipe, out, stage)
+        trainer.accelerator.print(f"[{stage}] evidence head fitted on {summary['evidence_head']['examples']} "
+                                  f"{summary['evidence_head']['split']} examples: accuracy "
+                                  f"{summary['evidence_head']['accuracy']:.3f} (adapter alone "
+                                  f"{summary['evidence_head']['adapter_alone_accuracy']:.3f})")
     if budget is not None:
         summary["time_budget"] = budget.record(trainer.state.max_steps)
         if budget.stopped_at is not None and trainer.accelerator.is_main_process:

@@ -1,0 +1,105 @@
+"""backends/evidence_head.py: the claim's PMI with its reference, read from the same forward as the label, and the
+head that weighs it with the adapter's margin (saved beside the adapter, applied by the in-process backend)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from vista_distill.backends.base import Request
+from vista_distill.backends.evidence_head import EvidenceHead, claim_and_twin, fit
+from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+
+REF = "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was completed in 1889."
+CLAIMS = ["The Eiffel Tower was completed in 1889.", "i love going to the beach in summer , it is so relaxing !"]
+
+
+def _requests(reference: str = REF) -> list[Request]:
+    t = get_template("stage2", "compact")
+    return [Request("stage2", tuple(build_messages(t, stage2_input(["A fact."], reference, c))), labels=t.labels,
+                    max_new_tokens=8) for c in CLAIMS]
+
+
+def test_twin_is_the_same_message_with_an_empty_reference():
+    content = stage2_input(["A fact."], REF, CLAIMS[0])
+    claim, twin = claim_and_twin(content)
+    assert claim == CLAIMS[0] and twin == stage2_input(["A fact."], "", CLAIMS[0])
+    assert claim_and_twin("TARGET TURN:\nx") is None
+
+
+def test_fit_weighs_what_separates_and_saves(tmp_path):
+    # the margin says nothing here, the PMI everything: the head leans on the PMI
+    margins = [0.3, -0.2, 0.1, 0.0, 0.2, -0.1, 0.05, -0.3]
+    pmis = [1.2, 1.0, 0.9, 1.5, -0.2, 0.0, 0.1, -0.4]
+    verified = [True, True, True, True, False, False, False, False]
+    head = fit(margins, pmis, verified, split="toy")
+    assert head.w_pmi > 0 and head.fitted["accuracy"] == 1.0 and head.fitted["examples"] == 8
+    assert head.fitted["adapter_alone_accuracy"] == 0.5
+    assert head.p_verified(0.0, 1.0) > 0.5 > head.p_verified(0.0, -0.5)
+    head.save(tmp_path)
+    assert EvidenceHead.load(tmp_path) == head and EvidenceHead.load(tmp_path / "none") is None
+    (tmp_path / "evidence_head.json").write_text("{}")
+    with pytest.raises(ValueError, match="not an evidence head"):
+        EvidenceHead.load(tmp_path)
+    with pytest.raises(ValueError, match="both labels"):
+        fit([0.1], [0.2], [True])
+
+
+def test_backend_reads_the_claim_logprob_and_applies_the_head(tmp_path):
+    import torch
+    from test_eval_report import _identity_adapters
+    from vista_distill.backends.models import encode_prompt
+    from vista_distill.backends.transformers import TransformersBackend
+
+    _identity_adapters(tmp_path)
+    feats = TransformersBackend(adapters={"stage2": tmp_path / "stage2"}, dtype="float32", batch_size=4,
+                                evidence_features=True)
+    out = feats.run(_requests())
+    ev = [o.meta["evidence"] for o in out]
+    # the claim's mean log-probability, computed once more over the whole prompt without the prefix cache
+    for req, claim in zip(_requests(), CLAIMS):
+        prefix, suffix = encode_prompt(feats.tokenizer, req.messages, feats.chat_template_kwargs, split_prefix=False)
+        ids = prefix + suffix
+        with torch.no_grad(), feats._adapter_context("stage2"):
+            lp = feats.model(torch.tensor([ids])).logits.float().log_softmax(-1)[0]
+        cid = feats.tokenizer(claim, add_special_tokens=False)["input_ids"]
+        s = max(i for i in range(len(ids)) if ids[i:i + len(cid)] == cid)
+        direct = sum(lp[p - 1, ids[p]].item() for p in range(s, s + len(cid))) / len(cid)
+        assert feats._choose("stage2", (), [ids], req.labels, [claim])[0].meta["claim_logprob"] == \
+            pytest.approx(direct, abs=1e-4)
+    # the reference makes the claim it states more likely than the one it does not
+    assert ev[0]["pmi"] > ev[1]["pmi"]
+    margin = [math.log(o.probs["VERIFIED"]) - math.log(o.probs["UNVERIFIABLE"]) for o in out]
+    assert [e["margin"] for e in ev] == pytest.approx(margin, abs=1e-4)
+
+    head = EvidenceHead(w_margin=0.5, w_pmi=2.0, bias=-1.0)
+    head.save(tmp_path / "stage2")
+    scored = TransformersBackend(adapters={"stage2": tmp_path / "stage2"}, dtype="float32", batch_size=4).run(_requests())
+    for o, e in zip(scored, ev):
+        p = 1 / (1 + math.exp(-(0.5 * e["margin"] + 2.0 * e["pmi"] - 1.0)))
+        assert o.probs["VERIFIED"] == pytest.approx(p, abs=1e-4) and o.meta["evidence"]["head"] is True
+        assert o.label == ("VERIFIED" if p > 0.5 else "UNVERIFIABLE")
+    # a stage without a head, and requests without a reference layout, are scored as before
+    plain = TransformersBackend(dtype="float32", batch_size=4).run(_requests())
+    assert all("evidence" not in o.meta for o in plain)
+
+
+def test_fit_after_training_reads_the_silver_validation_split(tmp_path):
+    from test_contrast import FAITHDIAL
+    from test_distill import write_recipe
+    from test_eval_report import _identity_adapters
+    from vista_distill.config import load_recipe
+    from vista_distill.distill.run import run_distill
+    from vista_distill.train.evidence_fit import fit_evidence_head
+
+    path = write_recipe(tmp_path / "r.yaml", tmp_path / "silver", distill={"test_fraction": 0.5},
+                        data={"train": [{"benchmark": "file", "source": str(FAITHDIAL), "n": 90}]},
+                        student={"dtype": "float32"})
+    recipe = load_recipe(path)
+    run_distill(recipe, progress=False)
+    _identity_adapters(tmp_path / "ad")
+    info = fit_evidence_head(recipe, tmp_path / "ad" / "stage2")
+    head = EvidenceHead.load(tmp_path / "ad" / "stage2")
+    assert info["split"] == "silver test split" and info["examples"] >= 40 and info["skipped"] == 0
+    assert (head.w_margin, head.w_pmi, head.bias) == (info["w_margin"], info["w_pmi"], info["bias"])
+    assert 0 <= info["accuracy"] <= 1 and 0 <= info["adapter_alone_accuracy"] <= 1
