@@ -41,8 +41,12 @@ def fit_evidence_head(recipe: Recipe, adapter_dir: str | Path, stage: str = "sta
     out = backend.run(requests)
     feats = [(o.meta["evidence"]["margin"], o.meta["evidence"]["pmi"], row["label"] == VERIFIED)
              for o, row in zip(out, rows) if "pmi" in (o.meta.get("evidence") or {})]
-    head = fit([f[0] for f in feats], [f[1] for f in feats], [f[2] for f in feats],
-               split=f"silver {split} split", silver=str(root / stage), skipped=len(rows) - len(feats))
+    try:
+        head = fit([f[0] for f in feats], [f[1] for f in feats], [f[2] for f in feats],
+                   split=f"silver {split} split", silver=str(root / stage), skipped=len(rows) - len(feats))
+    except ValueError as e:   # too little material (a shrunk recipe): the adapter scores on its own, and says so
+        return {"not_fitted": str(e), "split": f"silver {split} split", "examples": len(feats),
+                "seconds": round(time.perf_counter() - t0, 1)}
     head.save(adapter_dir)
     return {**head.fitted, "w_margin": head.w_margin, "w_pmi": head.w_pmi, "bias": head.bias,
             "seconds": round(time.perf_counter() - t0, 1)}

@@ -278,11 +278,11 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
     if recipe.train.evidence_head and stage == "stage2" and trainer.accelerator.is_main_process:
         from .evidence_fit import fit_evidence_head
 
-        summary["evidence_head"] = fit_evidence_head(recipe, out, stage)
-        trainer.accelerator.print(f"[{stage}] evidence head fitted on {summary['evidence_head']['examples']} "
-                                  f"{summary['evidence_head']['split']} examples: accuracy "
-                                  f"{summary['evidence_head']['accuracy']:.3f} (adapter alone "
-                                  f"{summary['evidence_head']['adapter_alone_accuracy']:.3f})")
+        h = summary["evidence_head"] = fit_evidence_head(recipe, out, stage)
+        trainer.accelerator.print(
+            f"[{stage}] evidence head not fitted ({h['not_fitted']}): the adapter scores alone" if "not_fitted" in h
+            else f"[{stage}] evidence head fitted on {h['examples']} {h['split']} examples: accuracy "
+                 f"{h['accuracy']:.3f} (adapter alone {h['adapter_alone_accuracy']:.3f})")
     if budget is not None:
         summary["time_budget"] = budget.record(trainer.state.max_steps)
         if budget.stopped_at is not None and trainer.accelerator.is_main_process:
