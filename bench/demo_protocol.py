@@ -22,6 +22,9 @@ validation turns. Variants are judged on validation only:
     python bench/demo_protocol.py ref-swap NAME [ADAPTER]   # stage 2 on the 200 responses against own vs foreign snippets
     python bench/demo_protocol.py val-evidence NAME  # stage 2 of a variant (or base) on the 200 responses with the
                                                      # evidence probes (eval/evidence.py)
+    python bench/demo_protocol.py seed-claims TAG    # the test's human claims once at claim level with the evidence
+                                                     # probes: base, demo ($DEMO_ADAPTERS) or a seed (stage 2 trained)
+    python bench/demo_protocol.py claim-pairs        # each seed-claims student against the base: McNemar
     python bench/demo_protocol.py pairs              # every seed's student against the base on the test: McNemar
     python bench/demo_protocol.py report             # bench/results/demo_protocol/README.md tables
 
@@ -504,6 +507,70 @@ def step_val_evidence(name: str) -> None:
         "evidence": evidence_metrics(records)})
 
 
+def step_seed_claims(tag: str) -> None:
+    """The test's human claims, touched once per seed, at claim level only (stage 2 with the evidence probes, no stage
+    1: the whole pipeline over all 134 turns costs about 10 minutes a system on a 2-core CPU): ``base`` (the prompted
+    base), ``demo`` (the adapters of a demo run, ``$DEMO_ADAPTERS``) or a seed N (the recipe's stage 2, with its
+    evidence head, trained here with train.seed=N and the recipe's time limits, as the demo trains it)."""
+    from vista_distill.backends.transformers import TransformersBackend
+    from vista_distill.data.io import read_conversations
+    from vista_distill.eval.evidence import evidence_metrics
+    from vista_distill.scorer import VistaScorer
+
+    trained: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    if tag == "base":
+        backend, style = TransformersBackend(threads="auto"), "fewshot"
+    else:
+        if tag == "demo":
+            adapter = Path(os.environ["DEMO_ADAPTERS"]) / "stage2"
+        else:
+            from vista_distill.train.run import train_stage
+
+            r = recipe(f"seed{tag}", [f"train.seed={tag}"])
+            s = train_stage(r, "stage2")
+            trained = {"steps": s["results"]["global_step"], "time_budget": s.get("time_budget"),
+                       "evidence_head": s.get("evidence_head")}
+            adapter = RUNS / f"seed{tag}" / "checkpoints" / "stage2"
+        backend, style = TransformersBackend(adapters={"stage2": adapter}, threads="auto"), "compact"
+    train_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    records = VistaScorer(backend=backend, style=style).evidence(read_conversations(RUNS / "test.jsonl"))
+    claims = [{k: r[k] for k in ("conversation_id", "turn_index", "claim_index", "gold", "own_label")}
+              for r in records if r["probe"] == "claim_only"]
+    save(f"test_claims_{tag}", {"tag": tag, "machine": machine(), "trained": trained, "train_s": round(train_s),
+                                "eval_s": round(time.perf_counter() - t1), "evidence": evidence_metrics(records),
+                                "claims": claims})
+
+
+def step_claim_pairs() -> None:
+    """Each ``test_claims_*`` student against ``test_claims_base``: stage-2 accuracy on the same human claims, exact
+    McNemar (statsmodels)."""
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    def right(tag: str) -> dict[tuple, bool]:
+        d = json.loads((OUT / f"test_claims_{tag}.json").read_text())
+        return {(c["conversation_id"], c["turn_index"], c["claim_index"]): c["own_label"] == c["gold"] for c in d["claims"]}
+
+    base = right("base")
+    rows = {}
+    for path in sorted(OUT.glob("test_claims_*.json")):
+        tag = path.stem.removeprefix("test_claims_")
+        if tag == "base":
+            continue
+        st = right(tag)
+        keys = sorted(set(st) & set(base))
+        b = sum(st[k] and not base[k] for k in keys)
+        c = sum(base[k] and not st[k] for k in keys)
+        p = mcnemar([[0, b], [c, 0]], exact=True).pvalue if b + c else 1.0
+        ev = json.loads(path.read_text())["evidence"]
+        rows[tag] = {"claims": len(keys), "student": sum(st[k] for k in keys) / len(keys),
+                     "base": sum(base[k] for k in keys) / len(keys), "only_student": b, "only_base": c, "p": p,
+                     "deletion_flip_rate": ev["deletion_flip_rate"], "foreign_reference_auc": ev["foreign_reference_auc"],
+                     "claim_only_accuracy": ev["claim_only_accuracy"]}
+    save("test_claim_pairs", rows)
+
+
 def _val_set(name: str) -> Path:
     """``models``: FaithDial's 200 validation model responses; ``begin-fade``: the BEGIN-WoW (60) and FADE (40 rows)
     validation files (data/samples/build_begin_fade.py), each response its one claim, as one conversation file."""
@@ -682,7 +749,8 @@ def _test_tables() -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("step", choices=["prepare", "base", "variant", "seed", "vista-dev", "val-models", "val-turns",
-                                     "ref-swap", "val-evidence", "pairs", "report"])
+                                     "ref-swap", "val-evidence", "seed-claims", "claim-pairs", "pairs",
+                                     "report"])
     ap.add_argument("arg", nargs="?")
     ap.add_argument("adapter", nargs="?")
     a = ap.parse_args()
@@ -703,6 +771,10 @@ def main() -> None:
         step_pairs()
     elif a.step == "val-models":
         step_val_models(a.arg, a.adapter)
+    elif a.step == "seed-claims":
+        step_seed_claims(a.arg)
+    elif a.step == "claim-pairs":
+        step_claim_pairs()
     elif a.step == "val-evidence":
         step_val_evidence(a.arg)
     elif a.step == "ref-swap":
