@@ -319,7 +319,9 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
 
     sources = load_from_disk(str(out / "silver" / "stage2"))["train"]["source"]
     trained = _json(out / "checkpoints" / "stage2" / "training_summary.json")["silver"]["train_examples"]
-    assert "Factcheck-GPT" in sources and 0 < trained <= sources.count("FaithDial")   # stage 2: FaithDial only
+    faithdial = sum(s.split("+", 1)[0] == "FaithDial" for s in sources)   # with its evidence-contrast rows
+    assert "Factcheck-GPT" in sources and "FaithDial+contrast" in sources
+    assert 0 < trained <= faithdial   # stage 2: FaithDial only
     summary = _closing_summary(proc.stdout)
     assert "let 1 of 2 held-out dialogues run on this CPU" in " ".join(summary.split())
     assert "(time budget 0.01 min: what the steps before left of the demo's 0.01 (--max-minutes))" in proc.stdout
