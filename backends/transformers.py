@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..data.schema import UNVERIFIABLE, VERIFIED
 from ..pipeline.render import THINKING_OFF
 from ..pipeline.stages import ALL_STAGES
-from ..data.schema import UNVERIFIABLE, VERIFIED
 from .base import Request, Response
 from .evidence_head import EvidenceHead, claim_and_twin
 from .models import encode_prompt
