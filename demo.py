@@ -134,10 +134,12 @@ def run_demo(args: argparse.Namespace) -> int:
                f"{hw.threads.threads} thread(s) ({hw.threads.reason})")
     cut = result.results["material"].get("time_budget")
     if cut and cut["conversations_evaluated"] < cut["conversations_planned"]:
+        claims = cut.get("conversations_claim_level", cut["conversations_evaluated"])
         term.print(f"[yellow]eval:      the time budget ({cut['max_minutes']:g} min{why}) let "
                    f"{cut['conversations_evaluated']} of {cut['conversations_planned']} held-out dialogues run "
-                   f"on this CPU (seeded order; a first round of {cut['first_round']} measured the pace); every "
-                   "number below is over those[/]")
+                   f"through the whole pipeline on this CPU (seeded order; a first round of {cut['first_round']} "
+                   f"measured the pace): the turn numbers below are over those; the claim level and the evidence "
+                   f"probes (human claims given, cheaper) covered {claims}[/]")
     term.print(f"adapters:  {Path(recipe.resolve(recipe.train.output_dir))}  (vista-distill score --adapters ...)")
     term.print(f"plots:     {', '.join(str(p) for p in sorted(result.out_dir.glob('*.png')))}")
     term.print(f"summary:   {out / 'demo_summary.json'}")

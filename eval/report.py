@@ -173,9 +173,12 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                    "also one of a training conversation (`data.split_by: reference`).")
     budget = mat.get("time_budget")
     if budget and budget["conversations_evaluated"] < budget["conversations_planned"]:
+        claims = budget.get("conversations_claim_level", budget["conversations_evaluated"])
         out.append(f"\n**Time budget:** `eval.max_minutes` {budget['max_minutes']:g} let {budget['conversations_evaluated']} "
                    f"of the {budget['conversations_planned']} conversations run (a random sample, seeded order); every "
-                   "number below is over those.")
+                   "turn-level number below is over those"
+                   + (f"; the claim level with the human claims given and the evidence probes covered {claims}."
+                      if claims != budget["conversations_evaluated"] else "."))
     ov = mat["student_training_overlap"]
     if ov["evaluated_conversations_in_student_training"]:
         out.append(f"\n**Caution:** {ov['evaluated_conversations_in_student_training']} of the evaluated "

@@ -131,16 +131,31 @@ def _budget_order(conversations: list[Conversation], e: Any) -> list[Conversatio
     return shuffled
 
 
-def _next_round(total: int, done: int, spent_s: float, e: Any) -> int:
-    """How many conversations the next round takes: all of them without a budget; else a first round of
-    ``eval.round_size`` measures the pace, and the next takes as many of the rest as that pace fits in what is
-    left of ``eval.max_minutes`` (all of them when they fit: one round batches best)."""
+def _next_round(total: int, done: int, given_done: int, spent_s: float, given_s: float, e: Any) -> tuple[int, int]:
+    """How many conversations the next round takes, (whole pipeline, claim level): all of them without a budget;
+    else a first round of ``eval.round_size`` measures the pace, and the next takes as many of the rest as that
+    pace fits in what is left of ``eval.max_minutes`` (all of them when they fit: one round batches best).
+
+    With ``eval.given_claims`` the claim level (stages 2-3 on the human claims and the evidence probes, a few
+    forward passes a claim) comes first: it extends to every conversation that its own pace fits, and the whole
+    pipeline (stage 1 generates) gets what is left, so a slow CPU still tests the claim level on all the material."""
     if not e.max_minutes:
-        return total
+        return total, total
     if done == 0:
-        return min(e.round_size, total)
-    fits = int((e.max_minutes * 60 - spent_s) / (spent_s / done)) if spent_s > 0 else total - done
-    return max(0, min(fits, total - done))
+        first = min(e.round_size, total)
+        return first, first
+    left = e.max_minutes * 60 - spent_s
+    claims_first = e.given_claims and given_s > 0
+    per_given = given_s / given_done if claims_first else 0.0
+    per_pipe = (spent_s - given_s) / done if claims_first else spent_s / done
+    n_given = total - given_done
+    if claims_first:
+        n_given = max(0, min(n_given, int(left / per_given)))
+        left -= n_given * per_given
+    n_pipe = max(0, min(total - done, int(left / per_pipe))) if per_pipe > 0 else total - done
+    if not claims_first:
+        return n_pipe, n_pipe
+    return min(n_pipe, given_done + n_given - done), n_given
 
 
 def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None = None,
@@ -203,32 +218,41 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     t_systems = time.perf_counter()
     try:
         done: list[Conversation] = []
+        given_done = 0
         spent, rounds = 0.0, 0
-        while len(done) < len(ordered):
-            size = _next_round(len(ordered), len(done), spent, e)
-            if size < 1:
+        while len(done) < len(ordered):   # the claim level is never behind the pipeline (_next_round)
+            size, given_size = _next_round(len(ordered), len(done), given_done, spent,
+                                           sum(r.given_wall_s for r in runs.values()), e)
+            if size < 1 and given_size < 1:
                 log.warning("eval: time budget eval.max_minutes=%s: stopping after %d of %d conversations "
-                            "(%d rounds, %.1f min)", e.max_minutes, len(done), len(ordered), rounds, spent / 60)
+                            "(%d with the human claims given; %d rounds, %.1f min)", e.max_minutes, len(done),
+                            len(ordered), given_done, rounds, spent / 60)
                 break
             part = ordered[len(done):len(done) + size]
+            given = ordered[given_done:given_done + given_size]
             for name in order:
                 if name in runs and runs[name].status != "ok":
                     continue
                 if name in ("student", "teacher"):
                     backends.release_base()
-                log.info("eval: running %s on %d conversations%s", name, len(part),
-                         f" (round {rounds + 1}, time budget {e.max_minutes:g} min)" if e.max_minutes else "")
-                run = run_system(name, recipe, part, backends, out_dir, progress)
+                if not part and not (e.given_claims and name in ("student", "base")):
+                    continue
+                log.info("eval: running %s on %d conversations%s%s", name, len(part),
+                         f" ({len(given)} with the human claims given)" if e.given_claims and len(given) != len(part)
+                         else "", f" (round {rounds + 1}, time budget {e.max_minutes:g} min)" if e.max_minutes else "")
+                run = run_system(name, recipe, part, backends, out_dir, progress, given=given)
                 runs[name] = merge_runs(runs[name], run, recipe) if name in runs else run
                 if on_system is not None and not e.max_minutes:
                     on_system(run)
             done += part
+            given_done += len(given)
             rounds += 1
             spent = time.perf_counter() - t_systems
         if e.max_minutes:
             time_budget = {"max_minutes": e.max_minutes, "first_round": e.round_size, "rounds_run": rounds,
                            "conversations_planned": len(conversations),
-                           "conversations_evaluated": len(done)}   # no timing: material is fingerprinted
+                           "conversations_evaluated": len(done),   # no timing: material is fingerprinted
+                           **({"conversations_claim_level": given_done} if e.given_claims else {})}
             conversations = done
             material.update(time_budget=time_budget, **_counts(done))
         if on_system is not None and e.max_minutes:

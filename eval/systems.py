@@ -51,6 +51,7 @@ class SystemRun:
     records: list[dict[str, Any]] = field(default_factory=list)
     given_records: list[dict[str, Any]] = field(default_factory=list)   # stages 2-3 on the human claims
     evidence_records: list[dict[str, Any]] = field(default_factory=list)   # stage 2 probes of the evidence (evidence.py)
+    given_wall_s: float = 0.0             # of which the human claims' stages 2-3 and probes (budget pacing)
 
     def summary(self) -> dict[str, Any]:
         return {"status": self.status, "reason": self.reason, "description": self.description,
@@ -149,8 +150,13 @@ def _describe_local(backend: Any, style: str, adapters: dict[str, str] | None = 
 
 
 def run_system(name: str, recipe: Recipe, conversations: list[Conversation], backends: Backends,
-               out_dir: Path, progress: bool = False) -> SystemRun:
-    """Run one system over ``conversations``; prerequisites missing -> status ``skipped`` with the reason."""
+               out_dir: Path, progress: bool = False, given: list[Conversation] | None = None) -> SystemRun:
+    """Run one system over ``conversations``; prerequisites missing -> status ``skipped`` with the reason.
+
+    ``given``: the conversations whose human claims go through stages 2-3 and the evidence probes
+    (``eval.given_claims``; default ``conversations``): a time budget runs the claim level on more of them
+    than the whole pipeline."""
+    given = conversations if given is None else given
     run = SystemRun(name)
     scored = sum(len(c.scored_turns) for c in conversations)
     try:
@@ -186,10 +192,11 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         log.exception("system %s could not start", name)
         run.status, run.reason = "failed", f"{type(e).__name__}: {e}"
         return run
-    bar = RequestBar(f"eval {name}", backend, enabled=progress, mininterval=1.0)
+    bar = RequestBar(f"eval {name}", backend, enabled=progress and bool(programs), mininterval=1.0)
     try:
         with Meter(backend) as meter:
-            results = run_programs(programs, backend, batched=True, on_issue=bar.on_issue if progress else None)
+            results = run_programs(programs, backend, batched=True, on_issue=bar.on_issue if progress else None) \
+                if programs else []
     except Exception as e:
         log.exception("system %s failed", name)
         run.status, run.reason = "failed", f"{type(e).__name__}: {e}"
@@ -201,9 +208,11 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
     if hasattr(backend, "describe"):   # which label-scoring method ran, replicas set aside and back
         run.description.update({k: v for k, v in backend.describe().items() if k in ("label_method", "replica_events")})
         run.description["label_methods"] = dict(backend.stats.get("label_methods") or {})
-    if recipe.eval.given_claims and name in ("student", "base"):
+    if recipe.eval.given_claims and name in ("student", "base") and given:
+        t0 = time.perf_counter()
         run.given_records, run.evidence_records = _given_claims_records(
-            cfg, conversations, backend, progress, name, recipe.eval.seed if recipe.eval.evidence else None)
+            cfg, given, backend, progress, name, recipe.eval.seed if recipe.eval.evidence else None)
+        run.given_wall_s = time.perf_counter() - t0
     if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)
         how = Counter(str((r.get("judge") or {}).get("parsed_from")) for r in run.records if r["scored"])
         run.description["judge_parsed_from"] = {k.replace("None", "unread"): v for k, v in sorted(how.items())}
@@ -240,7 +249,7 @@ def merge_runs(a: SystemRun, b: SystemRun, recipe: Recipe) -> SystemRun:
         desc["label_methods"] = dict(Counter(a.description.get("label_methods") or {})
                                      + Counter(b.description["label_methods"]))
     return SystemRun(a.name, "ok", None, desc, eff, a.records + b.records, a.given_records + b.given_records,
-                     a.evidence_records + b.evidence_records)
+                     a.evidence_records + b.evidence_records, a.given_wall_s + b.given_wall_s)
 
 
 def _given_claims_records(cfg: Any, conversations: list[Conversation], backend: Any, progress: bool,

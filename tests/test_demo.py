@@ -323,7 +323,7 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert "Factcheck-GPT" in sources and "FaithDial+contrast" in sources
     assert 0 < trained <= faithdial   # stage 2: FaithDial only
     summary = _closing_summary(proc.stdout)
-    assert "let 1 of 2 held-out dialogues run on this CPU" in " ".join(summary.split())
+    assert "let 1 of 2 held-out dialogues run through the whole pipeline on this CPU" in " ".join(summary.split())
     assert "(time budget 0.01 min: what the steps before left of the demo's 0.01 (--max-minutes))" in proc.stdout
     demo_summary = _json(out / "demo_summary.json")
     assert demo_summary["evaluated"]["time_budget"]["conversations_evaluated"] == 1

@@ -227,6 +227,30 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
     pair = cut.results["significance"]["by_rule"]["strict"]
     assert "time_budget" in (cut.out_dir / "results.json").read_text() and pair
     assert "let 1 of the 2 conversations run" in (cut.out_dir / "report.md").read_text()
+    assert m["time_budget"]["conversations_claim_level"] >= 1
     with pytest.raises(EvalError, match="eval.max_minutes"):
         run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=-1"]), input_path=str(sample_path), limit=2,
                  output_dir=tmp_path / "bad", systems=["base"])
+
+
+def test_time_budget_runs_the_claim_level_first():
+    """With the human claims given, the claim level (cheap: no generation) extends to every conversation its own
+    pace fits before the whole pipeline takes what is left; it is never behind the pipeline."""
+    from types import SimpleNamespace
+
+    from vista_distill.eval.run import _next_round
+
+    e = SimpleNamespace(max_minutes=10, round_size=16, given_claims=True)
+    assert _next_round(134, 0, 0, 0.0, 0.0, e) == (16, 16)
+    # round 1: 16 conversations in 200 s, 32 of them the claim level (2 s a conversation), 10.5 s the pipeline
+    # 400 s left: the 118 other claim levels take 236, the pipeline gets 164 s -> 15 more conversations
+    assert _next_round(134, 16, 16, 200.0, 32.0, e) == (15, 118)
+    # nearly spent: the claim level gets what fits, the pipeline nothing
+    assert _next_round(134, 16, 16, 560.0, 32.0, e) == (0, 20)
+    # everything fits: all of it in one round
+    assert _next_round(134, 16, 16, 20.0, 4.0, e) == (118, 118)
+    # no human claims: the pipeline's pace alone, as before
+    plain = SimpleNamespace(max_minutes=10, round_size=16, given_claims=False)
+    assert _next_round(134, 16, 16, 200.0, 0.0, plain) == (32, 32)
+    assert _next_round(134, 16, 16, 200.0, 0.0, SimpleNamespace(max_minutes=None, round_size=16,
+                                                                  given_claims=True)) == (134, 134)
