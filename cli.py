@@ -40,6 +40,10 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--limit", type=int, default=None, help="score only the first N conversations")
     p.add_argument("--one-at-a-time", action="store_true", help="one request per call, like the authors' loop")
+    p.add_argument("--chunk-size", type=int, default=16, metavar="N",
+                   help="conversations per chunk: each finished chunk's records go to <output stem>.journal.jsonl at "
+                        "once, so a killed run, started again with the same command, resumes after its last "
+                        "finished chunk (the journal is removed once the output is written)")
     p.add_argument("--no-evidence", action="store_true",
                    help="skip the evidence probes (input with human claims: deletion flip rate, own vs foreign "
                         "reference AUC, claim-only accuracy; eval/evidence.py)")
@@ -116,8 +120,17 @@ def _score(args: argparse.Namespace) -> int:
         trained = Path(recipe.resolve(recipe.train.output_dir)) if args.config else None
         adapters = args.adapters or (str(trained) if trained is not None and trained.is_dir() else None)
         scorer = VistaScorer.from_recipe(recipe, adapters=adapters, **options)
-    result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True, evidence=not args.no_evidence)
+    if args.chunk_size < 1:
+        raise SystemExit(f"error: --chunk-size must be >= 1, got {args.chunk_size}")
+    journal = Path(args.output).with_name(Path(args.output).stem + ".journal.jsonl")
+    result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True, evidence=not args.no_evidence,
+                          journal=journal, chunk_size=args.chunk_size)
+    resumed = result.summary["run"]["journal"]["chunks_resumed"]
+    if resumed:
+        print(f"resumed: {resumed} of {result.summary['run']['journal']['chunks']} chunk(s) of {args.chunk_size} "
+              f"conversations came from {journal} (a run that stopped before its end)")
     out, summary_path = result.write(args.output)
+    journal.unlink(missing_ok=True)
     s = result.summary
     from .progress import print_table
 

@@ -118,10 +118,28 @@ class VistaScorer:
         batched: bool = True,
         progress: bool | Callable[[TurnResult], None] = False,
         evidence: bool = False,
+        journal: str | Path | None = None,
+        chunk_size: int = 16,
     ) -> ScoreResult:
         """Run the pipeline; one record per assistant turn (context turns have ``scored: false``). ``evidence``:
         where the conversations have human claims, also the evidence probes (:meth:`evidence`), their metrics in
-        the summary's ``evidence``."""
+        the summary's ``evidence``. ``journal``: a file each ``chunk_size`` conversations' records are appended to
+        as they finish (:mod:`.pipeline.journal`); a rerun after a kill skips the chunks it holds and returns what
+        one uninterrupted run returns. The caller removes it once the output is written."""
+        from .pipeline.journal import Journal, run_fingerprint
+
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        conversations = list(conversations)
+        size = chunk_size if journal is not None else max(1, len(conversations))
+        chunks = [conversations[i:i + size] for i in range(0, len(conversations), size)]
+        log = done = None
+        if journal is not None:
+            model = self.backend.describe() if hasattr(self.backend, "describe") else {
+                k: str(getattr(self.backend, k, None)) for k in ("name", "model_path", "adapters", "torch_dtype",
+                                                                  "batch_size")}
+            log = Journal(journal, run_fingerprint(conversations, self.config, model, size))
+            done = log.open()
         bar = on_issue = None
         on_turn = progress if callable(progress) else None
         if progress is True:
@@ -129,14 +147,24 @@ class VistaScorer:
             on_issue = bar.on_issue
         start = time.perf_counter()
         stats_before = dict(self.backend.stats)
+        by_chunk: list[list[dict[str, Any]]] = []
         try:
-            per_conv = run_programs((vista_program(c, self.config, on_turn) for c in conversations),
-                                    self.backend, batched=batched, on_issue=on_issue)
+            for k, chunk in enumerate(chunks):
+                if done and k in done:
+                    by_chunk.append(done[k])
+                    for _ in done[k] if bar is not None else ():   # the bar's turns: a record per assistant turn
+                        on_turn(None)   # type: ignore[arg-type]
+                    continue
+                per_conv = run_programs((vista_program(c, self.config, on_turn) for c in chunk),
+                                        self.backend, batched=batched, on_issue=on_issue)
+                by_chunk.append([t.to_dict() for turns in per_conv for t in turns])
+                if log is not None:
+                    log.append(k, by_chunk[-1])
         finally:
             if bar is not None:
                 bar.close()
         wall = time.perf_counter() - start
-        records = [t.to_dict() for turns in per_conv for t in turns]
+        records = [r for chunk in by_chunk for r in chunk]
         summary = summarize(records, self.rule)
         stats = self.backend.stats
         summary["run"] = {
@@ -144,6 +172,8 @@ class VistaScorer:
             "style": self.config.style, "stage2": self.config.stage2, "stage3": self.config.stage3,
             "batched": batched, "wall_s": wall,
             "turns_per_s": len(records) / wall if wall else None,
+            **({"journal": {"path": str(journal), "chunk_size": size, "chunks": len(chunks),
+                            "chunks_resumed": len(done or {})}} if journal is not None else {}),
             **{k: v - stats_before.get(k, 0) for k, v in stats.items() if isinstance(v, (int, float))},
         }
         if hasattr(self.backend, "describe"):   # served: URLs, names, label-scoring method, replica events

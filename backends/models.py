@@ -8,6 +8,7 @@ with :func:`encode_prompt`, so a student is trained on exactly the ids it is sco
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -47,6 +48,36 @@ def embedded_gguf() -> Path:
     return ggufs[0]
 
 
+@contextlib.contextmanager
+def _gguf_progress():
+    """transformers reads GGUF tensors under a plain tqdm bar of its own (not its logging's, so
+    ``quiet_libraries`` cannot turn it off: 14 redrawn lines in a log); the product's bar counts them instead."""
+    from ..progress import RequestBar
+
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        yield
+        return
+
+    def bar(iterable, desc: str | None = None, **_: Any):
+        items = list(iterable)
+        progress = RequestBar("converting the embedded model from GGUF (once)", total=len(items), unit="tensors")
+        try:
+            for item in items:
+                yield item
+                progress.update(1)
+        finally:
+            progress.close()
+
+    before = getattr(gguf_utils, "tqdm", None)
+    gguf_utils.tqdm = bar
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = before
+
+
 def embedded_model_path() -> Path:
     """A transformers folder holding the embedded model, converted from its GGUF once and cached.
 
@@ -72,8 +103,9 @@ def embedded_model_path() -> Path:
             kwargs["quantization_config"] = GgufConfig(dequantize=True)
         except ImportError:
             pass
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
-                                                     **kwargs)
+        with _gguf_progress():
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+                                                         **kwargs)
         # The dequantised weights are plain tensors now; the GGUF quantisation config would make
         # save_pretrained/from_pretrained expect a GGUF file again.
         if getattr(model, "hf_quantizer", None) is not None:

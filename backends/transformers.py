@@ -7,6 +7,7 @@ computed once (per adapter) and shared; each request only pays for its own targe
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -116,6 +117,9 @@ class TransformersBackend:
         self.heads = {st: h for st, p in self.adapters.items() if (h := EvidenceHead.load(p)) is not None}
         self.evidence_features = evidence_features
         self.eos_ids = self._eos_ids()
+        self.cache_kw = cache_keyword(self.model)
+        self.max_context: int | None = getattr(self.model.config, "max_position_embeddings", None)
+        self._head32: Any = None   # the LM head's weight in float32 for label scoring (_float32_head)
         self._prefixes: OrderedDict[tuple, object] = OrderedDict()
         self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "prefix_tokens_reused": 0, "forward_s": 0.0}
@@ -123,8 +127,6 @@ class TransformersBackend:
     # -- adapters -----------------------------------------------------------------------------
     def _adapter_context(self, stage: str):
         """Activate the stage's adapter; stages without one run on the bare base model."""
-        import contextlib
-
         if not self.adapters:
             return contextlib.nullcontext()
         if stage in self.adapters:
@@ -162,7 +164,7 @@ class TransformersBackend:
             return self._prefixes[key]
         cache = DynamicCache(config=self.model.config)
         with torch.inference_mode():
-            self.model(input_ids=torch.tensor([prefix], device=self.device), past_key_values=cache, use_cache=True,
+            self.model(input_ids=torch.tensor([prefix], device=self.device), **{self.cache_kw: cache}, use_cache=True,
                        logits_to_keep=1)
         self._prefixes[key] = cache
         while len(self._prefixes) > 8:
@@ -239,9 +241,15 @@ class TransformersBackend:
             requests = [*requests, *extra]
         encoded = [self._encode(r) for r in requests]
         groups: dict[tuple, list[int]] = {}
-        for i, (r, (prefix, _)) in enumerate(zip(requests, encoded)):
-            groups.setdefault((r.stage, tuple(prefix), r.labels, r.max_new_tokens, r.stop_on_repeat), []).append(i)
         out: list[Response | None] = [None] * len(requests)
+        for i, (r, (prefix, suffix)) in enumerate(zip(requests, encoded)):
+            if (why := self._too_long(r, len(prefix) + len(suffix))) is not None:
+                out[i] = Response(text="", prompt_tokens=len(prefix) + len(suffix),
+                                  meta={"error": why, "finish_reason": "too_long"})
+                continue
+            groups.setdefault((r.stage, tuple(prefix), r.labels, r.max_new_tokens, r.stop_on_repeat), []).append(i)
+        if self.progress is not None and any(r is not None for r in out[:n_asked]):
+            self.progress(sum(r is not None for r in out[:n_asked]))
         for (stage, prefix, labels, max_new, stop_repeat), idx in groups.items():
             idx.sort(key=lambda i: len(encoded[i][1]))
             with self._adapter_context(stage):
@@ -254,8 +262,8 @@ class TransformersBackend:
                     else:
                         res = self._generate(stage, prefix, suffixes, max_new, stop_repeat)
                     self.stats["forward_s"] += time.perf_counter() - t0
-                    if self.progress is not None:
-                        self.progress(len(chunk))
+                    if self.progress is not None:   # the requests asked for (a twin is part of its request)
+                        self.progress(sum(i < n_asked for i in chunk))
                     for i, r in zip(chunk, res):
                         r.prompt_tokens = len(prefix) + len(encoded[i][1])
                         self.stats["prompt_tokens"] += r.prompt_tokens
@@ -264,6 +272,19 @@ class TransformersBackend:
         for i, j in twins.items():
             self._weigh_evidence(requests[i].stage, out[i], out[j])
         return out[:n_asked]  # type: ignore[return-value]
+
+    def _too_long(self, request: Request, prompt_tokens: int) -> str | None:
+        """Why a prompt cannot run (longer, with its answer, than the model's context), or None: such a request
+        is answered with that error instead of allocating a mask the size of the prompt squared."""
+        answer = max((len(x) for x in self._label_ids(request.labels)), default=0) if request.labels \
+            else request.max_new_tokens
+        if self.max_context is None or prompt_tokens + answer <= self.max_context:
+            return None
+        return (f"prompt of {prompt_tokens:,} tokens (+{answer} to answer) is longer than the model's context of "
+                f"{self.max_context:,} tokens: not run")
+
+    def _label_ids(self, labels: Sequence[str]) -> list[list[int]]:
+        return [self.tokenizer(lab, add_special_tokens=False)["input_ids"] for lab in labels]
 
     def _weigh_evidence(self, stage: str, own: Response, twin: Response) -> None:
         """The claim's PMI with the reference and the label margin in ``meta["evidence"]``; with the stage's
@@ -292,7 +313,7 @@ class TransformersBackend:
         processors = LogitsProcessorList([_ListMarkerFormat(self, ids.shape[1])]) if stop_on_repeat else None
         with torch.inference_mode():
             seqs = self.model.generate(
-                input_ids=ids, attention_mask=mask, past_key_values=cache, max_new_tokens=max_new,
+                input_ids=ids, attention_mask=mask, **{self.cache_kw: cache}, max_new_tokens=max_new,
                 do_sample=False, temperature=None, top_p=None, top_k=None, stopping_criteria=stopping,
                 logits_processor=processors,
                 pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_ids,
@@ -327,13 +348,40 @@ class TransformersBackend:
                     return len(suffix) - s, k
         return None
 
+    @contextlib.contextmanager
+    def _float32_head(self):
+        """The LM head in float32 while labels are scored: a bf16 head's logits are spaced 0.06-0.125 apart at
+        magnitudes 8-32, so a claim the model is unsure of got its label from rounding (and a label that moved
+        with the batch's composition). Only the kept positions pass the head, so this costs little; the float32
+        copy of the weight is kept when it is small (a 135M model's: 113 MB) and made per call otherwise."""
+        import torch
+
+        head = self.model.get_output_embeddings()
+        w = getattr(head, "weight", None)
+        if not isinstance(head, torch.nn.Linear) or w is None or w.dtype not in (torch.bfloat16, torch.float16):
+            yield
+            return
+        if self._head32 is None and w.numel() * 4 <= 512 * 2**20:
+            self._head32 = w.detach().float()
+
+        def hook(module, args, output):
+            weight = self._head32 if self._head32 is not None else module.weight.float()
+            bias = None if module.bias is None else module.bias.float()
+            return torch.nn.functional.linear(args[0].float(), weight, bias)
+
+        handle = head.register_forward_hook(hook)
+        try:
+            yield
+        finally:
+            handle.remove()
+
     def _choose(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]],
                 labels: tuple[str, ...], claims: Sequence[str | None] | None = None) -> list[Response]:
         """Pick each request's label by the summed log-probability of the label's tokens; where ``claims`` names
         a request's claim, also its tokens' mean log-probability (``meta["claim_logprob"]``)."""
         import torch
 
-        label_ids = [self.tokenizer(lab, add_special_tokens=False)["input_ids"] for lab in labels]
+        label_ids = self._label_ids(labels)
         spans = [self._claim_span(s, c) for s, c in zip(suffixes, claims or [None] * len(suffixes))]
         keep = max([d + 1 for d, _ in filter(None, spans)], default=1)
         ids, mask, cache = self._batch_inputs(stage, prefix, suffixes)
@@ -341,12 +389,12 @@ class TransformersBackend:
         past = len(prefix)
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
         claim_lp: list[float | None] = [None] * n
-        with torch.inference_mode():
+        with torch.inference_mode(), self._float32_head():
             # logits of the last position only (and of a claim's positions where asked): the full (batch x
             # length x vocabulary) matrix is ~20% of a 135M model's forward compute and most of its memory
             # traffic, and only those rows are read
             out = self.model(input_ids=ids[:, past:], attention_mask=mask, position_ids=positions[:, past:],
-                             past_key_values=cache, use_cache=True, logits_to_keep=keep)
+                             **{self.cache_kw: cache}, use_cache=True, logits_to_keep=keep)
             first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
             for r, span in enumerate(spans):
                 if span is not None:   # logits at kept index keep-1-d predict the token d from the end
@@ -355,7 +403,7 @@ class TransformersBackend:
                     lp = torch.log_softmax(out.logits[r, rows].float(), dim=-1)
                     tgt = ids[r, ids.shape[1] - d: ids.shape[1] - d + k].to(lp.device)
                     claim_lp[r] = float(lp[torch.arange(k), tgt].mean())
-            cache = out.past_key_values
+            cache = _output_cache(out)
             # A sliding-window layer past its window cannot be cropped back (Mistral v0.1, Gemma...), and a
             # packed 4D mask would bypass its window: there each label continues from its own copy of the cache.
             sliding = any(getattr(layer, "is_sliding", False) for layer in getattr(cache, "layers", ()))
@@ -372,7 +420,7 @@ class TransformersBackend:
                 ext = torch.cat([mask, torch.ones_like(cont)], dim=1)
                 pos = last_pos + 1 + torch.arange(cont.shape[1], device=self.device)
                 o = self.model(input_ids=cont, attention_mask=ext, position_ids=pos,
-                               past_key_values=copy.deepcopy(cache), use_cache=True)
+                               **{self.cache_kw: copy.deepcopy(cache)}, use_cache=True)
                 lp = torch.log_softmax(o.logits.float(), dim=-1)
                 tgt = torch.tensor(lab[1:], device=self.device)
                 scores[:, j] += lp[:, torch.arange(len(lab) - 1), tgt].sum(-1).cpu()
@@ -407,7 +455,7 @@ class TransformersBackend:
         own = (seg_t[:, None] == seg_t[None, :]) & torch.ones(t, t, dtype=torch.bool, device=self.device).tril()
         full = torch.cat([mask.bool()[:, None, None, :].expand(n, 1, t, past), own.expand(n, 1, t, t)], dim=-1)
         out = self.model(input_ids=torch.tensor([ids], device=self.device).expand(n, -1), attention_mask=full,
-                         position_ids=last_pos + torch.tensor([pos], device=self.device), past_key_values=cache,
+                         position_ids=last_pos + torch.tensor([pos], device=self.device), **{self.cache_kw: cache},
                          use_cache=True)
         lp = torch.log_softmax(out.logits.float(), dim=-1)
         extra = torch.zeros(n, len(label_ids))
@@ -420,6 +468,19 @@ class TransformersBackend:
             start += k
         cache.crop(-t)
         return extra
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword a model's forward and generate take their KV cache by: ``cache`` since transformers renamed
+    ``past_key_values`` (which forward drops in 5.40 and generate in 6.0), the old name before."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def _output_cache(out: Any) -> Any:
+    return out["cache"] if "cache" in out else out.past_key_values
 
 
 GQA_SDPA = "vista_sdpa_gqa"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..data.schema import UNVERIFIABLE, VERIFIED
@@ -83,9 +83,13 @@ def probe_requests(results: Sequence[Sequence[Any]], seed: int = 0) -> tuple[lis
     return records, requests
 
 
-def run_probes(results: Sequence[Sequence[Any]], backend: Any, seed: int = 0) -> list[dict[str, Any]]:
-    """The probe records of :func:`probe_requests`, answered by ``backend`` (one batch)."""
+def run_probes(results: Sequence[Sequence[Any]], backend: Any, seed: int = 0,
+               on_issue: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
+    """The probe records of :func:`probe_requests`, answered by ``backend`` (one batch; ``on_issue(stage, n)`` is
+    told first, like the engine's)."""
     records, requests = probe_requests(results, seed)
+    if requests and on_issue is not None:
+        on_issue("evidence probes", len(requests))
     answers = backend.run(requests) if requests else []
     answered = iter(answers)
     for r in records:

@@ -268,7 +268,8 @@ def _given_claims_records(cfg: Any, conversations: list[Conversation], backend: 
     try:
         results = run_programs([vista_program(c, gcfg) for c in given], backend, batched=True,
                                on_issue=bar.on_issue if progress else None)
-        probes = run_probes(results, backend, evidence_seed) if evidence_seed is not None else []
+        probes = run_probes(results, backend, evidence_seed, bar.on_issue if progress else None) \
+            if evidence_seed is not None else []
     finally:
         bar.close()
     return _records(results), probes

@@ -64,3 +64,22 @@ def test_distill_bar_shows_calls_cache_hits_failures_and_rate(capsys):
     err = capsys.readouterr().err
     assert "distill" in err and "calls 3 | cache hits 2 | failures 1 | parse failures 1 |" in err and "req/s" in err
     assert "5/10" in err
+
+
+def test_gguf_conversion_goes_through_the_products_bar(tmp_path):
+    """Converting the embedded GGUF (once per cache) shows one bar of ours with the tensor count, not
+    transformers' own tqdm bar redrawn line after line into a log."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "VISTA_DISTILL_CACHE": str(tmp_path / "cache")}
+    code = ("from vista_distill.backends.models import embedded_model_path; "
+            "from vista_distill.progress import quiet_libraries; quiet_libraries(); print(embedded_model_path())")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "cache" / "models").is_dir() and "config.json" in os.listdir(proc.stdout.strip())
+    assert "Converting and de-quantizing" not in proc.stderr
+    line = next(x for x in proc.stderr.splitlines() if "converting the embedded model from GGUF (once)" in x)
+    done, total = line.split("tensors")[0].split()[-1].split("/")
+    assert done == total and int(total) > 100

@@ -48,3 +48,119 @@ def test_progress_bar_counts_requests_and_turns(sample, capsys):
     VistaScorer(backend=backend).score(sample, progress=True)
     err = capsys.readouterr().err
     assert "score" in err and f"turns {len(turns)}/{len(turns)}" in err
+
+
+def _copies(sample, n):
+    """``n`` copies of the sample's conversations under new ids."""
+    import dataclasses
+
+    return [dataclasses.replace(c, id=f"{c.id}-copy{k}") for k in range(n) for c in sample]
+
+
+def test_journal_resumes_after_the_last_finished_chunk(sample, tmp_path, caplog):
+    """Each chunk's records reach the journal as it finishes; a rerun reuses the finished chunks (no request
+    for them), drops a torn last line, and returns what one uninterrupted run returns; another run's journal is
+    not reused."""
+    convs = _copies(sample, 3)   # 9 conversations, chunks of 2 -> 5 chunks
+    whole = VistaScorer(backend=LabelsBackend(convs)).score(convs)
+    journal = tmp_path / "out.journal.jsonl"
+    first = VistaScorer(backend=LabelsBackend(convs)).score(convs, journal=journal, chunk_size=2)
+    assert first.records == whole.records
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 1 + 5 and json.loads(lines[0])["journal"]
+    assert [json.loads(x)["chunk"] for x in lines[1:]] == [0, 1, 2, 3, 4]
+    # a run killed while writing chunk 2: two whole chunks and half a line
+    journal.write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
+    backend = LabelsBackend(convs)
+    again = VistaScorer(backend=backend).score(convs, journal=journal, chunk_size=2)
+    assert again.records == whole.records
+    assert again.summary["run"]["journal"] == {"path": str(journal), "chunk_size": 2, "chunks": 5, "chunks_resumed": 2}
+    # only the three unfinished chunks were asked for
+    rest = LabelsBackend(convs)
+    VistaScorer(backend=rest).score(convs[4:])
+    assert 0 < backend.stats["answered"] == rest.stats["answered"]
+    assert "dropped" in caplog.text
+    assert [json.loads(x)["chunk"] for x in journal.read_text().splitlines()[1:]] == [0, 1, 2, 3, 4]
+    # the same journal, other conversations: another run's, so nothing is reused
+    other = convs[:8]
+    fresh = VistaScorer(backend=LabelsBackend(other)).score(other, journal=journal, chunk_size=2)
+    assert fresh.summary["run"]["journal"]["chunks_resumed"] == 0 and "another run" in caplog.text
+    with pytest.raises(ValueError, match="chunk_size"):
+        VistaScorer(backend=LabelsBackend(convs)).score(convs, journal=journal, chunk_size=0)
+
+
+def test_score_killed_mid_run_resumes_to_the_uninterrupted_output(sample, tmp_path):
+    """The real CLI on the embedded model, SIGKILLed once its journal holds a finished chunk: run again, it
+    reuses the finished chunks and writes the same records as a run that was never interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from vista_distill.data.io import write_conversations
+
+    data = tmp_path / "dialogues.jsonl"
+    write_conversations(_copies(sample, 2), data)   # 6 conversations, chunks of 2
+    args = ["--input", str(data), "--chunk-size", "2", "--prompts", "compact", "--max-new-tokens", "stage1=24",
+            "--threads", "1", "--dtype", "float32", "--no-evidence"]
+    cmd = [sys.executable, "-m", "vista_distill", "score", *args]
+    killed_out, journal = tmp_path / "killed.jsonl", tmp_path / "killed.journal.jsonl"
+    proc = subprocess.Popen([*cmd, "--output", str(killed_out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if journal.exists() and len(journal.read_text().splitlines()) >= 2:   # the header and a finished chunk
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close(), proc.stderr.close()
+    assert not killed_out.exists()
+    finished = len(journal.read_text().splitlines()) - 1
+    assert 1 <= finished < 3
+    again = subprocess.run([*cmd, "--output", str(killed_out)], capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resumed: {finished} of 3 chunk(s) of 2 conversations" in again.stdout
+    assert not journal.exists()
+    whole_out = tmp_path / "whole.jsonl"
+    whole = subprocess.run([*cmd, "--output", str(whole_out)], capture_output=True, text=True, timeout=900)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert "resumed" not in whole.stdout
+    assert killed_out.read_text() == whole_out.read_text()
+    summary = json.loads((tmp_path / "killed.summary.json").read_text())["run"]
+    assert summary["journal"]["chunks_resumed"] == finished
+
+
+def test_a_turn_longer_than_the_context_is_recorded_unscored_and_the_run_goes_on(tmp_path):
+    """A 200,000-word assistant turn (its stage-1 prompt far past the model's 8,192 tokens) once allocated a
+    40 GB causal mask and lost the run: now that turn's record says why it was not scored, with the token counts,
+    the other turns are scored, and the process stays small."""
+    import resource
+    import subprocess
+    import sys
+
+    from vista_distill.data.io import write_conversations
+    from vista_distill.data.schema import Conversation, Turn
+
+    ref = "The Eiffel Tower is in Paris. It was completed in 1889."
+    long_text = " ".join(["The tower is tall."] * 50_000)   # 200,000 words
+    convs = [Conversation("long", "test", [Turn("user", "Tell me about the tower."),
+                                           Turn("assistant", long_text, reference=ref)]),
+             Conversation("short", "test", [Turn("user", "When was it built?"),
+                                            Turn("assistant", "It was completed in 1889.", reference=ref)])]
+    data, out = tmp_path / "long.jsonl", tmp_path / "out.jsonl"
+    write_conversations(convs, data)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = subprocess.run([sys.executable, "-m", "vista_distill", "score", "--input", str(data), "--output", str(out),
+                           "--prompts", "compact", "--max-new-tokens", "stage1=24", "--threads", "1",
+                           "--dtype", "float32"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert peak_kb < 4 * 2**20 or peak_kb == before   # under 4 GiB (the crash asked for 40 GB at once)
+    long_rec, short_rec = [json.loads(x) for x in out.read_text().splitlines()]
+    assert long_rec["verdicts"]["safe"] == "unknown" and long_rec["claims"] == []
+    reason = long_rec["unknown_reason"]
+    assert reason.startswith("stage 1: prompt of ") and "longer than the model's context of 8,192 tokens" in reason
+    assert int(reason.split("prompt of ")[1].split(" tokens")[0].replace(",", "")) > 200_000
+    assert short_rec["scored"] and "context" not in (short_rec["unknown_reason"] or "")   # the run went on
