@@ -150,16 +150,16 @@ class VistaScorer:
         by_chunk: list[list[dict[str, Any]]] = []
         try:
             for k, chunk in enumerate(chunks):
-                if done and k in done:
-                    by_chunk.append(done[k])
-                    for _ in done[k] if bar is not None else ():   # the bar's turns: a record per assistant turn
+                if done and str(k) in done:
+                    by_chunk.append(done[str(k)])
+                    for _ in done[str(k)] if bar is not None else ():   # the bar's turns: a record per assistant turn
                         on_turn(None)   # type: ignore[arg-type]
                     continue
                 per_conv = run_programs((vista_program(c, self.config, on_turn) for c in chunk),
                                         self.backend, batched=batched, on_issue=on_issue)
                 by_chunk.append([t.to_dict() for turns in per_conv for t in turns])
                 if log is not None:
-                    log.append(k, by_chunk[-1])
+                    log.append(str(k), by_chunk[-1])
         finally:
             if bar is not None:
                 bar.close()

@@ -18,6 +18,7 @@ with the reason. Each system's wall time, tokens and peak memory are measured se
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -158,6 +159,19 @@ def _next_round(total: int, done: int, given_done: int, spent_s: float, given_s:
     return min(n_pipe, given_done + n_given - done), n_given
 
 
+def _journal(out_dir: Path, recipe: Recipe, ordered: list[Conversation], systems: list[str], backends: Backends):
+    """The run folder's journal (:mod:`..pipeline.journal`): each system's round is appended as it finishes, so a
+    killed eval started again with the same command reuses them. It belongs to these conversations, this recipe,
+    these systems and these adapter files (size and time: retrained adapters start over)."""
+    from ..pipeline.journal import Journal, run_fingerprint
+
+    adapters = sorted((str(f), f.stat().st_size, f.stat().st_mtime_ns)
+                      for f in backends.adapters_dir().glob("*/adapter_model.safetensors"))
+    return Journal(out_dir / "journal.jsonl", run_fingerprint(ordered, recipe, {"systems": systems,
+                                                                                  "adapters": adapters},
+                                                              recipe.eval.round_size))
+
+
 def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None = None,
              systems: Sequence[str] | None = None, output_dir: str | Path | None = None,
              progress: bool = False, compare: str | Path | None = None,
@@ -215,39 +229,58 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     hw = prepare_run(recipe.student.dtype, e.threads if e.threads is not None else threads_before,
                      where="student.dtype", announce=progress)
     ordered = _budget_order(conversations, e)
+    journal = _journal(out_dir, recipe, ordered, order, backends)
+    saved = journal.open()
+    spent_before = max((v["spent_s"] for v in saved.values()), default=0.0)   # of the run that was cut
+    if saved:
+        log.warning("eval: resuming from %s: %d system round(s) already run are reused", journal.path, len(saved))
+    by_id = {c.id: c for c in ordered}
     t_systems = time.perf_counter()
     try:
         done: list[Conversation] = []
         given_done = 0
-        spent, rounds = 0.0, 0
+        spent, rounds = spent_before, 0
         while len(done) < len(ordered):   # the claim level is never behind the pipeline (_next_round)
-            size, given_size = _next_round(len(ordered), len(done), given_done, spent,
-                                           sum(r.given_wall_s for r in runs.values()), e)
-            if size < 1 and given_size < 1:
-                log.warning("eval: time budget eval.max_minutes=%s: stopping after %d of %d conversations "
-                            "(%d with the human claims given; %d rounds, %.1f min)", e.max_minutes, len(done),
-                            len(ordered), given_done, rounds, spent / 60)
-                break
-            part = ordered[len(done):len(done) + size]
-            given = ordered[given_done:given_done + given_size]
+            kept = [v for k, v in saved.items() if k.startswith(f"{rounds}:")]
+            if kept:   # a round the cut run began: the same conversations again
+                part = [by_id[i] for i in kept[0]["part"]]
+                given = [by_id[i] for i in kept[0]["given"]]
+            else:
+                size, given_size = _next_round(len(ordered), len(done), given_done, spent,
+                                               sum(r.given_wall_s for r in runs.values()), e)
+                if size < 1 and given_size < 1:
+                    log.warning("eval: time budget eval.max_minutes=%s: stopping after %d of %d conversations "
+                                "(%d with the human claims given; %d rounds, %.1f min)", e.max_minutes, len(done),
+                                len(ordered), given_done, rounds, spent / 60)
+                    break
+                part = ordered[len(done):len(done) + size]
+                given = ordered[given_done:given_done + given_size]
             for name in order:
                 if name in runs and runs[name].status != "ok":
                     continue
-                if name in ("student", "teacher"):
-                    backends.release_base()
                 if not part and not (e.given_claims and name in ("student", "base")):
                     continue
-                log.info("eval: running %s on %d conversations%s%s", name, len(part),
-                         f" ({len(given)} with the human claims given)" if e.given_claims and len(given) != len(part)
-                         else "", f" (round {rounds + 1}, time budget {e.max_minutes:g} min)" if e.max_minutes else "")
-                run = run_system(name, recipe, part, backends, out_dir, progress, given=given)
+                key = f"{rounds}:{name}"
+                if key in saved:
+                    run = SystemRun(**saved[key]["run"])
+                else:
+                    if name in ("student", "teacher"):
+                        backends.release_base()
+                    log.info("eval: running %s on %d conversations%s%s", name, len(part),
+                             f" ({len(given)} with the human claims given)" if e.given_claims and
+                             len(given) != len(part) else "",
+                             f" (round {rounds + 1}, time budget {e.max_minutes:g} min)" if e.max_minutes else "")
+                    run = run_system(name, recipe, part, backends, out_dir, progress, given=given)
+                    journal.append(key, {"part": [c.id for c in part], "given": [c.id for c in given],
+                                         "spent_s": spent_before + time.perf_counter() - t_systems,
+                                         "run": dataclasses.asdict(run)})
                 runs[name] = merge_runs(runs[name], run, recipe) if name in runs else run
                 if on_system is not None and not e.max_minutes:
                     on_system(run)
             done += part
             given_done += len(given)
             rounds += 1
-            spent = time.perf_counter() - t_systems
+            spent = spent_before + time.perf_counter() - t_systems
         if e.max_minutes:
             time_budget = {"max_minutes": e.max_minutes, "first_round": e.round_size, "rounds_run": rounds,
                            "conversations_planned": len(conversations),
@@ -329,6 +362,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
                tables=[(EVIDENCE_TITLE, EVIDENCE_HEADER, ev)] if ev else [],
                notes=[f"{material['scored_turns']} scored turns; significance tests and every table: report.md and "
                       "results.json beside this page"])
+    journal.remove()   # the run folder holds it all now
     return EvalResult(out_dir, results, runs)
 
 

@@ -300,7 +300,7 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
                    "refusal": sum(why == "refusal" for _, why in rejected),
                    "not_a_claim": sum(why != "refusal" for _, why in rejected)}
         res.claims_dropped = {r: n for r, n in dropped.items() if n}
-        if i not in given and not kept and decompositions[i].meta.get("error"):   # e.g. a turn past the context
+        if i not in given and decompositions[i].meta.get("finish_reason") == "too_long":   # not run: past the context
             res.unknown_reason = f"stage 1: {decompositions[i].meta['error']}"
         claims = [ClaimResult(text=c) for c in kept]
         res.claims = claims

@@ -1,11 +1,11 @@
-"""A run's finished chunks on disk, so that a killed ``score`` resumes where it stopped.
+"""A run's finished parts on disk, so that a killed ``score`` or ``eval`` resumes where it stopped.
 
-The conversations are cut into fixed chunks (by position in the input); each chunk's records are appended to
-a JSONL journal, flushed and fsynced, as soon as the chunk finishes. A rerun with the same input, settings and
-model reads the journal, skips the chunks it holds and runs the rest with the same chunk boundaries, so its
-output is the one an uninterrupted run writes. The first line names what the journal belongs to (a sha256 of
-the conversations, the engine settings, the model and the chunk size); a journal of another run is set aside
-with a warning, and a torn last line (a kill mid-write) is dropped.
+``score`` cuts the conversations into fixed chunks (by position in the input), ``eval`` runs each system per
+round; each finished part is appended to a JSONL journal, flushed and fsynced, as soon as it finishes. A rerun
+with the same input, settings and model reads the journal, skips the parts it holds and runs the rest with the
+same boundaries, so its output is the one an uninterrupted run writes. The first line names what the journal
+belongs to (a sha256 of the conversations, the settings, the model and the chunking); a journal of another run
+is set aside with a warning, and a torn last line (a kill mid-write) is dropped.
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ def run_fingerprint(conversations: Sequence[Any], settings: Any, model: Any, chu
 
 class Journal:
     """The JSONL journal at ``path`` of the run named ``fingerprint``: ``{"journal": fingerprint}``, then one
-    ``{"chunk": k, "records": [...]}`` line per finished chunk."""
+    ``{"key": k, "value": v}`` line per finished part."""
 
     def __init__(self, path: str | Path, fingerprint: str) -> None:
         self.path = Path(path)
         self.fingerprint = fingerprint
 
-    def open(self) -> dict[int, list[dict[str, Any]]]:
-        """The finished chunks this run's journal holds (none without one), the journal rewritten to hold exactly
+    def open(self) -> dict[str, Any]:
+        """The finished parts this run's journal holds (none without one), the journal rewritten to hold exactly
         those (a torn last line dropped, another run's journal replaced) and ready for :meth:`append`."""
-        done: dict[int, list[dict[str, Any]]] = {}
+        done: dict[str, Any] = {}
         if self.path.exists():
             lines = self.path.read_text(encoding="utf-8").splitlines()
             head = _json(lines[0]) if lines else None
@@ -52,20 +52,19 @@ class Journal:
             else:
                 for n, line in enumerate(lines[1:], 2):
                     entry = _json(line)
-                    if not (isinstance(entry, dict) and isinstance(entry.get("chunk"), int)
-                            and isinstance(entry.get("records"), list)):
+                    if not (isinstance(entry, dict) and isinstance(entry.get("key"), str) and "value" in entry):
                         log.warning("%s line %d: unreadable (a run killed while writing it): dropped, and the "
                                     "lines after it", self.path, n)
                         break
-                    done[entry["chunk"]] = entry["records"]
+                    done[entry["key"]] = entry["value"]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.path, "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in (
-            {"journal": self.fingerprint}, *({"chunk": k, "records": r} for k, r in sorted(done.items())))))
+            {"journal": self.fingerprint}, *({"key": k, "value": v} for k, v in done.items()))))
         return done
 
-    def append(self, chunk: int, records: list[dict[str, Any]]) -> None:
-        """Add a finished chunk: on disk (flushed, fsynced) before this returns."""
-        line = json.dumps({"chunk": chunk, "records": records}, ensure_ascii=False) + "\n"
+    def append(self, key: str, value: Any) -> None:
+        """Add a finished part: on disk (flushed, fsynced) before this returns."""
+        line = json.dumps({"key": key, "value": value}, ensure_ascii=False, default=str) + "\n"
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line)
             f.flush()

@@ -254,3 +254,42 @@ def test_time_budget_runs_the_claim_level_first():
     assert _next_round(134, 16, 16, 200.0, 0.0, plain) == (32, 32)
     assert _next_round(134, 16, 16, 200.0, 0.0, SimpleNamespace(max_minutes=None, round_size=16,
                                                                   given_claims=True)) == (134, 134)
+
+
+def test_eval_killed_mid_run_reuses_the_systems_it_finished(tmp_path, sample_path):
+    """`vista-distill eval` SIGKILLed while the student runs (the base's round already in its journal): the same
+    command again reuses the base's records instead of running it, runs the student, writes the whole run folder
+    and removes the journal."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _identity_adapters(tmp_path / "checkpoints")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "vista_distill", "eval", "--config", str(RECIPE), "--input", str(sample_path),
+           "--limit", "1", "--systems", "base,student", "--output-dir", str(out), "--no-progress",
+           *_overrides(tmp_path), "eval.given_claims=true"]
+    journal = out / "journal.jsonl"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if journal.exists() and len(journal.read_text().splitlines()) >= 2:   # the header and the base's round
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    entries = [json.loads(x) for x in journal.read_text().splitlines()[1:]]
+    assert [x["key"] for x in entries] == ["0:base"] and not (out / "results.json").exists()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resuming from" in again.stderr and "1 system round(s) already run are reused" in again.stderr
+    base = [json.loads(x) for x in (out / "records" / "base.jsonl").read_text().splitlines()]
+    assert base == entries[0]["value"]["run"]["records"]
+    results = json.loads((out / "results.json").read_text())
+    # not run again: its measured wall time is the killed run's
+    assert results["systems"]["base"]["efficiency"]["wall_s"] == entries[0]["value"]["run"]["efficiency"]["wall_s"]
+    assert results["systems"]["student"]["status"] == "ok" and results["systems"]["base"]["status"] == "ok"
+    assert not journal.exists()

@@ -68,7 +68,7 @@ def test_journal_resumes_after_the_last_finished_chunk(sample, tmp_path, caplog)
     assert first.records == whole.records
     lines = journal.read_text().splitlines()
     assert len(lines) == 1 + 5 and json.loads(lines[0])["journal"]
-    assert [json.loads(x)["chunk"] for x in lines[1:]] == [0, 1, 2, 3, 4]
+    assert [json.loads(x)["key"] for x in lines[1:]] == ["0", "1", "2", "3", "4"]
     # a run killed while writing chunk 2: two whole chunks and half a line
     journal.write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
     backend = LabelsBackend(convs)
@@ -80,7 +80,7 @@ def test_journal_resumes_after_the_last_finished_chunk(sample, tmp_path, caplog)
     VistaScorer(backend=rest).score(convs[4:])
     assert 0 < backend.stats["answered"] == rest.stats["answered"]
     assert "dropped" in caplog.text
-    assert [json.loads(x)["chunk"] for x in journal.read_text().splitlines()[1:]] == [0, 1, 2, 3, 4]
+    assert [json.loads(x)["key"] for x in journal.read_text().splitlines()[1:]] == ["0", "1", "2", "3", "4"]
     # the same journal, other conversations: another run's, so nothing is reused
     other = convs[:8]
     fresh = VistaScorer(backend=LabelsBackend(other)).score(other, journal=journal, chunk_size=2)
