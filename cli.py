@@ -288,11 +288,16 @@ def main(argv: list[str] | None = None) -> int:
     from .config import RecipeError
     from .data.io import SchemaError, print_error
 
+    from .backends.openai_compat import TeacherError
+
     try:
         return args.func(args)
     except (SchemaError, RecipeError, FileNotFoundError) as e:  # every problem of the input, one line each
         print_error(e)
         return 2
+    except TeacherError as e:   # a server (teacher, student or base) down or refusing mid-run: its one line
+        print(f"error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

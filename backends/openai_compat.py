@@ -363,8 +363,10 @@ class OpenAIBackend:
                     self.stats["failures"] += 1
                     raise TeacherUnavailable(
                         f"{self.role} server{'s' if len(self.base_urls) > 1 else ''} failed "
-                        f"{self.max_retries + 1} time(s) in a row ({self.replicas.describe()}); completed calls "
-                        "are cached: rerun the same command to resume") from None
+                        f"{self.max_retries + 1} time(s) in a row ({self.replicas.describe()}); "
+                        + ("completed calls are cached: rerun the same command to resume" if self.cache is not None
+                           else "rerun the same command to resume (score and eval keep what had finished)")) \
+                        from None
                 attempts += 1
                 try:
                     entry = await self._post(client, rep.url, body)
