@@ -33,8 +33,8 @@ from ..pipeline.render import THINKING_OFF, render
 from ..pipeline.stages import ALL_STAGES
 from .base import Request, Response
 from .cache import CallCache, call_key
+from .list_generation import _has_repeated_line
 from .openai_compat import OpenAIBackend, TeacherError, _Retryable, redact_url
-from .transformers import _has_repeated_line
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,9 @@ import contextlib
 import copy
 import dataclasses
 import logging
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,8 @@ from ..pipeline.render import THINKING_OFF
 from ..pipeline.stages import ALL_STAGES
 from .base import Request, Response
 from .evidence_head import EvidenceHead, claim_and_twin
+from .list_generation import _has_repeated_line, _ListMarkerFormat, _looping_line, _RepeatedLineStop
+from .model_calls import GQA_SDPA, cache_keyword, output_cache, use_gqa_sdpa
 from .models import encode_prompt
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,7 @@ class TransformersBackend:
         self.eos_ids = self._eos_ids()
         self.cache_kw = cache_keyword(self.model)
         self.max_context: int | None = getattr(self.model.config, "max_position_embeddings", None)
+        self._label_cache: dict[tuple[str, ...], list[list[int]]] = {}
         self._head32: Any = None   # the LM head's weight in float32 for label scoring (_float32_head)
         self._prefixes: OrderedDict[tuple, object] = OrderedDict()
         self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
@@ -284,7 +285,11 @@ class TransformersBackend:
                 f"{self.max_context:,} tokens: not run")
 
     def _label_ids(self, labels: Sequence[str]) -> list[list[int]]:
-        return [self.tokenizer(lab, add_special_tokens=False)["input_ids"] for lab in labels]
+        """Each label's token ids, tokenized once per label set (asked for every label request)."""
+        key = tuple(labels)
+        if key not in self._label_cache:
+            self._label_cache[key] = [self.tokenizer(lab, add_special_tokens=False)["input_ids"] for lab in key]
+        return self._label_cache[key]
 
     def _weigh_evidence(self, stage: str, own: Response, twin: Response) -> None:
         """The claim's PMI with the reference and the label margin in ``meta["evidence"]``; with the stage's
@@ -403,7 +408,7 @@ class TransformersBackend:
                     lp = torch.log_softmax(out.logits[r, rows].float(), dim=-1)
                     tgt = ids[r, ids.shape[1] - d: ids.shape[1] - d + k].to(lp.device)
                     claim_lp[r] = float(lp[torch.arange(k), tgt].mean())
-            cache = _output_cache(out)
+            cache = output_cache(out)
             # A sliding-window layer past its window cannot be cropped back (Mistral v0.1, Gemma...), and a
             # packed 4D mask would bypass its window: there each label continues from its own copy of the cache.
             sliding = any(getattr(layer, "is_sliding", False) for layer in getattr(cache, "layers", ()))
@@ -470,155 +475,4 @@ class TransformersBackend:
         return extra
 
 
-def cache_keyword(model: Any) -> str:
-    """The keyword a model's forward and generate take their KV cache by: ``cache`` since transformers renamed
-    ``past_key_values`` (which forward drops in 5.40 and generate in 6.0), the old name before."""
-    import inspect
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-
-
-def _output_cache(out: Any) -> Any:
-    return out["cache"] if "cache" in out else out.past_key_values
-
-
-GQA_SDPA = "vista_sdpa_gqa"
-
-
-def _sdpa_gqa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
-              is_causal: bool | None = None, **kwargs: Any):
-    """transformers' SDPA attention, except that a masked multi-token forward of a grouped-query model runs
-    SDPA with ``enable_gqa`` instead of first copying each key/value head ``num_key_value_groups`` times.
-    transformers copies there because CUDA's fused kernels refuse masked GQA; torch's CPU kernel takes it,
-    and the copies were a third of the attention time of few-shot label scoring on a 2-core CPU
-    (bench/results/profile_scorer_*.md). Everything else goes to transformers' own function."""
-    import torch
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    plain = (getattr(module, "num_key_value_groups", 1) > 1 and query.shape[2] > 1 and attention_mask is not None
-             and not any(kwargs.get(k) is not None for k in ("position_bias", "cache", "softcap"))
-             and not kwargs.get("output_attentions"))
-    if not plain:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      is_causal=is_causal, **kwargs)
-    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
-                                                           dropout_p=dropout, scale=scaling, enable_gqa=True)
-    return out.transpose(1, 2).contiguous(), None
-
-
-def use_gqa_sdpa(model: Any) -> bool:
-    """Switch a model running transformers' SDPA attention to :func:`_sdpa_gqa` (same masks); True if switched."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    if getattr(model.config, "_attn_implementation", None) != "sdpa":
-        return False
-    AttentionInterface.register(GQA_SDPA, _sdpa_gqa)
-    AttentionMaskInterface.register(GQA_SDPA, sdpa_mask)
-    try:
-        model.set_attn_implementation(GQA_SDPA)
-    except (ValueError, AttributeError) as err:   # an architecture that cannot take it keeps plain SDPA
-        log.debug("GQA SDPA not set: %s", err)
-        return False
-    return True
-
-
-_LIST_NUMBER = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s*")
-
-
-@dataclass(frozen=True)
-class _VocabIds:
-    """Token ids by what their text holds, for the list-generation checks below."""
-
-    newline: frozenset[int]        # a line break anywhere
-    sentence_end: frozenset[int]   # . ! or ? anywhere
-    period_end: frozenset[int]     # ends with a period
-    marker_ban: list[int]          # may not follow a list marker: starts with a digit or period, or breaks the line
-
-
-def _vocab_ids(backend: TransformersBackend) -> _VocabIds:
-    """Each token's text read once per backend (the whole vocabulary), then kept on it."""
-    if getattr(backend, "_vocab_id_sets", None) is None:
-        tok = backend.tokenizer
-        pieces = [tok.convert_tokens_to_string([t]) if t else ""
-                  for t in tok.convert_ids_to_tokens(list(range(len(tok))))]
-        backend._vocab_id_sets = _VocabIds(
-            newline=frozenset(i for i, p in enumerate(pieces) if "\n" in p),
-            sentence_end=frozenset(i for i, p in enumerate(pieces) if any(c in p for c in ".!?")),
-            period_end=frozenset(i for i, p in enumerate(pieces) if p.endswith(".")),
-            marker_ban=[i for i, p in enumerate(pieces) if p[:1].isdigit() or p.startswith(".") or "\n" in p])
-    return backend._vocab_id_sets
-
-
-class _RepeatedLineStop:
-    """Stops a row once it completes a line that repeats an earlier one, or once its unfinished line has
-    said the same sentence ``LOOP_REPEATS`` times (small models loop on lists, and within a line). A looping
-    row would otherwise run to its budget and then be retried with twice the budget, for a line the parser
-    drops anyway.
-
-    Checked only when the row's newest token ends a line or a sentence, so it costs nothing on most steps.
-    """
-
-    def __init__(self, backend: TransformersBackend, prompt_len: int) -> None:
-        self.tokenizer, self.prompt_len = backend.tokenizer, prompt_len
-        v = _vocab_ids(backend)
-        self.newline_ids, self.sentence_end_ids = v.newline, v.sentence_end
-
-    def __call__(self, input_ids, scores, **kwargs):
-        import torch
-
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        for row, last in enumerate(input_ids[:, -1].tolist()):
-            newline, sentence = last in self.newline_ids, last in self.sentence_end_ids
-            if not (newline or sentence):
-                continue
-            text = self.tokenizer.decode(input_ids[row, self.prompt_len:], skip_special_tokens=True)
-            done[row] = (newline and _has_repeated_line(text)) or (sentence and _looping_line(text))
-        return done
-
-
-class _ListMarkerFormat:
-    """Numbered lists: after a line's list marker (``1.``, ``12.``) the next token may not be a digit, a period
-    or a line break. A small student that is unsure how a claim starts gives the digit the most probability of
-    any single token, greedy decoding takes it, and the line becomes ``1.1.1.1...`` until its budget, a line
-    the parser cannot read (seen on 73% of 200 validation turns with the demo's stage 1 trained 24 steps).
-    Checked only on steps whose newest token ends with a period."""
-
-    def __init__(self, backend: TransformersBackend, prompt_len: int) -> None:
-        self.tokenizer, self.prompt_len = backend.tokenizer, prompt_len
-        v = _vocab_ids(backend)
-        self.period_end_ids, self.ban_ids = v.period_end, v.marker_ban
-
-    def __call__(self, input_ids, scores):
-        rows = [row for row, last in enumerate(input_ids[:, -1].tolist()) if last in self.period_end_ids]
-        for row in rows:
-            text = self.tokenizer.decode(input_ids[row, self.prompt_len:], skip_special_tokens=True)
-            if _MARKER_ONLY.match(text.rsplit("\n", 1)[-1]):
-                scores[row, self.ban_ids] = float("-inf")
-        return scores
-
-
-_MARKER_ONLY = re.compile(r"^\s*\d{1,3}\.$")
-LOOP_REPEATS = 3
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def _looping_line(text: str) -> bool:
-    """Has the unfinished last line said one sentence (of 8+ characters) ``LOOP_REPEATS`` times?"""
-    line = text.rsplit("\n", 1)[-1]
-    seen: dict[str, int] = {}
-    for sentence in _SENTENCE_END.split(line.strip()):
-        key = sentence.strip().lower()
-        if len(key) >= 8 and key[-1] in ".!?":
-            seen[key] = seen.get(key, 0) + 1
-            if seen[key] >= LOOP_REPEATS:
-                return True
-    return False
-
-
-def _has_repeated_line(text: str) -> bool:
-    """Does a completed line (one followed by a newline) repeat an earlier one, list numbers aside?"""
-    lines = [_LIST_NUMBER.sub("", ln).strip().lower() for ln in text.split("\n")[:-1]]
-    lines = [ln for ln in lines if ln]
-    return len(lines) != len(set(lines))
+__all__ = ["GQA_SDPA", "TransformersBackend", "find_stage_adapters"]
