@@ -282,3 +282,49 @@ def test_four_bit_loading_through_bitsandbytes(embedded_backend):
     assert any("4bit" in type(m).__name__ for m in b.model.modules())
     (r,) = b.run([_stage2("compact")])
     assert r.label in ("VERIFIED", "UNVERIFIABLE")
+
+
+def test_short_bf16_queries_attend_as_transformers_sdpa_does(monkeypatch):
+    """Decode steps and label continuations in bf16 (1-4 query tokens over a long padded cache) take the grouped
+    float32-score path; their logits sit as close to float32 SDPA's as transformers' own bf16 SDPA does."""
+    from transformers import DynamicCache
+
+    from vista_distill.backends import model_calls
+    from vista_distill.backends.model_calls import SHORT_QUERY, cache_keyword
+    from vista_distill.backends.transformers import GQA_SDPA, TransformersBackend
+
+    model = TransformersBackend(dtype="bfloat16", batch_size=4).model
+    kw = cache_keyword(model)
+    calls = []
+    short = model_calls._short_query_attention
+    monkeypatch.setattr(model_calls, "_short_query_attention", lambda *a: calls.append(a[0].shape) or short(*a))
+    assert model.config._attn_implementation == GQA_SDPA
+    torch.manual_seed(0)
+    ids = torch.randint(100, 40000, (3, 300))
+    mask = torch.ones_like(ids)
+    mask[0, :31], mask[2, :120] = 0, 0
+
+    def step_logits(impl: str, dtype: torch.dtype, q: int) -> torch.Tensor:
+        model.to(dtype)
+        model.set_attn_implementation(impl)
+        cache = DynamicCache(config=model.config)
+        with torch.inference_mode():
+            model(input_ids=ids, attention_mask=mask, **{kw: cache}, use_cache=True)
+            new = torch.randint(100, 40000, (3, q), generator=torch.Generator().manual_seed(q))
+            ext = torch.cat([mask, torch.ones_like(new)], dim=1)
+            pos = mask.sum(-1, keepdim=True) + torch.arange(q)
+            return model(input_ids=new, attention_mask=ext, position_ids=pos, **{kw: cache}).logits.float()
+
+    try:
+        for q in (1, SHORT_QUERY):
+            exact = step_logits("sdpa", torch.float32, q)
+            ours = step_logits(GQA_SDPA, torch.bfloat16, q)
+            theirs = step_logits("sdpa", torch.bfloat16, q)
+            err_ours, err_theirs = (ours - exact).abs().max(), (theirs - exact).abs().max()
+            assert err_ours <= 1.25 * err_theirs + 0.05, (q, float(err_ours), float(err_theirs))
+            assert (ours.argmax(-1) == exact.argmax(-1)).float().mean() >= (theirs.argmax(-1) == exact.argmax(-1)).float().mean() - 0.1
+    finally:
+        model.to(torch.bfloat16)
+        model.set_attn_implementation(GQA_SDPA)
+    n_layers = model.config.num_hidden_layers
+    assert [s[2] for s in calls] == [1] * n_layers + [SHORT_QUERY] * n_layers   # the bf16 steps, and only them
