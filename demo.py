@@ -36,7 +36,9 @@ def add_demo_subcommand(sub: argparse._SubParsersAction) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--teacher-url", help="OpenAI-compatible server for the teacher (default: embedded model)")
     p.add_argument("--teacher-model", help="teacher model name on that server (or a local path/hub id)")
-    p.add_argument("--output-dir", default="runs/demo", help="where silver data, adapters and the report go")
+    p.add_argument("--output-dir", default=None,
+                   help="where silver data, adapters and the report go (default: the recipe's own folders, "
+                        "runs/<recipe name>/, so `vista-distill eval --config <recipe>` finds what the demo made)")
     p.add_argument("--recipe", default=str(DEMO_RECIPE), help="recipe to run (default: recipes/demo-cpu.yaml)")
     p.add_argument("--max-minutes", type=float, default=DEMO_MAX_MINUTES,
                    help="the whole demo's time budget: evaluation gets what data, distillation and training left of "
@@ -53,14 +55,18 @@ def _step(n: int, title: str) -> float:
 def run_demo(args: argparse.Namespace) -> int:
     from .config import load_recipe
 
-    out = Path(args.output_dir)
-    overrides = [f"distill.output_dir={out / 'silver'}", f"train.output_dir={out / 'checkpoints'}",
-                 f"eval.output_dir={out / 'eval'}"]
+    overrides = []
+    if args.output_dir:
+        out = Path(args.output_dir)
+        overrides = [f"distill.output_dir={out / 'silver'}", f"train.output_dir={out / 'checkpoints'}",
+                     f"eval.output_dir={out / 'eval'}"]
     if args.teacher_url:
         overrides += ["teacher.backend=openai", f"teacher.base_url={args.teacher_url}"]
     if args.teacher_model:
         overrides.append(f"teacher.model={args.teacher_model}")
     recipe = load_recipe(args.recipe, overrides + list(args.overrides))
+    if not args.output_dir:
+        out = Path(recipe.resolve(recipe.train.output_dir)).parent
     from .progress import log_to_file
 
     log_path = log_to_file(out / "demo.log")   # the full log: library messages and warnings included

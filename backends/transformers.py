@@ -19,36 +19,14 @@ from typing import Any
 
 from ..data.schema import UNVERIFIABLE, VERIFIED
 from ..pipeline.render import THINKING_OFF
-from ..pipeline.stages import ALL_STAGES
+from .adapters import find_stage_adapters
 from .base import Request, Response
 from .evidence_head import EvidenceHead, claim_and_twin
 from .list_generation import _has_repeated_line, _ListMarkerFormat, _looping_line, _RepeatedLineStop
-from .model_calls import GQA_SDPA, cache_keyword, output_cache, use_gqa_sdpa
+from .model_calls import GQA_SDPA, cache_keyword, float32_head, output_cache, shared_prefix, use_gqa_sdpa
 from .models import encode_prompt
 
 log = logging.getLogger(__name__)
-
-
-
-def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) -> dict[str, Path]:
-    """``{stage: adapter_dir}`` from a mapping or from a folder holding ``stage1/``, ``stage2/``, ..."""
-    if adapters is None:
-        return {}
-    if isinstance(adapters, Mapping):
-        found = {str(k): Path(v) for k, v in adapters.items()}
-    else:
-        root = Path(adapters)
-        if not root.is_dir():
-            raise FileNotFoundError(f"{root}: adapters folder not found")
-        found = {s: root / s for s in ALL_STAGES if (root / s / "adapter_config.json").exists()}
-        if not found:
-            raise FileNotFoundError(
-                f"{root}: no stage adapters found (expected {', '.join(f'{s}/adapter_config.json' for s in ALL_STAGES)})"
-            )
-    for stage, path in found.items():
-        if not (path / "adapter_config.json").exists():
-            raise FileNotFoundError(f"{path}: not a PEFT adapter (no adapter_config.json) for {stage}")
-    return found
 
 
 class TransformersBackend:
@@ -120,8 +98,9 @@ class TransformersBackend:
         self.cache_kw = cache_keyword(self.model)
         self.max_context: int | None = getattr(self.model.config, "max_position_embeddings", None)
         self._label_cache: dict[tuple[str, ...], list[list[int]]] = {}
-        self._head32: Any = None   # the LM head's weight in float32 for label scoring (_float32_head)
+        self._head32_cache: dict[str, Any] = {}   # the LM head's weight in float32 (model_calls.float32_head)
         self._prefixes: OrderedDict[tuple, object] = OrderedDict()
+        self._sliding: bool | None = None
         self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "prefix_tokens_reused": 0, "forward_s": 0.0}
 
@@ -316,7 +295,7 @@ class TransformersBackend:
         ids, mask, cache = self._batch_inputs(stage, prefix, suffixes, max_new_tokens=max_new)
         stopping = StoppingCriteriaList([_RepeatedLineStop(self, ids.shape[1])]) if stop_on_repeat else None
         processors = LogitsProcessorList([_ListMarkerFormat(self, ids.shape[1])]) if stop_on_repeat else None
-        with torch.inference_mode():
+        with torch.inference_mode(), self._shared(prefix):
             seqs = self.model.generate(
                 input_ids=ids, attention_mask=mask, **{self.cache_kw: cache}, max_new_tokens=max_new,
                 do_sample=False, temperature=None, top_p=None, top_k=None, stopping_criteria=stopping,
@@ -353,32 +332,15 @@ class TransformersBackend:
                     return len(suffix) - s, k
         return None
 
-    @contextlib.contextmanager
-    def _float32_head(self):
-        """The LM head in float32 while labels are scored: a bf16 head's logits are spaced 0.06-0.125 apart at
-        magnitudes 8-32, so a claim the model is unsure of got its label from rounding (and a label that moved
-        with the batch's composition). Only the kept positions pass the head, so this costs little; the float32
-        copy of the weight is kept when it is small (a 135M model's: 113 MB) and made per call otherwise."""
-        import torch
+    def _shared(self, prefix: tuple[int, ...]):
+        """The shared-prefix attention context for a batch continuing ``prefix`` (off for sliding-window models,
+        whose caches drop old positions, and on other devices)."""
+        if self._sliding is None:
+            from transformers import DynamicCache
 
-        head = self.model.get_output_embeddings()
-        w = getattr(head, "weight", None)
-        if not isinstance(head, torch.nn.Linear) or w is None or w.dtype not in (torch.bfloat16, torch.float16):
-            yield
-            return
-        if self._head32 is None and w.numel() * 4 <= 512 * 2**20:
-            self._head32 = w.detach().float()
-
-        def hook(module, args, output):
-            weight = self._head32 if self._head32 is not None else module.weight.float()
-            bias = None if module.bias is None else module.bias.float()
-            return torch.nn.functional.linear(args[0].float(), weight, bias)
-
-        handle = head.register_forward_hook(hook)
-        try:
-            yield
-        finally:
-            handle.remove()
+            self._sliding = any(getattr(x, "is_sliding", False) for x in DynamicCache(config=self.model.config).layers)
+        on = bool(prefix) and not self._sliding and str(self.device).startswith("cpu")
+        return shared_prefix(len(prefix)) if on else contextlib.nullcontext()
 
     def _choose(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]],
                 labels: tuple[str, ...], claims: Sequence[str | None] | None = None) -> list[Response]:
@@ -394,7 +356,7 @@ class TransformersBackend:
         past = len(prefix)
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
         claim_lp: list[float | None] = [None] * n
-        with torch.inference_mode(), self._float32_head():
+        with torch.inference_mode(), float32_head(self.model, self._head32_cache), self._shared(prefix):
             # logits of the last position only (and of a claim's positions where asked): the full (batch x
             # length x vocabulary) matrix is ~20% of a 135M model's forward compute and most of its memory
             # traffic, and only those rows are read

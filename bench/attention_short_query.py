@@ -38,7 +38,6 @@ def main() -> None:
 
     import torch
     import torch.nn.functional as F
-
     from vista_distill.backends.model_calls import _short_query_attention
     from vista_distill.hardware import detect, short_cpu_label
 

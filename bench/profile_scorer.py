@@ -61,7 +61,7 @@ def top_self_time(prof: cProfile.Profile, n: int = 15) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["self_s"])[:n]
 
 
-def profile_pipeline(name: str, scorer: Any, convs: list, threads: int) -> dict[str, Any]:
+def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_dir: str | None = None) -> dict[str, Any]:
     counter = StageCounter(scorer.backend)
     scorer.backend = counter
     stage = "stage2" if counter.inner.adapters else None
@@ -74,6 +74,11 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int) -> dict[
         prof.disable()
         wall = time.perf_counter() - t0
     facts = run_facts(res.records)
+    if records_dir:
+        Path(records_dir).mkdir(parents=True, exist_ok=True)
+        with open(Path(records_dir) / f"{name}.jsonl", "w") as f:
+            for rec in res.records:
+                f.write(json.dumps(rec.to_dict() if hasattr(rec, "to_dict") else rec, default=str) + "\n")
     turns = facts["scored_turns"]
     tot = counter.totals()
     computed = tot["computed_prompt_tokens"] + tot["generated_tokens"] + tot["label_tokens"]
@@ -137,8 +142,10 @@ def main() -> None:
     ap.add_argument("--input", default=str(DEFAULT_INPUT))
     ap.add_argument("--limit", type=int, default=None, help="first N conversations")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--dtype", default="auto", help="the model's precision (auto, float32, bfloat16)")
     ap.add_argument("--pipelines", default="fewshot,student")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--records", default=None, help="folder to write each pipeline's records to (<pipeline>.jsonl)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     a = ap.parse_args()
 
@@ -154,8 +161,8 @@ def main() -> None:
         "command": "python bench/profile_scorer.py " + " ".join(sys.argv[1:]), "pipelines": [],
     }
     for name in a.pipelines.split(","):
-        scorer = VistaScorer(adapters=a.adapters if name == "student" else None, threads=a.threads)
-        out["pipelines"].append(profile_pipeline(name, scorer, convs, a.threads))
+        scorer = VistaScorer(adapters=a.adapters if name == "student" else None, threads=a.threads, dtype=a.dtype)
+        out["pipelines"].append(profile_pipeline(name, scorer, convs, a.threads, a.records))
         print(json.dumps({k: v for k, v in out["pipelines"][-1].items() if k not in ("top_self_time", "per_stage")}),
               flush=True)
         del scorer

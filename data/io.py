@@ -299,6 +299,10 @@ def read_jsonl(path: str | os.PathLike) -> list[Conversation]:
     return out
 
 
+# Benchmarks that ship their data as tables: such a file goes through `data prepare` first.
+BENCHMARK_SUFFIXES = {".tsv": "begin", ".csv": "fade"}
+
+
 def read_conversations(path: str | os.PathLike) -> list[Conversation]:
     """Read conversations from ``.jsonl`` (ours) or ``.json`` (the authors' format).
 
@@ -312,6 +316,10 @@ def read_conversations(path: str | os.PathLike) -> list[Conversation]:
         raise SchemaError(path, "is a directory; expected a .jsonl or .json conversation file")
     if path.suffix == ".jsonl":
         return read_jsonl(path)
+    if path.suffix.lower() in BENCHMARK_SUFFIXES:
+        raise SchemaError(path, f"a {path.suffix} file is not a conversation file (.jsonl, or the authors' .json); "
+                                f"a benchmark's own table like this one is read by `vista-distill data prepare "
+                                f"--benchmark {BENCHMARK_SUFFIXES[path.suffix.lower()]} --source {path}`")
     try:
         data = json.loads(_read_text(path))
     except json.JSONDecodeError as e:

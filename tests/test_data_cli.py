@@ -86,3 +86,12 @@ def test_stats_counts_sources_labels_and_claims(capsys):
 def test_stats_missing_file(tmp_path, capsys):
     assert run(["data", "stats", str(tmp_path / "nope.jsonl")]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+def test_stats_on_a_benchmarks_own_table_names_the_command_that_reads_it(capsys):
+    """A BEGIN .tsv given where conversations are expected: the error names `data prepare --benchmark begin`
+    with the file, and the prepared file is then read."""
+    src = FIX / "begin" / "dev_05_24_21.tsv"
+    assert run(["data", "stats", str(src)]) == 1
+    err = capsys.readouterr().err
+    assert f"vista-distill data prepare --benchmark begin --source {src}" in err and "not valid JSON" not in err

@@ -294,7 +294,7 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     """The recipe as shipped (human labels as teacher, bundled FaithDial + its model responses + Factcheck-GPT,
     stage 2 on the FaithDial sources only), shrunk: the summary
     compares student and base at claim level (human claims given) and at turn level, with McNemar p-values."""
-    out = tmp_path / "run"
+    out = tmp_path / "runs" / "demo-cpu"   # no --output-dir: the recipe's own folders, where eval / score look
     small = [
         "data.train=[{benchmark: file, source: data/samples/faithdial_balanced_sample.jsonl, n: 4}, "
         "{benchmark: file, source: data/samples/faithdial_models_train.jsonl, n: 4, hold_out: false}, "
@@ -308,8 +308,7 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     # a demo budget spent before evaluation starts: evaluation keeps its minimum, the first held-out dialogue
-    proc = subprocess.run([sys.executable, "-m", "vista_distill", "demo", "--output-dir", str(out),
-                           "--max-minutes", "0.01", *small],
+    proc = subprocess.run([sys.executable, "-m", "vista_distill", "demo", "--max-minutes", "0.01", *small],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     manifest = _json(out / "silver" / "manifest.json")
@@ -323,6 +322,8 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert "Factcheck-GPT" in sources and "FaithDial+contrast" in sources
     assert 0 < trained <= faithdial   # stage 2: FaithDial only
     summary = _closing_summary(proc.stdout)
+    assert re.search(r"^adapters:\s+runs/demo-cpu/checkpoints\s", summary, re.M), summary
+    assert all((out / "checkpoints" / s / "adapter_config.json").exists() for s in ("stage1", "stage2", "stage3"))
     assert "let 1 of 2 held-out dialogues run through the whole pipeline on this CPU" in " ".join(summary.split())
     assert "(time budget 0.01 min: what the steps before left of the demo's 0.01 (--max-minutes))" in proc.stdout
     demo_summary = _json(out / "demo_summary.json")

@@ -288,7 +288,6 @@ def test_short_bf16_queries_attend_as_transformers_sdpa_does(monkeypatch):
     """Decode steps and label continuations in bf16 (1-4 query tokens over a long padded cache) take the grouped
     float32-score path; their logits sit as close to float32 SDPA's as transformers' own bf16 SDPA does."""
     from transformers import DynamicCache
-
     from vista_distill.backends import model_calls
     from vista_distill.backends.model_calls import SHORT_QUERY, cache_keyword
     from vista_distill.backends.transformers import GQA_SDPA, TransformersBackend
@@ -328,3 +327,45 @@ def test_short_bf16_queries_attend_as_transformers_sdpa_does(monkeypatch):
         model.set_attn_implementation(GQA_SDPA)
     n_layers = model.config.num_hidden_layers
     assert [s[2] for s in calls] == [1] * n_layers + [SHORT_QUERY] * n_layers   # the bf16 steps, and only them
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("q", [1, 3, 40])
+def test_shared_prefix_attention_equals_sdpa(dtype, q, monkeypatch):
+    """Attention over a prefix every row shares (decode steps and label continuations after the few-shot prefix)
+    gives SDPA's output: short queries by the cascade (a query whose own keys are all masked attends to the
+    prefix alone), long ones by SDPA; a prefix some query may not see is never taken for shared."""
+    import torch.nn.functional as F
+    from vista_distill.backends import model_calls
+    from vista_distill.backends.model_calls import SHORT_QUERY, _sdpa_gqa, shared_prefix
+
+    prefix_attention = model_calls._prefix_attention
+
+    class Layer(torch.nn.Module):
+        num_key_value_groups = 3
+
+    torch.manual_seed(q)
+    b, p, rest = 4, 300, 50
+    query = torch.randn(b, 9, q, 64, dtype=dtype)
+    key = torch.cat([torch.randn(1, 3, p, 64, dtype=dtype).expand(b, -1, -1, -1), torch.randn(b, 3, rest, 64, dtype=dtype)], 2)
+    value = torch.cat([torch.randn(1, 3, p, 64, dtype=dtype).expand(b, -1, -1, -1), torch.randn(b, 3, rest, 64, dtype=dtype)], 2)
+    mask = torch.ones(b, 1, q, p + rest, dtype=torch.bool)
+    mask[:, :, :, p:] = torch.rand(b, 1, q, rest) > 0.3
+    mask[1, :, 0, p:] = False                      # nothing of its own to attend to
+    exact = F.scaled_dot_product_attention(query.float(), key.float(), value.float(), attn_mask=mask,
+                                           enable_gqa=True).transpose(1, 2)
+    plain, _ = _sdpa_gqa(Layer(), query, key, value, mask, scaling=64 ** -0.5)
+    cascades = []
+    monkeypatch.setattr(model_calls, "_prefix_attention",
+                        lambda *a: cascades.append(1) or prefix_attention(*a))
+    with shared_prefix(p):
+        cascade, _ = _sdpa_gqa(Layer(), query, key, value, mask, scaling=64 ** -0.5)
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    assert (cascade.float() - exact).abs().max() <= max(tol, 1.5 * float((plain.float() - exact).abs().max()))
+    assert len(cascades) == (q <= SHORT_QUERY)
+    hidden = mask.clone()
+    hidden[0, :, :, 5] = False                     # a prefix position some query may not see: the plain path
+    with shared_prefix(p):
+        guarded, _ = _sdpa_gqa(Layer(), query, key, value, hidden, scaling=64 ** -0.5)
+    assert torch.equal(guarded, _sdpa_gqa(Layer(), query, key, value, hidden, scaling=64 ** -0.5)[0])
+    assert len(cascades) == (q <= SHORT_QUERY)

@@ -1,0 +1,36 @@
+"""Stage adapters: finding each stage's PEFT adapter folder.
+
+Tried and discarded (tenth session): each stage's adapter merged into its own copy of the adapted weights, swapped
+in per stage so the forward runs plain linear layers. In bf16 it changed what the student says: an adapter's delta
+is small beside the weight it is added to, and rounding their sum to bf16's 8-bit mantissa keeps a bit or two of
+it (the demo's student, merged in bf16, filed 95 of 132 dev claims OUT-OF-SCOPE against 66 of 114 unmerged;
+bench/results/profile_scorer_amd-epyc-avx512-bf16_merged-bf16.json). In float32 it was exact and saved 1.5% of a
+student turn (bench/results/profile_scorer_amd-epyc-avx512-bf16_float32-*.json): not worth a second weight path."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..pipeline.stages import ALL_STAGES
+
+
+def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) -> dict[str, Path]:
+    """``{stage: adapter_dir}`` from a mapping or from a folder holding ``stage1/``, ``stage2/``, ..."""
+    if adapters is None:
+        return {}
+    if isinstance(adapters, Mapping):
+        found = {str(k): Path(v) for k, v in adapters.items()}
+    else:
+        root = Path(adapters)
+        if not root.is_dir():
+            raise FileNotFoundError(f"{root}: adapters folder not found")
+        found = {s: root / s for s in ALL_STAGES if (root / s / "adapter_config.json").exists()}
+        if not found:
+            raise FileNotFoundError(
+                f"{root}: no stage adapters found (expected {', '.join(f'{s}/adapter_config.json' for s in ALL_STAGES)})"
+            )
+    for stage, path in found.items():
+        if not (path / "adapter_config.json").exists():
+            raise FileNotFoundError(f"{path}: not a PEFT adapter (no adapter_config.json) for {stage}")
+    return found
