@@ -143,6 +143,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="first N conversations")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", default="auto", help="the model's precision (auto, float32, bfloat16)")
+    ap.add_argument("--batch-size", type=int, default=16, help="requests per forward / generate call")
     ap.add_argument("--pipelines", default="fewshot,student")
     ap.add_argument("--tag", default="")
     ap.add_argument("--records", default=None, help="folder to write each pipeline's records to (<pipeline>.jsonl)")
@@ -161,7 +162,8 @@ def main() -> None:
         "command": "python bench/profile_scorer.py " + " ".join(sys.argv[1:]), "pipelines": [],
     }
     for name in a.pipelines.split(","):
-        scorer = VistaScorer(adapters=a.adapters if name == "student" else None, threads=a.threads, dtype=a.dtype)
+        scorer = VistaScorer(adapters=a.adapters if name == "student" else None, threads=a.threads, dtype=a.dtype,
+                             batch_size=a.batch_size)
         out["pipelines"].append(profile_pipeline(name, scorer, convs, a.threads, a.records))
         print(json.dumps({k: v for k, v in out["pipelines"][-1].items() if k not in ("top_self_time", "per_stage")}),
               flush=True)
