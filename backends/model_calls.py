@@ -51,7 +51,7 @@ SHARED_PREFIX_MIN = 256   # shorter shared prefixes: reading them per row costs 
 def _short_query_attention(query, key, value, attention_mask, scaling: float | None):
     """Attention of a few query tokens (a decode step, a label's continuation) over a long cache, as two
     grouped matmuls with float32 scores: torch's CPU SDPA kernel takes 5-9x longer for one bf16 query token
-    than this (0.58 against 4.98 ms for 8 rows over 1,500 keys on a 2-core AMD EPYC with AVX512-BF16;
+    than this (0.59 against 4.89 ms for 8 rows over 1,500 keys on a 2-core AMD EPYC with AVX512-BF16;
     bench/results/attention_short_query_*.md) and was most of a few-shot decode step. Scores and softmax are
     float32, so the result matches SDPA's to its own rounding; the value product runs in the input dtype."""
     import torch
@@ -95,7 +95,7 @@ def _prefix_attention(query, key, value, attention_mask, scaling: float | None, 
     """Attention of a few query tokens where key positions ``[0, p)`` are the same in every row (the shared
     few-shot prefix, 1,100-2,700 tokens) and visible to every query: every row's queries meet row 0's prefix keys
     in one product, the rest per row, one softmax over both (cascade attention). A decode step read the prefix's
-    keys and values once per row before: 2.8x faster for 16 bf16 rows over a 1,500-token prefix on the AMD EPYC
+    keys and values once per row before: 3.7x faster for 16 bf16 rows over a 1,500-token prefix on the AMD EPYC
     with AVX512-BF16 (bench/results/attention_short_query_*.md). Long queries are compute-bound, and two flash
     passes joined by log-sum-exp measured no faster there: they keep SDPA."""
     import torch

@@ -99,8 +99,9 @@ def main() -> None:
               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     lines += [f"| {r['batch']} | {r['query_tokens']} | {r['shared_prefix']} | {r['own_keys']} | {r['sdpa_ms']} | "
               f"{r['grouped_ms']} | {r['cascade_ms']} | {r['cascade_max_err']:.4f} |" for r in shared]
-    lines += ["", "The backend takes the grouped path for bf16/fp16 queries of 1 token, or up to 4 with a mask "
-              "(decode steps, label continuations); longer queries and float32 keep SDPA."]
+    lines += ["", "The backend takes the cascade path for 1-4 query tokens after a shared prefix of 256+ tokens (any "
+              "dtype), else the grouped path for bf16/fp16 queries of 1 token, or up to 4 with a mask (decode steps, "
+              "label continuations); longer queries, and short float32 ones without a long shared prefix, keep SDPA."]
     (Path(a.out) / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print(Path(a.out) / f"{stem}.md")
 
