@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -23,13 +24,11 @@ SHARED = [(16, 1, 100, 300), (16, 1, 300, 300), (16, 1, 1500, 300), (8, 1, 1500,
 
 
 def median_ms(fn, n: int = 20) -> float:
-    fn()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return sorted(times)[n // 2] * 1e3
+    """Median milliseconds of ``n`` calls after a warm-up (``bench/hardware.py``'s timer)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from hardware import timed
+
+    return timed(fn, n) * 1e3
 
 
 def main() -> None:
@@ -41,6 +40,7 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
     from vista_distill.backends.model_calls import _prefix_attention, _short_query_attention
+    from vista_distill.eval.report import markdown_table
     from vista_distill.hardware import detect, short_cpu_label
 
     torch.set_num_threads(a.threads)
@@ -89,16 +89,17 @@ def main() -> None:
              f"CPU: {out['cpu']}; torch {out['torch']}; {a.threads} threads; load average {load_before:.2f} before, "
              f"{out['load_after']:.2f} after; {out['date']}. `python bench/attention_short_query.py`. 9 query heads, "
              "3 key/value heads, dim 64, a random boolean mask (10% masked); errors against float32 SDPA.", "",
-             "| dtype | batch | query tokens | keys | SDPA ms | grouped ms | speed-up | SDPA max err | grouped max err |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {r['dtype']} | {r['batch']} | {r['query_tokens']} | {r['keys']} | {r['sdpa_ms']} | {r['grouped_ms']} | "
-              f"{r['sdpa_ms'] / r['grouped_ms']:.1f}x | {r['sdpa_max_err']:.4f} | {r['grouped_max_err']:.4f} |" for r in rows]
+             ""]
+    lines += [markdown_table(
+        ["dtype", "batch", "query tokens", "keys", "SDPA ms", "grouped ms", "speed-up", "SDPA max err", "grouped max err"],
+        [[r["dtype"], r["batch"], r["query_tokens"], r["keys"], r["sdpa_ms"], r["grouped_ms"],
+          f"{r['sdpa_ms'] / r['grouped_ms']:.1f}x", f"{r['sdpa_max_err']:.4f}", f"{r['grouped_max_err']:.4f}"] for r in rows])]
     lines += ["", "Where the first keys are a prefix every row shares (bf16; the backend's cascade path for 1-4 query "
-              "tokens after a shared prefix of 256+ tokens):", "",
-              "| batch | query tokens | shared prefix | own keys | SDPA ms | grouped ms | cascade ms | cascade max err |",
-              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {r['batch']} | {r['query_tokens']} | {r['shared_prefix']} | {r['own_keys']} | {r['sdpa_ms']} | "
-              f"{r['grouped_ms']} | {r['cascade_ms']} | {r['cascade_max_err']:.4f} |" for r in shared]
+              "tokens after a shared prefix of 256+ tokens):", ""]
+    lines += [markdown_table(
+        ["batch", "query tokens", "shared prefix", "own keys", "SDPA ms", "grouped ms", "cascade ms", "cascade max err"],
+        [[r["batch"], r["query_tokens"], r["shared_prefix"], r["own_keys"], r["sdpa_ms"], r["grouped_ms"], r["cascade_ms"],
+          f"{r['cascade_max_err']:.4f}"] for r in shared])]
     lines += ["", "The backend takes the cascade path for 1-4 query tokens after a shared prefix of 256+ tokens (any "
               "dtype), else the grouped path for bf16/fp16 queries of 1 token, or up to 4 with a mask (decode steps, "
               "label continuations); longer queries, and short float32 ones without a long shared prefix, keep SDPA."]
