@@ -124,12 +124,13 @@ def _prefix_attention(query, key, value, attention_mask, scaling: float | None, 
 
 def _sdpa_gqa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
               is_causal: bool | None = None, **kwargs: Any):
-    """transformers' SDPA attention, with two CPU paths of its own: a masked multi-token forward of a
-    grouped-query model runs SDPA with ``enable_gqa`` instead of first copying each key/value head
-    ``num_key_value_groups`` times (transformers copies because CUDA's fused kernels refuse masked GQA; torch's
-    CPU kernel takes it, and the copies were a third of the attention time of few-shot label scoring on a
-    2-core CPU, bench/results/profile_scorer_*.md); and a few half-precision query tokens (decoding, label
-    continuations) run :func:`_short_query_attention`. Everything else goes to transformers' own function."""
+    """transformers' SDPA attention, with three CPU paths of its own: 1-4 query tokens after a shared prefix of
+    ``SHARED_PREFIX_MIN``+ tokens (:func:`shared_prefix`) run :func:`_prefix_attention`; otherwise a few
+    half-precision query tokens (decoding, label continuations) run :func:`_short_query_attention`; and a masked
+    multi-token forward of a grouped-query model runs SDPA with ``enable_gqa`` instead of first copying each
+    key/value head ``num_key_value_groups`` times (transformers copies because CUDA's fused kernels refuse masked
+    GQA; torch's CPU kernel takes it, and the copies were a third of the attention time of few-shot label scoring
+    on a 2-core CPU, bench/results/profile_scorer_*.md). Everything else goes to transformers' own function."""
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -137,9 +138,9 @@ def _sdpa_gqa(module, query, key, value, attention_mask, dropout: float = 0.0, s
                or kwargs.get("output_attentions") or (dropout and module.training))
     q = query.shape[2]
     p = _SHARED_PREFIX.get()
-    if (p >= SHARED_PREFIX_MIN and q <= SHORT_QUERY and not special and query.device.type == "cpu" and query.shape[0] > 1 and key.shape[2] > p
-            and query.shape[1] % key.shape[1] == 0 and (q == 1 or attention_mask is not None)
-            and _prefix_visible(attention_mask, p)):
+    if (p >= SHARED_PREFIX_MIN and q <= SHORT_QUERY and not special and query.device.type == "cpu"
+            and query.shape[0] > 1 and key.shape[2] > p and query.shape[1] % key.shape[1] == 0
+            and (q == 1 or attention_mask is not None) and _prefix_visible(attention_mask, p)):
         return _prefix_attention(query, key, value, attention_mask, scaling, p), None
     if (not special and query.device.type == "cpu" and query.dtype in (torch.bfloat16, torch.float16)
             and (q == 1 or (q <= SHORT_QUERY and attention_mask is not None))
