@@ -52,14 +52,17 @@ class _RepeatedLineStop:
     def __call__(self, input_ids, scores, **kwargs):
         import torch
 
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        for row, last in enumerate(input_ids[:, -1].tolist()):
-            newline, sentence = last in self.newline_ids, last in self.sentence_end_ids
-            if not (newline or sentence):
-                continue
-            text = self.tokenizer.decode(input_ids[row, self.prompt_len:], skip_special_tokens=True)
-            done[row] = (newline and _has_repeated_line(text)) or (sentence and _looping_line(text))
-        return done
+        return torch.tensor([self.row_done(row[self.prompt_len:]) for row in input_ids.tolist()],
+                            dtype=torch.bool, device=input_ids.device)
+
+    def row_done(self, generated: list[int]) -> bool:
+        """Whether a row that generated these token ids is to stop."""
+        last = generated[-1] if generated else None
+        newline, sentence = last in self.newline_ids, last in self.sentence_end_ids
+        if not (newline or sentence):
+            return False
+        text = self.tokenizer.decode(generated, skip_special_tokens=True)
+        return (newline and _has_repeated_line(text)) or (sentence and _looping_line(text))
 
 
 class _ListMarkerFormat:
@@ -75,12 +78,16 @@ class _ListMarkerFormat:
         self.period_end_ids, self.ban_ids = v.period_end, v.marker_ban
 
     def __call__(self, input_ids, scores):
-        rows = [row for row, last in enumerate(input_ids[:, -1].tolist()) if last in self.period_end_ids]
-        for row in rows:
-            text = self.tokenizer.decode(input_ids[row, self.prompt_len:], skip_special_tokens=True)
-            if _MARKER_ONLY.match(text.rsplit("\n", 1)[-1]):
-                scores[row, self.ban_ids] = float("-inf")
+        for row, ids in enumerate(input_ids.tolist()):
+            self.apply(ids[self.prompt_len:], scores[row])
         return scores
+
+    def apply(self, generated: list[int], scores) -> None:
+        """Ban, in one row's next-token ``scores``, what may not follow these generated token ids."""
+        if generated and generated[-1] in self.period_end_ids:
+            text = self.tokenizer.decode(generated, skip_special_tokens=True)
+            if _MARKER_ONLY.match(text.rsplit("\n", 1)[-1]):
+                scores[self.ban_ids] = float("-inf")
 
 
 _MARKER_ONLY = re.compile(r"^\s*\d{1,3}\.$")

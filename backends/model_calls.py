@@ -134,6 +134,9 @@ def _sdpa_gqa(module, query, key, value, attention_mask, dropout: float = 0.0, s
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    if attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[-1] < key.shape[2]:
+        # a mask only as wide as the written columns of a preallocated cache (slot_decoding): read no key beyond
+        key, value = key[:, :, :attention_mask.shape[-1]], value[:, :, :attention_mask.shape[-1]]
     special = (any(kwargs.get(k) is not None for k in ("position_bias", "cache", "softcap"))
                or kwargs.get("output_attentions") or (dropout and module.training))
     q = query.shape[2]

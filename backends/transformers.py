@@ -25,6 +25,7 @@ from .evidence_head import EvidenceHead, claim_and_twin
 from .list_generation import _has_repeated_line, _ListMarkerFormat, _looping_line, _RepeatedLineStop
 from .model_calls import GQA_SDPA, cache_keyword, float32_head, output_cache, shared_prefix, use_gqa_sdpa
 from .models import encode_prompt
+from .slot_decoding import decode_in_slots
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +102,10 @@ class TransformersBackend:
         self._head32_cache: dict[str, Any] = {}   # the LM head's weight in float32 (model_calls.float32_head)
         self._prefixes: OrderedDict[tuple, object] = OrderedDict()
         self._sliding: bool | None = None
+        self._static_ok: bool | None = None   # does the model's cache preallocate (StaticCache) for slot decoding
         self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
-        self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "prefix_tokens_reused": 0, "forward_s": 0.0}
+        self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "prefix_tokens_reused": 0, "forward_s": 0.0,
+                      "decode_steps": 0, "decode_rows": 0, "refills": 0}
 
     # -- adapters -----------------------------------------------------------------------------
     def _adapter_context(self, stage: str):
@@ -232,9 +235,11 @@ class TransformersBackend:
             self.progress(sum(r is not None for r in out[:n_asked]))
         for (stage, prefix, labels, max_new, stop_repeat), idx in groups.items():
             idx.sort(key=lambda i: len(encoded[i][1]))
+            # generation in slots takes the whole group: a finished row's slot goes to the next request
+            step = len(idx) if not labels and self._slots_ok(stage, prefix) else self.batch_size
             with self._adapter_context(stage):
-                for start in range(0, len(idx), self.batch_size):
-                    chunk = idx[start: start + self.batch_size]
+                for start in range(0, len(idx), step):
+                    chunk = idx[start: start + step]
                     suffixes = [encoded[i][1] for i in chunk]
                     t0 = time.perf_counter()
                     if labels:
@@ -242,7 +247,7 @@ class TransformersBackend:
                     else:
                         res = self._generate(stage, prefix, suffixes, max_new, stop_repeat)
                     self.stats["forward_s"] += time.perf_counter() - t0
-                    if self.progress is not None:   # the requests asked for (a twin is part of its request)
+                    if self.progress is not None and step == self.batch_size:   # requests asked for, not twins
                         self.progress(sum(i < n_asked for i in chunk))
                     for i, r in zip(chunk, res):
                         r.prompt_tokens = len(prefix) + len(encoded[i][1])
@@ -292,6 +297,8 @@ class TransformersBackend:
         import torch
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
+        if self._slots_ok(stage, prefix):
+            return self._generate_in_slots(stage, prefix, suffixes, max_new, stop_on_repeat)
         ids, mask, cache = self._batch_inputs(stage, prefix, suffixes, max_new_tokens=max_new)
         stopping = StoppingCriteriaList([_RepeatedLineStop(self, ids.shape[1])]) if stop_on_repeat else None
         processors = LogitsProcessorList([_ListMarkerFormat(self, ids.shape[1])]) if stop_on_repeat else None
@@ -316,6 +323,49 @@ class TransformersBackend:
             else:
                 finish = "stop" if n < len(row) else "length"
             results.append(Response(text=text.strip(), completion_tokens=min(n + 1, len(row)),
+                                    meta={"finish_reason": finish}))
+        return results
+
+    def _slots_ok(self, stage: str, prefix: tuple[int, ...]) -> bool:
+        """Whether generation may run in refilled slots (:mod:`.slot_decoding`): a shared prefix, the CPU
+        attention that reads a mask narrower than its cache, and plain full-attention layers."""
+        if not prefix or getattr(self.model.config, "_attn_implementation", None) != GQA_SDPA:
+            return False
+        if self._static_ok is None:
+            from transformers import StaticCache
+            from transformers.cache_utils import StaticLayer
+
+            try:
+                layers = StaticCache(config=self.model.config, max_cache_len=1).layers
+            except Exception:  # noqa: BLE001 - an architecture StaticCache cannot describe keeps generate
+                layers = []
+            self._static_ok = bool(layers) and all(type(x) is StaticLayer for x in layers)
+        return self._static_ok
+
+    def _generate_in_slots(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]], max_new: int,
+                           stop_on_repeat: bool) -> list[Response]:
+        import torch
+
+        shared = self._prefix_cache(stage, prefix)
+        stop = _RepeatedLineStop(self, 0).row_done if stop_on_repeat else None
+        ban = _ListMarkerFormat(self, 0).apply if stop_on_repeat else None
+        with torch.inference_mode(), self._shared(prefix):
+            decoded = decode_in_slots(
+                self.model, self.cache_kw, lambda rows, n: self._static_prefix_cache(shared, rows, n), shared,
+                len(prefix), suffixes, max_new, self.batch_size, self.eos_ids, self.tokenizer.pad_token_id,
+                ban=ban, stop=stop, on_done=None if self.progress is None else (lambda _: self.progress(1)),
+                stats=self.stats)
+        self.stats["prefix_tokens_reused"] += len(prefix) * len(suffixes)
+        results = []
+        for d in decoded:
+            text = self.tokenizer.decode(d.tokens, skip_special_tokens=True)
+            if stop_on_repeat and _looping_line(text):
+                finish = "loop"
+            elif stop_on_repeat and _has_repeated_line(text):
+                finish = "repeat"
+            else:
+                finish = "length" if d.reason == "length" else "stop"
+            results.append(Response(text=text.strip(), completion_tokens=len(d.tokens) + (d.reason == "eos"),
                                     meta={"finish_reason": finish}))
         return results
 

@@ -206,6 +206,38 @@ def test_batched_generation_equals_one_at_a_time(embedded_backend):
     assert type(cache).__name__ == "StaticCache" and cache.get_seq_length() == len(prefix)
 
 
+def test_finished_rows_hand_their_slot_to_the_next_request(embedded_backend):
+    """Six requests through two slots, with stage 1's stop rules: a row that ends (end of turn, a repeated
+    line, its budget) hands its slot to a waiting request, whose prompt is written into that row of the shared
+    cache. Every text and finish reason is what the request gives alone through Hugging Face's generate (no
+    prefix cache, no padding), and no decode step computes a finished row: the rows the steps ran are exactly
+    the tokens generated after each request's first."""
+    b = embedded_backend
+    system = "You are a helpful assistant. Answer briefly."
+    questions = ["Say hello.", "List ten French cities, one per line.", "What is 2+2?",
+                 "Write a short poem about the sea.", "Name one colour.", "List the days of the week, one per line."]
+    reqs = [Request("stage1", ({"role": "system", "content": system}, {"role": "user", "content": q}),
+                    max_new_tokens=40, stop_on_repeat=True) for q in questions]
+    before = dict(b.stats)
+    b.batch_size = 2
+    try:
+        slotted = b.run(reqs)
+    finally:
+        b.batch_size = 16
+    counts = {k: b.stats[k] - before[k] for k in ("decode_steps", "decode_rows", "refills")}
+    b.use_prefix_cache = False
+    try:
+        alone = [b.run([r])[0] for r in reqs]
+    finally:
+        b.use_prefix_cache = True
+    assert [r.text for r in slotted] == [r.text for r in alone]
+    reasons = [r.meta["finish_reason"] for r in slotted]
+    assert reasons == [r.meta["finish_reason"] for r in alone]
+    assert {"stop", "length"} <= set(reasons)   # rows of different lengths: slots free at different steps
+    assert counts["refills"] >= 2
+    assert counts["decode_rows"] == sum(r.completion_tokens for r in slotted) - len(reqs)
+
+
 def test_pipeline_batched_equals_one_at_a_time_on_real_model(embedded_backend, sample_path):
     convs = read_conversations(sample_path)[1:3]
     # Compact prompts keep this fp32 check cheap; the few-shot prefix path is covered above.
