@@ -173,8 +173,9 @@ class OpenAIBackend:
         flat = self.generate(jobs)
         return [flat[j * k:(j + 1) * k] for j in range(len(requests))]
 
-    def generate(self, jobs: Sequence[tuple[Request, dict[str, Any]]]) -> list[Response]:
-        """Answer ``(request, body)`` jobs from the cache or the server; identical bodies are sent once."""
+    def generate(self, jobs: Sequence[tuple[Request, dict[str, Any]]], in_flight: int | None = None) -> list[Response]:
+        """Answer ``(request, body)`` jobs from the cache or the server; identical bodies are sent once; at most
+        ``in_flight`` at a time over all replicas (default: ``concurrency`` per replica)."""
         out: list[Response | None] = [None] * len(jobs)
         todo: dict[str, list[int]] = {}
         hits = 0
@@ -196,7 +197,7 @@ class OpenAIBackend:
         if todo:
             self.check_server()
             keys = list(todo)
-            results = _run_coroutine(self._gather([(k, *jobs[todo[k][0]]) for k in keys], todo))
+            results = _run_coroutine(self._gather([(k, *jobs[todo[k][0]]) for k in keys], todo, in_flight))
             first_error: BaseException | None = None
             for k, res in zip(keys, results):
                 if isinstance(res, BaseException):
@@ -258,10 +259,10 @@ class OpenAIBackend:
                 f"(read from the environment variable {self.api_key_env}, which {state})")
 
     async def _gather(self, jobs: list[tuple[str, Request, dict[str, Any]]],
-                      todo: dict[str, list[int]]) -> list[Any]:
+                      todo: dict[str, list[int]], in_flight: int | None = None) -> list[Any]:
         import httpx
 
-        n = self.concurrency * len(self.base_urls)
+        n = in_flight or self.concurrency * len(self.base_urls)
         sem = asyncio.Semaphore(n)
         abort = asyncio.Event()
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)

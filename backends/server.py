@@ -33,7 +33,7 @@ from ..pipeline.render import THINKING_OFF, render
 from ..pipeline.stages import ALL_STAGES
 from .base import Request, Response
 from .cache import CallCache, call_key
-from .list_generation import _has_repeated_line
+from .list_generation import _has_repeated_line, _looping_line, _RepeatedLineStop
 from .openai_compat import OpenAIBackend, TeacherError, _Retryable, redact_url
 
 log = logging.getLogger(__name__)
@@ -41,17 +41,16 @@ log = logging.getLogger(__name__)
 LABEL_METHODS = ("auto", "echo", "top_logprobs", "generate")
 
 
-def truncate_repeats(text: str) -> str:
-    """``text`` cut after the first completed line that repeats an earlier one: where the in-process
-    backend's repeated-line stop ends a list (servers cannot be told to stop there)."""
-    pos = 0
-    while True:
-        nl = text.find("\n", pos)
-        if nl < 0:
-            return text
-        if _has_repeated_line(text[: nl + 1]):
-            return text[: nl + 1]
-        pos = nl + 1
+def truncate_repeats(text: str, backend: Any) -> str:
+    """``text`` cut where the in-process backend's stop rule (:class:`~.list_generation._RepeatedLineStop`: a
+    completed line repeating an earlier one, a line saying one sentence three times) would have ended it, replayed
+    over the text's tokens (``backend.tokenizer``; servers cannot be told to stop there)."""
+    ids = backend.tokenizer(text, add_special_tokens=False)["input_ids"]
+    stop = _RepeatedLineStop(backend, 0)
+    for k in range(1, len(ids) + 1):
+        if stop.row_done(ids[:k]):
+            return backend.tokenizer.decode(ids[:k], skip_special_tokens=True)
+    return text
 
 
 class ServerBackend(OpenAIBackend):
@@ -63,9 +62,11 @@ class ServerBackend(OpenAIBackend):
     def __init__(self, tokenizer: Any, base_url: str | Sequence[str], model: str,
                  stage_models: Mapping[str, str] | None = None, *, label_scoring: str = "auto",
                  top_logprobs: int = 20, chat_template_kwargs: Mapping[str, Any] | None = None,
-                 role: str = "student", cache: CallCache | None = None, **kwargs: Any) -> None:
+                 role: str = "student", cache: CallCache | None = None, echo_concurrency: int = 1,
+                 **kwargs: Any) -> None:
         """``tokenizer``: the model's tokenizer (renders prompts, splits labels into tokens); ``model``: the
-        base model's served name; ``stage_models``: the served name of each stage's adapter."""
+        base model's served name; ``stage_models``: the served name of each stage's adapter;
+        ``echo_concurrency``: echo requests in flight over all replicas (``ServingSettings.echo_concurrency``)."""
         if label_scoring not in LABEL_METHODS:
             raise TeacherError(f"{role}: label_scoring must be one of {LABEL_METHODS}, got {label_scoring!r}")
         bad = sorted(set(stage_models or {}) - set(ALL_STAGES))
@@ -80,6 +81,11 @@ class ServerBackend(OpenAIBackend):
         self.method: str | None = None if label_scoring == "auto" else label_scoring
         self.name = f"server:{self.model}"
         self.stats["label_methods"] = {}
+        self.echo_concurrency = echo_concurrency
+
+    def _echoed(self, jobs: list[tuple[Request, dict[str, Any]]]) -> list[Response]:
+        """Echo (prompt-logprob) jobs, at most ``echo_concurrency`` in flight over all replicas."""
+        return self.generate(jobs, in_flight=self.echo_concurrency)
 
     def served_name(self, stage: str) -> str:
         return self.stage_models.get(stage, self.model)
@@ -150,7 +156,14 @@ class ServerBackend(OpenAIBackend):
             for i, a in zip(gen, answers):
                 text = a.text
                 if requests[i].stop_on_repeat:
-                    text = truncate_repeats(text)
+                    text = truncate_repeats(text, self)
+                    # the finish reason and raw text the in-process backend records where its stop rule fires
+                    if _looping_line(text):
+                        a.meta["finish_reason"] = "loop"
+                    elif _has_repeated_line(text):
+                        a.meta["finish_reason"] = "repeat"
+                    if text != a.text:
+                        a.meta["raw"], a.meta["server_chars"] = text.strip(), len(a.text)
                 a.meta.pop("logprobs_raw", None)
                 out[i] = Response(text=text.strip(), prompt_tokens=a.prompt_tokens,
                                   completion_tokens=a.completion_tokens, meta=a.meta)
@@ -180,7 +193,7 @@ class ServerBackend(OpenAIBackend):
     def _probe(self, req: Request, prompt: str) -> str:
         """The first method (echo, top_logprobs, generate) the server answers with what it needs."""
         lab = req.labels[0]
-        a = self.generate([(req, self.completion(req, prompt + lab, 1, echo=True, logprobs=1))])[0]
+        a = self._echoed([(req, self.completion(req, prompt + lab, 1, echo=True, logprobs=1))])[0]
         if _echo_logprobs(a, len(prompt), len(prompt + lab)) is not None:
             return "echo"
         a = self.generate([(req, self.completion(req, prompt, 1, logprobs=self.top_logprobs))])[0]
@@ -202,7 +215,7 @@ class ServerBackend(OpenAIBackend):
     def _echo(self, requests: list[Request], prompts: list[str]) -> list[Response]:
         jobs = [(r, self.completion(r, p + lab, 1, echo=True, logprobs=1)) for r, p in zip(requests, prompts)
                 for lab in r.labels]
-        answers = iter(self.generate(jobs))
+        answers = iter(self._echoed(jobs))
         out = []
         for r, p in zip(requests, prompts):
             scores = []
@@ -304,5 +317,6 @@ def server_backend(recipe: Any, role: str = "student", servers: Sequence[str] | 
     return ServerBackend(tokenizer, urls, v.base_model, stage_models, label_scoring=v.label_scoring,
                          top_logprobs=v.top_logprobs, chat_template_kwargs=s.chat_template_kwargs, role=role,
                          cache=CallCache(cache_dir) if cache_dir else None, concurrency=v.concurrency,
+                         echo_concurrency=v.echo_concurrency,
                          api_key_env=v.api_key_env, timeout_s=v.timeout_s, max_retries=v.max_retries,
                          backoff_s=v.retry_backoff_s, backoff_max_s=v.retry_backoff_max_s)
