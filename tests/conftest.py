@@ -83,6 +83,20 @@ def trained_student(tmp_path_factory):
     return recipe, tmp / "ck"
 
 
+def score_sample(backend, recipe, claims: str = "gold") -> list[dict]:
+    """The student pipeline of ``recipe`` over the bundled sample through ``backend``: every turn's record. With
+    ``claims="gold"`` stages 2-3 run on the human claims, so two backends score the same inputs."""
+    import dataclasses
+
+    from vista_distill.data.io import read_conversations
+    from vista_distill.pipeline.engine import run_programs, vista_program
+
+    cfg = dataclasses.replace(recipe.engine_config("student"), claims=claims)
+    convs = read_conversations(SAMPLE)
+    return [t.to_dict() for turns in run_programs([vista_program(c, cfg) for c in convs], backend, batched=True)
+            for t in turns]
+
+
 def assert_same_records(a, b, tol: float = 1e-4, path: str = "") -> None:
     """Nested equality where floats may differ by ``tol`` (batch-shape float noise) and nothing else may."""
     if isinstance(a, float) and isinstance(b, float):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SAMPLE, assert_same_records
+from conftest import SAMPLE, assert_same_records, score_sample
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
@@ -47,16 +47,6 @@ def _models(written) -> list[dict]:
     return [{k: m[k] for k in ("model_alias", "lora_path") if k in m} for m in config["models"]]
 
 
-def _score(backend, recipe):
-    from vista_distill.data.io import read_conversations
-    from vista_distill.pipeline.engine import run_programs, vista_program
-
-    cfg = dataclasses.replace(recipe.engine_config("student"), claims="gold")
-    convs = read_conversations(SAMPLE)
-    return [t.to_dict() for turns in run_programs([vista_program(c, cfg) for c in convs], backend, batched=True)
-            for t in turns]
-
-
 @pytest.fixture(scope="module")
 def reference(served):
     """The served student's records through one llama.cpp server (no fault), and the in-process ones."""
@@ -69,9 +59,9 @@ def reference(served):
         recipe.student, serving=dataclasses.replace(recipe.student.serving, label_scoring="auto", concurrency=1)))
     with LlamaServer(models=_models(written), n_threads=1) as srv:
         backend = server_backend(recipe, "student", servers=[srv.base_url])
-        records = _score(backend, recipe)
+        records = score_sample(backend, recipe)
     local = TransformersBackend(None, adapters=adapters, dtype="float32", threads=1)
-    return recipe, records, _score(local, recipe), backend
+    return recipe, records, score_sample(local, recipe), backend
 
 
 def _claims(records):
@@ -167,7 +157,7 @@ def test_replica_sigkilled_and_restarted_mid_run(served, reference, tmp_path):
     try:
         backend = server_backend(recipe, "student", servers=[a.base_url, b.base_url])
         out: dict = {}
-        run = threading.Thread(target=lambda: out.update(records=_score(backend, recipe)), daemon=True)
+        run = threading.Thread(target=lambda: out.update(records=score_sample(backend, recipe)), daemon=True)
         run.start()
         deadline = time.monotonic() + 300
         while a.served() < 10 and run.is_alive() and time.monotonic() < deadline:

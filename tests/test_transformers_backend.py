@@ -183,6 +183,15 @@ def test_after_a_list_marker_a_claim_must_start_not_another_digit(embedded_backe
     assert not tok.decode([best])[:1].isdigit() and tok.decode([best]) not in (".", "\n")
 
 
+def _alone_without_prefix_cache(backend, reqs):
+    """Each request on its own through Hugging Face's generate: no shared prefix cache, no padding, no slots."""
+    backend.use_prefix_cache = False
+    try:
+        return [backend.run([r])[0] for r in reqs]
+    finally:
+        backend.use_prefix_cache = True
+
+
 @pytest.mark.filterwarnings("error:.*past_key_values:FutureWarning")   # the Cache API transformers keeps
 def test_batched_generation_equals_one_at_a_time(embedded_backend):
     t = get_template("stage1")
@@ -194,11 +203,7 @@ def test_batched_generation_equals_one_at_a_time(embedded_backend):
     single = [embedded_backend.run([r])[0] for r in reqs]
     assert [r.text for r in batched] == [r.text for r in single]
     assert all(r.text for r in batched) and len({r.text for r in batched}) == 3
-    embedded_backend.use_prefix_cache = False
-    try:
-        plain = [embedded_backend.run([r])[0] for r in reqs]
-    finally:
-        embedded_backend.use_prefix_cache = True
+    plain = _alone_without_prefix_cache(embedded_backend, reqs)
     assert [r.text for r in plain] == [r.text for r in batched]
     # the batched runs above decoded into a preallocated cache holding the shared prefix (no per-token cat)
     prefix, suffix = embedded_backend._encode(reqs[0])
@@ -225,11 +230,7 @@ def test_finished_rows_hand_their_slot_to_the_next_request(embedded_backend):
     finally:
         b.batch_size = 16
     counts = {k: b.stats[k] - before[k] for k in ("decode_steps", "decode_rows", "refills")}
-    b.use_prefix_cache = False
-    try:
-        alone = [b.run([r])[0] for r in reqs]
-    finally:
-        b.use_prefix_cache = True
+    alone = _alone_without_prefix_cache(b, reqs)
     assert [r.text for r in slotted] == [r.text for r in alone]
     reasons = [r.meta["finish_reason"] for r in slotted]
     assert reasons == [r.meta["finish_reason"] for r in alone]

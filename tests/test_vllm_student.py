@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE, vllm_install
+from conftest import SAMPLE, score_sample, vllm_install
 
 VLLM_ARGS = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "8", "--seed", "0"]
 # Label log-likelihoods of vLLM and the in-process model, float32 both, differ by float rounding only; a claim whose
@@ -37,22 +37,12 @@ def vllm_served(trained_student, tmp_path_factory):
         yield recipe, adapters, server
 
 
-def _score(backend, recipe, claims: str = "gold"):
-    from vista_distill.data.io import read_conversations
-    from vista_distill.pipeline.engine import run_programs, vista_program
-
-    cfg = dataclasses.replace(recipe.engine_config("student"), claims=claims)
-    convs = read_conversations(SAMPLE)
-    return [t.to_dict() for turns in run_programs([vista_program(c, cfg) for c in convs], backend, batched=True)
-            for t in turns]
-
-
 @pytest.fixture(scope="module")
 def in_process(vllm_served):
     from vista_distill.backends.transformers import TransformersBackend
 
     recipe, adapters, _ = vllm_served
-    return _score(TransformersBackend(None, adapters=adapters, dtype="float32", threads=1), recipe)
+    return score_sample(TransformersBackend(None, adapters=adapters, dtype="float32", threads=1), recipe)
 
 
 def _served_backend(recipe, server, method: str):
@@ -79,7 +69,7 @@ def test_vllm_student_scores_as_the_in_process_student(vllm_served, in_process, 
     (the answer marks the others ``bounded``)."""
     recipe, _adapters, server = vllm_served
     backend = _served_backend(recipe, server, method)
-    served = _score(backend, recipe)
+    served = score_sample(backend, recipe)
     claims = [(r["turn_index"], c) for r in served if r["scored"] for c in r["claims"]]
     local = [(r["turn_index"], c) for r in in_process if r["scored"] for c in r["claims"]]
     assert [(t, c["text"]) for t, c in claims] == [(t, c["text"]) for t, c in local] and claims
@@ -106,8 +96,8 @@ def test_vllm_student_decomposes_as_the_in_process_student(vllm_served):
     from vista_distill.backends.transformers import TransformersBackend
 
     recipe, adapters, server = vllm_served
-    served = _score(_served_backend(recipe, server, "auto"), recipe, claims="model")
-    local = _score(TransformersBackend(None, adapters=adapters, dtype="float32", threads=1), recipe, claims="model")
+    served = score_sample(_served_backend(recipe, server, "auto"), recipe, claims="model")
+    local = score_sample(TransformersBackend(None, adapters=adapters, dtype="float32", threads=1), recipe, claims="model")
     assert [r["stage1_raw"] for r in served] == [r["stage1_raw"] for r in local]
     assert [[(c["text"], c["category"]) for c in r["claims"]] for r in served] == \
         [[(c["text"], c["category"]) for c in r["claims"]] for r in local]
