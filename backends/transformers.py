@@ -25,7 +25,7 @@ from .evidence_head import EvidenceHead, claim_and_twin
 from .list_generation import _has_repeated_line, _ListMarkerFormat, _looping_line, _RepeatedLineStop
 from .model_calls import GQA_SDPA, cache_keyword, float32_head, output_cache, shared_prefix, use_gqa_sdpa
 from .models import encode_prompt
-from .slot_decoding import decode_in_slots
+from .slot_decoding import decode_in_slots, slots_supported, static_prefix_cache
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class TransformersBackend:
         self._head32_cache: dict[str, Any] = {}   # the LM head's weight in float32 (model_calls.float32_head)
         self._prefixes: OrderedDict[tuple, object] = OrderedDict()
         self._sliding: bool | None = None
-        self._static_ok: bool | None = None   # does the model's cache preallocate (StaticCache) for slot decoding
+        self._static_ok: bool | None = None   # slot_decoding.slots_supported(model), asked once
         self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "prefix_tokens_reused": 0, "forward_s": 0.0,
                       "decode_steps": 0, "decode_rows": 0, "refills": 0}
@@ -154,29 +154,6 @@ class TransformersBackend:
             self._prefixes.popitem(last=False)
         return cache
 
-    def _static_prefix_cache(self, prefix_cache, batch: int, max_len: int):
-        """A preallocated cache for ``batch`` rows holding the prefix, or None where the model's layers are not
-        all plain full-attention layers. Generating into it avoids the per-token ``torch.cat`` of a dynamic
-        cache, which was 60% of a decode step on a 2-core CPU (bench/results/decode_cache_*.md)."""
-        from transformers import StaticCache
-        from transformers.cache_utils import StaticLayer
-
-        try:
-            cache = StaticCache(config=self.model.config, max_cache_len=max_len)
-        except Exception:  # noqa: BLE001 - an architecture StaticCache cannot describe keeps the dynamic path
-            return None
-        if len(cache.layers) != len(prefix_cache.layers) or any(type(x) is not StaticLayer for x in cache.layers):
-            return None
-        for src, dst in zip(prefix_cache.layers, cache.layers):
-            k = src.keys.expand(batch, -1, -1, -1)
-            v = src.values.expand(batch, -1, -1, -1)
-            dst.lazy_initialization(k, v)
-            n = k.shape[2]
-            dst.keys[:, :, :n] = k
-            dst.values[:, :, :n] = v
-            dst.cumulative_length.fill_(n)
-        return cache
-
     def _batch_inputs(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]],
                       max_new_tokens: int | None = None):
         """input ids ``[prefix][pad..][suffix]`` with mask and positions, plus a batch copy of the prefix cache
@@ -197,7 +174,7 @@ class TransformersBackend:
         if prefix:
             shared = self._prefix_cache(stage, prefix)
             if max_new_tokens is not None:
-                cache = self._static_prefix_cache(shared, len(suffixes), ids.shape[1] + max_new_tokens)
+                cache = static_prefix_cache(self.model.config, shared, len(suffixes), ids.shape[1] + max_new_tokens)
             if cache is None:
                 cache = copy.deepcopy(shared)
                 cache.batch_repeat_interleave(len(suffixes))
@@ -309,38 +286,31 @@ class TransformersBackend:
                 logits_processor=processors,
                 pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_ids,
             )
-        results = []
         ends = set(self.eos_ids) | {self.tokenizer.pad_token_id}   # a row stopped early is padded after its stop
+        results = []
         for row in seqs[:, ids.shape[1]:].tolist():
             n = next((j for j, t in enumerate(row) if t in ends), len(row))
-            text = self.tokenizer.decode(row[:n], skip_special_tokens=True)
-            # Judged from the text, not from what follows it, so a row stopped inside a batch (then padded)
-            # and the same row alone (where generation simply ends) get the same reason.
-            if stop_on_repeat and _looping_line(text):
-                finish = "loop"
-            elif stop_on_repeat and _has_repeated_line(text):
-                finish = "repeat"
-            else:
-                finish = "stop" if n < len(row) else "length"
-            results.append(Response(text=text.strip(), completion_tokens=min(n + 1, len(row)),
-                                    meta={"finish_reason": finish}))
+            results.append(self._generated(row[:n], n == len(row), min(n + 1, len(row)), stop_on_repeat))
         return results
 
-    def _slots_ok(self, stage: str, prefix: tuple[int, ...]) -> bool:
-        """Whether generation may run in refilled slots (:mod:`.slot_decoding`): a shared prefix, the CPU
-        attention that reads a mask narrower than its cache, and plain full-attention layers."""
-        if not prefix or getattr(self.model.config, "_attn_implementation", None) != GQA_SDPA:
-            return False
-        if self._static_ok is None:
-            from transformers import StaticCache
-            from transformers.cache_utils import StaticLayer
+    def _generated(self, tokens: list[int], at_budget: bool, completion_tokens: int,
+                   stop_on_repeat: bool) -> Response:
+        """A generation's response. The finish reason is judged from the text, not from what follows it, so a row
+        stopped inside a batch (then padded) and the same row alone (where generation simply ends) agree."""
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        if stop_on_repeat and _looping_line(text):
+            finish = "loop"
+        elif stop_on_repeat and _has_repeated_line(text):
+            finish = "repeat"
+        else:
+            finish = "length" if at_budget else "stop"
+        return Response(text=text.strip(), completion_tokens=completion_tokens, meta={"finish_reason": finish})
 
-            try:
-                layers = StaticCache(config=self.model.config, max_cache_len=1).layers
-            except Exception:  # noqa: BLE001 - an architecture StaticCache cannot describe keeps generate
-                layers = []
-            self._static_ok = bool(layers) and all(type(x) is StaticLayer for x in layers)
-        return self._static_ok
+    def _slots_ok(self, stage: str, prefix: tuple[int, ...]) -> bool:
+        """Whether generation may run in refilled slots (:func:`.slot_decoding.slots_supported`; a shared prefix)."""
+        if self._static_ok is None:
+            self._static_ok = slots_supported(self.model)
+        return bool(prefix) and self._static_ok
 
     def _generate_in_slots(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]], max_new: int,
                            stop_on_repeat: bool) -> list[Response]:
@@ -351,23 +321,13 @@ class TransformersBackend:
         ban = _ListMarkerFormat(self, 0).apply if stop_on_repeat else None
         with torch.inference_mode(), self._shared(prefix):
             decoded = decode_in_slots(
-                self.model, self.cache_kw, lambda rows, n: self._static_prefix_cache(shared, rows, n), shared,
+                self.model, self.cache_kw, lambda rows, n: static_prefix_cache(self.model.config, shared, rows, n), shared,
                 len(prefix), suffixes, max_new, self.batch_size, self.eos_ids, self.tokenizer.pad_token_id,
                 ban=ban, stop=stop, on_done=None if self.progress is None else (lambda _: self.progress(1)),
                 stats=self.stats)
         self.stats["prefix_tokens_reused"] += len(prefix) * len(suffixes)
-        results = []
-        for d in decoded:
-            text = self.tokenizer.decode(d.tokens, skip_special_tokens=True)
-            if stop_on_repeat and _looping_line(text):
-                finish = "loop"
-            elif stop_on_repeat and _has_repeated_line(text):
-                finish = "repeat"
-            else:
-                finish = "length" if d.reason == "length" else "stop"
-            results.append(Response(text=text.strip(), completion_tokens=len(d.tokens) + (d.reason == "eos"),
-                                    meta={"finish_reason": finish}))
-        return results
+        return [self._generated(d.tokens, d.reason == "length", len(d.tokens) + (d.reason == "eos"), stop_on_repeat)
+                for d in decoded]
 
     def _claim_span(self, suffix: list[int], claim: str | None) -> tuple[int, int] | None:
         """Where the claim's tokens sit in a prompt suffix, as (distance of its first token from the end, token

@@ -32,6 +32,7 @@ def main() -> int:
     import torch
     from transformers import DynamicCache
     from vista_distill import hardware
+    from vista_distill.backends.slot_decoding import static_prefix_cache
     from vista_distill.backends.transformers import TransformersBackend
 
     torch.set_num_threads(a.threads)
@@ -51,7 +52,7 @@ def main() -> int:
         return c
 
     def static():
-        return backend._static_prefix_cache(shared, a.batch, ids.shape[1] + a.new)
+        return static_prefix_cache(backend.model.config, shared, a.batch, ids.shape[1] + a.new)
 
     def prefill_only(make):
         with torch.inference_mode():
