@@ -101,6 +101,7 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
         "per_stage": {s: {k: round(v, 2) for k, v in d.items()} for s, d in sorted(counter.per_stage.items())},
         "verdicts_safe": facts["verdicts_safe"], "categories": facts["categories"],
         "load": load.summary(), "top_self_time": top_self_time(prof),
+        "decoding": {k: counter.inner.stats.get(k, 0) for k in ("decode_steps", "decode_rows", "refills")},
     }
 
 
@@ -131,6 +132,9 @@ def report(out: dict[str, Any]) -> str:
         for s, d in p["per_stage"].items():
             lines.append(f"| {s} | {int(d['requests'])} | {int(d['prompt_tokens'])} | {int(d['computed_prompt_tokens'])} | "
                          f"{int(d['generated_tokens'])} | {int(d['label_tokens'])} | {d['forward_s']:.1f} |")
+        d = p.get("decoding")
+        if d:
+            lines += ["", f"Stage-1 decoding: {d['decode_steps']} steps, {d['decode_rows']} rows, {d['refills']} refills."]
         lines += ["", "Most self time (cProfile):", "", "| function | calls | self s | cumulative s |", "| --- | ---: | ---: | ---: |"]
         lines += [f"| `{r['function']}` | {r['calls']} | {r['self_s']} | {r['cumulative_s']} |" for r in p["top_self_time"][:10]]
     return "\n".join(lines) + "\n"
