@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
+import time
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE, score_sample, vllm_install
+from conftest import SAMPLE, assert_same_records, score_sample, vllm_install
 
 VLLM_ARGS = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "8", "--seed", "0"]
 # Label log-likelihoods of vLLM and the in-process model, float32 both, differ by float rounding only; a claim whose
@@ -25,16 +27,19 @@ MARGIN = 0.05
 @pytest.fixture(scope="module")
 def vllm_served(trained_student, tmp_path_factory):
     """A vLLM server started from serve-config's vllm.sh, the recipe and the adapters."""
+    with _vllm(trained_student, tmp_path_factory.mktemp("vllm")) as server:
+        yield (*trained_student, server)
+
+
+def _vllm(trained_student, out: Path, port: int | None = None):
     from vista_distill.backends.vllm_server import VllmServer
     from vista_distill.serve_config import write_serve_config
 
     python = vllm_install()
     recipe, adapters = trained_student
-    out = tmp_path_factory.mktemp("vllm")
     written = write_serve_config(recipe, adapters, out / "serve", engines=("vllm",))
-    server = VllmServer(Path(written["out"]) / "vllm.sh", python, extra_args=VLLM_ARGS, log_path=out / "vllm.log")
-    with server:
-        yield recipe, adapters, server
+    return VllmServer(Path(written["out"]) / "vllm.sh", python, port=port, extra_args=VLLM_ARGS,
+                      log_path=out / "vllm.log")
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +50,21 @@ def in_process(vllm_served):
     return score_sample(TransformersBackend(None, adapters=adapters, dtype="float32", threads=1), recipe)
 
 
-def _served_backend(recipe, server, method: str):
+def _served_backend(recipe, server, method: str, **serving):
     from vista_distill.backends.server import server_backend
 
-    recipe = dataclasses.replace(recipe, student=dataclasses.replace(
-        recipe.student, serving=dataclasses.replace(recipe.student.serving, label_scoring=method, concurrency=4)))
-    return server_backend(recipe, "student", servers=[server.base_url])
+    servers = [s.base_url for s in (server if isinstance(server, list) else [server])]
+    recipe = dataclasses.replace(recipe, student=dataclasses.replace(recipe.student, serving=dataclasses.replace(
+        recipe.student.serving, label_scoring=method, concurrency=4, **serving)))
+    return server_backend(recipe, "student", servers=servers)
+
+
+@pytest.fixture(scope="module")
+def served_echo(vllm_served):
+    """The sample scored through the one server with echo label scoring (no fault)."""
+    recipe, _adapters, server = vllm_served
+    backend = _served_backend(recipe, server, "echo")
+    return backend, score_sample(backend, recipe)
 
 
 def test_vllm_serves_every_stage_adapter_under_its_name(vllm_served):
@@ -61,15 +75,17 @@ def test_vllm_serves_every_stage_adapter_under_its_name(vllm_served):
     assert {"base", "stage1", "stage2", "stage3"} <= served
 
 
-@pytest.mark.parametrize("method", ["echo", "top_logprobs", "auto"])
-def test_vllm_student_scores_as_the_in_process_student(vllm_served, in_process, method):
+@pytest.mark.parametrize("method", ["echo", "top_logprobs"])
+def test_vllm_student_scores_as_the_in_process_student(vllm_served, in_process, served_echo, method):
     """Each label method with probabilities against vLLM: the same claims as in process, the same label on every
-    claim decided by more than ``MARGIN`` nats in process, and with echo (``auto`` chooses it on vLLM) every
-    claim's probabilities within 0.001; top_logprobs is exact only where every label token is among the top 20
-    (the answer marks the others ``bounded``)."""
+    claim decided by more than ``MARGIN`` nats in process, and with echo every claim's probabilities within 0.001;
+    top_logprobs is exact only where every label token is among the top 20 (the answer marks the others
+    ``bounded``). ``auto`` (echo on vLLM) runs in the whole-pipeline test below."""
     recipe, _adapters, server = vllm_served
-    backend = _served_backend(recipe, server, method)
-    served = score_sample(backend, recipe)
+    backend, served = served_echo if method == "echo" else (None, None)
+    if backend is None:
+        backend = _served_backend(recipe, server, method)
+        served = score_sample(backend, recipe)
     claims = [(r["turn_index"], c) for r in served if r["scored"] for c in r["claims"]]
     local = [(r["turn_index"], c) for r in in_process if r["scored"] for c in r["claims"]]
     assert [(t, c["text"]) for t, c in claims] == [(t, c["text"]) for t, c in local] and claims
@@ -84,19 +100,20 @@ def test_vllm_student_scores_as_the_in_process_student(vllm_served, in_process, 
             assert abs(q["VERIFIED"] - p["VERIFIED"]) < 1e-3, (method, x["text"], q, p)
             exact += 1
     assert clear >= len(local) // 2
-    if method in ("echo", "auto"):   # echo reads every label token's logprob: every claim within float rounding
+    if method == "echo":   # echo reads every label token's logprob: every claim within float rounding
         assert exact == len(local)
-    want = "echo" if method == "auto" else method
-    assert backend.method == want and set(backend.stats["label_methods"]) == {want}
+    assert backend.method == method and set(backend.stats["label_methods"]) == {method}
 
 
 def test_vllm_student_decomposes_as_the_in_process_student(vllm_served):
-    """The whole pipeline, stage 1 included, with the default label scoring: every turn's stage-1 list, claims,
-    categories and verdicts as in process (both float32)."""
+    """The whole pipeline, stage 1 included, with the default label scoring (``auto``, which chooses echo on
+    vLLM): every turn's stage-1 list, claims, categories and verdicts as in process (both float32)."""
     from vista_distill.backends.transformers import TransformersBackend
 
     recipe, adapters, server = vllm_served
-    served = score_sample(_served_backend(recipe, server, "auto"), recipe, claims="model")
+    backend = _served_backend(recipe, server, "auto")
+    served = score_sample(backend, recipe, claims="model")
+    assert backend.method == "echo" and set(backend.stats["label_methods"]) == {"echo"}
     local = score_sample(TransformersBackend(None, adapters=adapters, dtype="float32", threads=1), recipe, claims="model")
     assert [r["stage1_raw"] for r in served] == [r["stage1_raw"] for r in local]
     assert [[(c["text"], c["category"]) for c in r["claims"]] for r in served] == \
@@ -129,3 +146,31 @@ def test_vllm_generate_labels_are_the_in_process_greedy_answers(vllm_served):
     assert [g.label for g in got] == [next((lab for lab in sorted(r.labels, key=len, reverse=True)
                                             if x.text.upper().startswith(lab.upper())), None)
                                       for r, x in zip(reqs, local)]
+
+
+def test_vllm_replica_sigkilled_mid_run_loses_and_doubles_nothing(vllm_served, served_echo, tmp_path):
+    """Two vLLM replicas; one is SIGKILLed once it has answered a few requests. The run goes on against the other:
+    the records equal the fault-free run's (every turn once, in order), and the backend says it set one aside."""
+    recipe, _adapters, server = vllm_served
+    _backend, reference = served_echo
+    doomed = _vllm((recipe, _adapters), tmp_path).start()
+    try:
+        backend = _served_backend(recipe, [doomed, server], "echo", retry_backoff_s=0.5, retry_backoff_max_s=2.0,
+                                  max_retries=3)
+        out: dict = {}
+        run = threading.Thread(target=lambda: out.update(records=score_sample(backend, recipe)), daemon=True)
+        run.start()
+        deadline = time.monotonic() + 300
+        while doomed.served() < 5 and run.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert run.is_alive(), "the run finished before a replica could be killed"
+        killed_at = doomed.served()
+        doomed.kill()
+        run.join(600)
+        assert not run.is_alive()
+    finally:
+        doomed.stop()
+    assert killed_at >= 5
+    assert_same_records(out["records"], reference)
+    assert [r["turn_index"] for r in out["records"]] == [r["turn_index"] for r in reference]
+    assert "set aside" in [e["event"] for e in backend.replicas.events]
