@@ -8,9 +8,9 @@ import logging
 import sys
 from pathlib import Path
 
-from .cli_args import add_recipe_subparser, recipe_from_args
+from .config.cli_args import add_recipe_subparser, recipe_from_args
+from .data.vocabulary import ALL_STAGES
 from .pipeline.engine import RULES
-from .pipeline.stages import ALL_STAGES
 
 
 def _add_score(sub: argparse._SubParsersAction) -> None:
@@ -91,7 +91,7 @@ _SCORE_OVERRIDES: list[tuple[str, str, dict]] = [
 def _score(args: argparse.Namespace) -> int:
     from .config import RecipeError
     from .data.io import read_conversations
-    from .hardware import prepare_run
+    from .runtime.hardware import prepare_run
     from .scorer import VistaScorer
 
     conversations = read_conversations(args.input)[: args.limit]   # bad input fails before torch loads
@@ -107,11 +107,11 @@ def _score(args: argparse.Namespace) -> int:
     options = {"style": args.prompts, "rule": args.rule, "stage2": args.stage2, "stage3": args.stage3,
                "stage4": args.stage4, "threads": args.threads, "batch_size": args.batch_size}
     if args.server or recipe.student.servers:
+        from .backends.factory import backend_for
         from .backends.openai_compat import TeacherError
-        from .backends.server import server_backend
 
         try:
-            backend = server_backend(recipe, args.role, servers=args.server)
+            backend = backend_for(recipe, args.role, servers=args.server)
             backend.check_server()
         except TeacherError as e:
             raise SystemExit(f"error: {e}") from None
@@ -132,7 +132,7 @@ def _score(args: argparse.Namespace) -> int:
     out, summary_path = result.write(args.output)
     journal.unlink(missing_ok=True)
     s = result.summary
-    from .progress import print_table
+    from .runtime.progress import print_table
 
     verdicts = sorted({v for r in s["by_rule"].values() for v in r["verdicts"]})
     rows = []
@@ -149,7 +149,7 @@ def _score(args: argparse.Namespace) -> int:
                     f"({', '.join(f'{k} {v}' for k, v in w['claim_labels'].items()) or 'none'})",
                     ["three-way verdict", "turns"], [[k, v] for k, v in w["verdicts"].items()])
     if "evidence" in s:   # the input has human claims: does the scorer read its evidence?
-        from .html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
+        from .eval.html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
 
         print_table(EVIDENCE_TITLE, EVIDENCE_HEADER, evidence_rows({"scored": s["evidence"]}))
     print(f"records: {out}\nsummary: {summary_path}\npage:    {out.with_name(out.stem + '.report.html')}")
@@ -204,7 +204,7 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from .preflight import run_checks
+    from .check.recipe_checks import run_checks
 
     recipe = recipe_from_args(args)
     return 1 if run_checks(recipe, online=args.online).problems else 0
@@ -231,7 +231,7 @@ def _add_serve_config(sub: argparse._SubParsersAction) -> None:
 
 
 def _serve_config(args: argparse.Namespace) -> int:
-    from .serve_config import ServeConfigError, write_serve_config
+    from .publish.serve_config import ServeConfigError, write_serve_config
 
     recipe = recipe_from_args(args)
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
@@ -282,13 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     if not args.verbose:   # library bars and known warnings off; -v shows them (demo: all in its log file)
-        from .progress import quiet_libraries
+        from .runtime.progress import quiet_libraries
 
         quiet_libraries()
+    from .backends.openai_compat import TeacherError
     from .config import RecipeError
     from .data.io import SchemaError, print_error
-
-    from .backends.openai_compat import TeacherError
 
     try:
         return args.func(args)

@@ -67,10 +67,10 @@ def run_demo(args: argparse.Namespace) -> int:
     recipe = load_recipe(args.recipe, overrides + list(args.overrides))
     if not args.output_dir:
         out = Path(recipe.resolve(recipe.train.output_dir)).parent
-    from .progress import log_to_file
+    from .runtime.progress import log_to_file
 
     log_path = log_to_file(out / "demo.log")   # the full log: library messages and warnings included
-    from .hardware import prepare_run
+    from .runtime.hardware import prepare_run
     from .train.hf_configs import training_hardware
 
     # One decision for the whole demo (threads: before this process adds load of its own).
@@ -129,7 +129,7 @@ def run_demo(args: argparse.Namespace) -> int:
                "evaluated": {k: result.results["material"].get(k) for k in ("conversations", "scored_turns",
                                                                               "time_budget")}}
     from .data.io import atomic_write_text
-    from .progress import console
+    from .runtime.progress import console
 
     atomic_write_text(out / "demo_summary.json", json.dumps(summary, indent=2) + "\n")
     term = console(stderr=False)
@@ -196,7 +196,7 @@ def _summary_tables(results: dict) -> list:
             if {p["system_1"], p["system_2"]} == {"student", "base"}:
                 delta = p.get("delta") if p["system_1"] == "student" else -(p.get("delta") or 0)
                 tests.add_row(label, f"{delta:+.3f}", str(p["n"]), f"{p['pvalue']:.2g}")
-    from .html_report import EVIDENCE_HEADER, evidence_rows
+    from .eval.html_report import EVIDENCE_HEADER, evidence_rows
 
     evidence = Table(title="does it read its evidence? (stage 2, human claims; eval/evidence.py)", box=box.SIMPLE,
                      title_justify="left")

@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .backends.base import Backend
 from .config import Recipe
 from .data.io import atomic_write_text
 from .data.schema import ASSISTANT, Conversation
 from .eval.evidence import evidence_metrics, run_probes
+from .eval.summary import summarize
 from .pipeline.engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
+from .pipeline.protocol import Backend
 from .pipeline.templates import Speakers
-from .progress import RequestBar
-from .summary import summarize
+from .runtime.progress import RequestBar
 
 
 @dataclass
@@ -29,7 +29,7 @@ class ScoreResult:
     def write(self, path: str | Path) -> tuple[Path, Path]:
         """Write records as JSONL to ``path``, the summary beside it (``<stem>.summary.json``) and the HTML
         report of every turn (``<stem>.report.html``)."""
-        from .html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows, write_html
+        from .eval.html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows, write_html
 
         path = Path(path)
         atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records))
@@ -102,11 +102,16 @@ class VistaScorer:
         with ``adapters`` (or ``role="student"``: a served student, ``backend=``) its student prompts
         (``pipeline.student_prompt_style``), without them the few-shot prompts. ``kwargs``: run options
         (rule, stage2-4, batch_size, threads, backend)."""
-        s, cfg = recipe.student, recipe.engine_config(role or ("student" if adapters else "base"))
-        scorer = cls(model=s.model, adapters=adapters, style=style or cfg.style, speakers=cfg.speakers,
-                     dtype=s.dtype, load_in_4bit=s.load_in_4bit, max_claims=cfg.max_claims,
-                     max_new_tokens=cfg.max_new_tokens, chat_template_kwargs=s.chat_template_kwargs,
-                     attn_implementation=s.attn_implementation, **kwargs)
+        from .backends.factory import backend_for
+
+        role = role or ("student" if adapters else "base")
+        cfg = recipe.engine_config(role)
+        if kwargs.get("backend") is None:   # the one factory eval and the CLI use too
+            kwargs["backend"] = backend_for(recipe, "student" if role == "student" else "base", adapters=adapters,
+                                            batch_size=kwargs.get("batch_size") or 16,
+                                            threads=kwargs.get("threads", "auto"))
+        scorer = cls(model=recipe.student.model, adapters=adapters, style=style or cfg.style, speakers=cfg.speakers,
+                     max_claims=cfg.max_claims, max_new_tokens=cfg.max_new_tokens, **kwargs)
         # the recipe's chunking budget and world-knowledge stage (pipeline.context_budget, pipeline.world)
         for key in ("context_budget", "world", "world_knowledge", "world_concurrent", "world_top_k"):
             setattr(scorer.config, key, getattr(cfg, key))

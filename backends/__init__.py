@@ -1,2 +1,2 @@
-"""Model backends behind one protocol (:class:`~vista_distill.backends.base.Backend`): in-process
+"""Model backends behind one protocol (:class:`~vista_distill.pipeline.protocol.Backend`): in-process
 transformers, OpenAI-compatible servers, human labels, and the wrappers (call cache, self-consistency)."""

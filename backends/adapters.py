@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..pipeline.stages import ALL_STAGES
+from ..data.vocabulary import ALL_STAGES
 
 
 def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) -> dict[str, Path]:

@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable, Iterable
 
 from ..data.schema import UNVERIFIABLE, VERIFIED, Conversation
-from ..pipeline.stages import WORLD_FALSE, WORLD_TRUE, WORLD_UNKNOWN
-from .base import Backend, Request, Response
+from ..data.vocabulary import WORLD_FALSE, WORLD_TRUE, WORLD_UNKNOWN
+from ..pipeline.protocol import Backend, Request, Response
 
 _FIELD = re.compile(r"^([A-Z][A-Z ()]+):\n", re.MULTILINE)
 
@@ -36,7 +36,7 @@ def _norm(text: str) -> str:
 
 
 class LabelsBackend:
-    """A :class:`~vista_distill.backends.base.Backend` that answers from gold claims."""
+    """A :class:`~vista_distill.pipeline.protocol.Backend` that answers from gold claims."""
 
     name = "labels"
 

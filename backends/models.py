@@ -52,7 +52,7 @@ def embedded_gguf() -> Path:
 def _gguf_progress():
     """transformers reads GGUF tensors under a plain tqdm bar of its own (not its logging's, so
     ``quiet_libraries`` cannot turn it off: 14 redrawn lines in a log); the product's bar counts them instead."""
-    from ..progress import RequestBar
+    from ..runtime.progress import RequestBar
 
     try:
         from transformers import modeling_gguf_pytorch_utils as gguf_utils
@@ -143,7 +143,7 @@ def torch_dtype(name: Any):
     a ``torch.dtype`` is returned as is."""
     import torch
 
-    from ..hardware import ALIASES
+    from ..runtime.hardware import ALIASES
 
     if isinstance(name, torch.dtype):
         return name

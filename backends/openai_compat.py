@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..pipeline.parsing import strip_think
-from .base import Request, Response
+from ..pipeline.protocol import Request, Response
 from .cache import CallCache, call_key, messages_digest
 from .replicas import Aborted, Exhausted, Replicas, redact_url  # noqa: F401 (redact_url re-exported)
 
@@ -72,7 +72,7 @@ def _run_coroutine(coro: Any) -> Any:
 
 
 class OpenAIBackend:
-    """:class:`~vista_distill.backends.base.Backend` over ``POST {base_url}/chat/completions``."""
+    """:class:`~vista_distill.pipeline.protocol.Backend` over ``POST {base_url}/chat/completions``."""
 
     name = "openai"
     endpoint = "chat/completions"

@@ -29,9 +29,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..data.vocabulary import ALL_STAGES
+from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF, render
-from ..pipeline.stages import ALL_STAGES
-from .base import Request, Response
 from .cache import CallCache, call_key
 from .list_generation import _has_repeated_line, _looping_line, _RepeatedLineStop
 from .openai_compat import OpenAIBackend, TeacherError, _Retryable, redact_url
@@ -54,7 +54,7 @@ def truncate_repeats(text: str, backend: Any) -> str:
 
 
 class ServerBackend(OpenAIBackend):
-    """:class:`~vista_distill.backends.base.Backend` over ``POST {url}/completions`` on one or more replicas."""
+    """:class:`~vista_distill.pipeline.protocol.Backend` over ``POST {url}/completions`` on one or more replicas."""
 
     name = "server"
     endpoint = "completions"

@@ -13,14 +13,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import Recipe, TeacherConfig
 from ..data.schema import Conversation
-from .base import Backend
+from ..pipeline.protocol import Backend
 from .cache import CallCache
 from .openai_compat import OpenAIBackend, TeacherError, redact_url
 from .wrappers import CachedBackend, VotingBackend
+
+if TYPE_CHECKING:   # annotations only: the recipe object sits above this layer
+    from ..config import Recipe, TeacherConfig
 
 
 @dataclass
@@ -64,7 +66,7 @@ def local_identity(model: str | None, dtype: str, chat_template_kwargs: Mapping[
 
 
 def _local(cfg: TeacherConfig, model: str | None, cache: CallCache) -> CachedBackend:
-    from ..hardware import resolve_dtype
+    from ..runtime.hardware import resolve_dtype
     from .transformers import TransformersBackend
 
     # The resolved dtype (not "auto") keys the cache: answers computed in bf16 and in fp32 differ.

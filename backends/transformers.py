@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import UNVERIFIABLE, VERIFIED
+from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF
 from .adapters import find_stage_adapters
-from .base import Request, Response
 from .evidence_head import EvidenceHead, claim_and_twin
 from .list_generation import _has_repeated_line, _ListMarkerFormat, _looping_line, _RepeatedLineStop
 from .model_calls import GQA_SDPA, cache_keyword, float32_head, output_cache, shared_prefix, use_gqa_sdpa
@@ -56,7 +56,7 @@ class TransformersBackend:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from ..hardware import RunHardware, apply_threads, current_threads, detect, resolve_dtype
+        from ..runtime.hardware import RunHardware, apply_threads, current_threads, detect, resolve_dtype
         from .models import four_bit_config, resolve_model
 
         self.model_path = resolve_model(model)

@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..data.vocabulary import LABELS
 from ..pipeline.parsing import parse_label
-from ..pipeline.stages import LABELS
-from .base import Backend, Request, Response
+from ..pipeline.protocol import Backend, Request, Response
 from .cache import CallCache, call_key, messages_digest
 from .openai_compat import OpenAIBackend, TeacherError
 

@@ -41,7 +41,7 @@ def main() -> None:
     import torch.nn.functional as F
     from vista_distill.backends.model_calls import _prefix_attention, _short_query_attention
     from vista_distill.eval.report import markdown_table
-    from vista_distill.hardware import detect, short_cpu_label
+    from vista_distill.runtime.hardware import detect, short_cpu_label
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)

@@ -31,9 +31,9 @@ def main() -> int:
 
     import torch
     from transformers import DynamicCache
-    from vista_distill import hardware
     from vista_distill.backends.slot_decoding import static_prefix_cache
     from vista_distill.backends.transformers import TransformersBackend
+    from vista_distill.runtime import hardware
 
     torch.set_num_threads(a.threads)
     backend = TransformersBackend(dtype="float32", batch_size=a.batch)

@@ -46,6 +46,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import harness  # noqa: E402
+
 RECIPE = ROOT / "recipes" / "demo-cpu.yaml"
 RUNS = Path(os.environ.get("PROTOCOL_RUNS", "/tmp/vista-protocol"))
 OUT = ROOT / "bench" / "results" / "demo_protocol"
@@ -212,25 +215,14 @@ BEGIN_FADE_TRAIN = [
 
 
 def recipe(name: str, extra: list[str] | None = None):
-    from vista_distill.config import load_recipe
-
-    d = RUNS / name
-    # every validation and test turn is evaluated: the demo's evaluation time budget is for slower CPUs
-    return load_recipe(RECIPE, [f"distill.output_dir={RUNS / 'silver'}", f"train.output_dir={d / 'checkpoints'}",
-                                f"eval.output_dir={d / 'eval'}", "eval.max_minutes=null", *(extra or [])])
+    return harness.protocol_recipe(RECIPE, RUNS, name, extra or [])
 
 
 def save(name: str, data: dict[str, Any], out: Path = OUT) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    harness.save(out, name, data)
 
 
-def machine() -> dict[str, Any]:
-    import torch
-    from vista_distill.hardware import detect
-
-    return {"cpu": detect("cpu").describe(), "loadavg_start": os.getloadavg()[0],
-            "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M")}
+machine = harness.machine
 
 
 def step_prepare() -> None:
@@ -373,9 +365,9 @@ def step_val_models(name: str, adapter: str | None) -> None:
     adapter) the prompted base with the few-shot prompts, each response its turn's one claim, against its
     knowledge snippet. Accuracy of the chosen label and ROC AUC of P(VERIFIED)."""
     from sklearn.metrics import roc_auc_score
-    from vista_distill.backends.base import Request
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
+    from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
 
     r = recipe("chosen")
@@ -407,10 +399,10 @@ def step_ref_swap(name: str, adapter: str | None) -> None:
     import random
 
     from sklearn.metrics import roc_auc_score
-    from vista_distill.backends.base import Request
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
     from vista_distill.distill.augment import content_words
+    from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
 
     r = recipe("chosen")
@@ -545,8 +537,8 @@ def step_seed_claims(tag: str) -> None:
 
 def step_claim_pairs() -> None:
     """Each ``test_claims_*`` student against ``test_claims_base``: stage-2 accuracy on the same human claims, exact
-    McNemar (statsmodels)."""
-    from statsmodels.stats.contingency_tables import mcnemar
+    McNemar (eval.significance)."""
+    from vista_distill.eval.significance import mcnemar_test
 
     def right(tag: str) -> dict[tuple, bool]:
         d = json.loads((OUT / f"test_claims_{tag}.json").read_text())
@@ -562,7 +554,7 @@ def step_claim_pairs() -> None:
         keys = sorted(set(st) & set(base))
         b = sum(st[k] and not base[k] for k in keys)
         c = sum(base[k] and not st[k] for k in keys)
-        p = mcnemar([[0, b], [c, 0]], exact=True).pvalue if b + c else 1.0
+        p = mcnemar_test(b, c)["pvalue"]
         ev = json.loads(path.read_text())["evidence"]
         rows[tag] = {"claims": len(keys), "student": sum(st[k] for k in keys) / len(keys),
                      "base": sum(base[k] for k in keys) / len(keys), "only_student": b, "only_base": c, "p": p,

@@ -83,8 +83,8 @@ def cli(*args: str, log: Path) -> float:
 
 def step_material(recipe: Any, pipeline_n: int, seed: int) -> dict[str, Any]:
     from vista_distill.data.io import write_conversations
-    from vista_distill.data.sampling import sample_conversations
     from vista_distill.data.material import load_material
+    from vista_distill.data.sampling import sample_conversations
 
     out = run_dir(recipe.name) / "heldout"
     out.mkdir(parents=True, exist_ok=True)
@@ -167,10 +167,10 @@ def step_claims(recipe: Any, threads: int) -> dict[str, Any]:
     """Stage 2 and 3 labels of every held-out human claim: student vs base, McNemar."""
     import torch
     from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
-    from vista_distill.backends.base import Request
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
     from vista_distill.eval.significance import paired_mcnemar
+    from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template
     from vista_distill.train.run import stage_output_dir
     from vista_distill.train.silver_data import load_silver

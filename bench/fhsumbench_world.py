@@ -49,7 +49,7 @@ def main() -> None:
 
     from vista_distill.config import load_recipe
     from vista_distill.eval.run import run_eval
-    from vista_distill.hardware import detect, short_cpu_label
+    from vista_distill.runtime.hardware import detect, short_cpu_label
 
     rows = json.loads(Path(a.input).read_text(encoding="utf-8"))
     if a.per_label:

@@ -103,8 +103,8 @@ def main() -> int:
 
     import torch
     from transformers import AutoModelForCausalLM
-    from vista_distill import hardware
     from vista_distill.backends.models import embedded_gguf, embedded_model_path
+    from vista_distill.runtime import hardware
 
     cores = hardware.usable_cores()
     threads = [int(t) for t in a.threads.split(",")] if a.threads else sorted({1, cores})

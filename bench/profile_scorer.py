@@ -156,7 +156,7 @@ def main() -> None:
 
     import torch
     from vista_distill.data.io import read_conversations
-    from vista_distill.hardware import detect, short_cpu_label
+    from vista_distill.runtime.hardware import detect, short_cpu_label
     from vista_distill.scorer import VistaScorer
 
     convs = read_conversations(a.input)[: a.limit]

@@ -34,9 +34,8 @@ def main() -> None:
 
     import torch
     from torch.profiler import ProfilerActivity, profile
-
     from vista_distill.config import load_recipe
-    from vista_distill.hardware import detect
+    from vista_distill.runtime.hardware import detect
     from vista_distill.train.run import prepare_stage
 
     torch.set_num_threads(a.threads)

@@ -30,8 +30,8 @@ def main() -> None:
     a = ap.parse_args()
 
     import torch
-    from vista_distill.backends.base import Request
     from vista_distill.backends.transformers import TransformersBackend
+    from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import get_template
     from vista_distill.train.silver_data import load_silver
 

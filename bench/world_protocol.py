@@ -34,10 +34,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-import demo_protocol
 import fhsumbench_world
+import harness
 
-machine = demo_protocol.machine
+machine = harness.machine
 RECIPE = ROOT / "recipes" / "demo-cpu.yaml"
 RUNS = Path(os.environ.get("WORLD_RUNS", "/tmp/world-protocol"))
 OUT = ROOT / "bench" / "results" / "world_protocol"
@@ -67,7 +67,7 @@ def recipe(name: str, extra: list[str] | None = None):
 
 
 def save(name: str, data: dict[str, Any]) -> None:
-    demo_protocol.save(name, data, OUT)
+    harness.save(OUT, name, data)
 
 
 def validation_rows():
@@ -77,21 +77,14 @@ def validation_rows():
 
 
 def claim_metrics(gold: list[str], pred: list[str]) -> dict[str, Any]:
-    from sklearn.metrics import confusion_matrix, f1_score
-    from vista_distill.pipeline.stages import WORLD_LABELS
+    from vista_distill.eval.metrics import world_claim_metrics
 
-    labels = list(WORLD_LABELS)
-    return {"n": len(gold), "macro_f1": round(float(f1_score(gold, pred, labels=labels, average="macro",
-                                                             zero_division=0)), 4),
-            "accuracy": round(sum(g == p for g, p in zip(gold, pred)) / len(gold), 4),
-            "recall": {lab: f"{sum(g == p == lab for g, p in zip(gold, pred))}/{gold.count(lab)}" for lab in labels},
-            "predicted": dict(Counter(pred)),
-            "confusion": {"labels": labels, "matrix": confusion_matrix(gold, pred, labels=labels).tolist()}}
+    return world_claim_metrics(gold, pred)
 
 
 def predict(backend, stage: str, prompts: list[list[dict[str, str]]]) -> list[str]:
-    from vista_distill.backends.base import Request
-    from vista_distill.pipeline.stages import WORLD_LABELS
+    from vista_distill.data.vocabulary import WORLD_LABELS
+    from vista_distill.pipeline.protocol import Request
 
     out = backend.run([Request(stage, tuple(p), labels=tuple(WORLD_LABELS)) for p in prompts])
     return [o.label or "" for o in out]
@@ -160,14 +153,9 @@ def step_variant(name: str) -> None:
 
 def chosen_variant() -> str:
     ref = json.loads((OUT / "validation_chosen.json").read_text())["validation"]["macro_f1"]
-    best, best_f1 = "chosen", ref
-    for name in VARIANTS:
-        p = OUT / f"validation_{name}.json"
-        if name != "chosen" and p.exists():
-            f1 = json.loads(p.read_text())["validation"]["macro_f1"]
-            if f1 > ref + CRITERION_MARGIN and f1 > best_f1:
-                best, best_f1 = name, f1
-    return best
+    scores = {name: json.loads(p.read_text())["validation"]["macro_f1"] for name in VARIANTS
+              if (p := OUT / f"validation_{name}.json").exists()}
+    return harness.choose(ref, scores, CRITERION_MARGIN)
 
 
 def step_seed(seed: int) -> None:
@@ -215,29 +203,13 @@ def rescore_world(records: list[dict[str, Any]], adapter: Path) -> list[dict[str
     return out
 
 
-def paired_bootstrap(gold: list[str], a: list[str], b: list[str], n: int = 2000, seed: int = 0) -> dict[str, float]:
-    """Macro F1 of ``a`` minus ``b`` on the same turns, with a paired bootstrap over turns (two-sided p)."""
-    import numpy as np
-    from sklearn.metrics import f1_score
-    from vista_distill.eval.metrics import FAITHFUL
-    from vista_distill.pipeline.engine import FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION
+def paired_bootstrap(gold: list[str], a: list[str], b: list[str], n: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Three-way turn verdicts' macro F1 of ``a`` minus ``b`` (eval.significance.paired_bootstrap_macro_f1)."""
+    from vista_distill.data.vocabulary import FACTUAL_HALLUCINATION, FAITHFUL, NON_FACTUAL_HALLUCINATION
+    from vista_distill.eval.significance import paired_bootstrap_macro_f1
 
-    labels = [FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION]
-    g, pa, pb = map(np.asarray, (gold, a, b))
-
-    def f1(y, p):
-        return f1_score(y, p, labels=labels, average="macro", zero_division=0)
-
-    diff = f1(g, pa) - f1(g, pb)
-    rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(n):
-        i = rng.integers(0, len(g), len(g))
-        boots.append(f1(g[i], pa[i]) - f1(g[i], pb[i]))
-    boots = np.asarray(boots)
-    p = min(1.0, 2 * min((boots <= 0).mean(), (boots >= 0).mean()))
-    return {"diff": round(float(diff), 4), "ci95": [round(float(x), 4) for x in np.percentile(boots, [2.5, 97.5])],
-            "p": round(float(p), 4), "resamples": n}
+    return paired_bootstrap_macro_f1(gold, a, b, [FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION],
+                                     n_resamples=n, seed=seed)
 
 
 def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> None:

@@ -58,6 +58,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .factcheck_gpt_units import Passages, sentence_conversations
 from .loading import (
     AMBIGUOUS,
     DEFAULT_AMBIGUOUS,
@@ -70,7 +71,6 @@ from .loading import (
     text_key,
 )
 from .schema import (
-    ABSTENTION,
     ASSISTANT,
     CONTRADICTED,
     FAITHFUL,
@@ -83,6 +83,7 @@ from .schema import (
     Conversation,
     Turn,
 )
+from .vocabulary import SAFE, SAFE_CATEGORIES
 
 SOURCE = "Factcheck-GPT"
 BENCHMARK = "factcheck-gpt"
@@ -103,7 +104,6 @@ CHECKWORTHINESS = ("factual", *NON_FACTUAL)
 FACTUALITY = {"true": VERIFIED, "false": CONTRADICTED, "unknown": LACKING_EVIDENCE,
               "not_enough_evidence": LACKING_EVIDENCE}
 RESPONSE_LABELS = {"true": FAITHFUL, "false": HALLUCINATED, "na": AMBIGUOUS}
-SAFE = (VERIFIED, OUT_OF_SCOPE, ABSTENTION)
 PER_CLAIM = ("claim_checkworthiness", "claims_factuality_label", "auto_evidence", "stance_claim_autoEvid",
              "human_evidence")
 _URL_LINE = re.compile(r"^\s*https?://\S+\s*$")
@@ -225,76 +225,6 @@ def closest_passage(claim: str, passages: list[str]) -> int:
     return int(sims.argmax())
 
 
-# capitalised only because they start the sentence: lowercased inside a question
-_SENTENCE_START = frozenset((
-    "The", "A", "An", "It", "Its", "This", "That", "These", "Those", "There", "They", "Their", "He", "His", "She",
-    "Her", "In", "On", "At", "By", "For", "From", "With", "As", "After", "Before", "During", "Since", "Some", "Many",
-    "Most", "Each", "Every", "Both", "All", "One", "According", "Although", "While", "When", "Today", "Currently"))
-_QUESTION_OPENERS = ("Did you know that", "Have you heard that")
-
-
-def as_question(sentence: str, share: float) -> str | None:
-    """``sentence`` as a yes/no question that presupposes it, for about ``share`` of the declarative
-    sentences (chosen by a hash of the text); None for the others and for questions, exclamations and
-    first-person sentences ("I", "As an AI ..."), whose content a presupposing question would change."""
-    text = " ".join(sentence.split())
-    words = text.split(" ")
-    if (share <= 0 or not text.endswith(".") or "?" in text or not text[0].isupper() or len(words) < 4
-            or words[0] in ("I", "I'm", "As", "We", "My", "Our") or words[0].endswith(",")):
-        return None
-    h = int(text_key(text, n=8), 16)
-    if h % 10_000 >= share * 10_000:
-        return None
-    first = words[0].lower() if words[0] in _SENTENCE_START else words[0]
-    return f"{_QUESTION_OPENERS[h % 2]} {' '.join([first, *words[1:]])[:-1].rstrip()}?"
-
-
-def sentence_conversations(conv: Conversation, passage_texts: list[str],
-                           questions: float = 0.0) -> list[Conversation]:
-    """One conversation per decomposed answer sentence: the question, then the sentence as the scored
-    turn with its own claims and passages. ``dialogue_id`` stays the answer's, so splits keep the
-    sentences of one answer together. Sentences without claims are left out (with
-    ``unclaimed='out_of_scope'`` they keep their one OUT-OF-SCOPE claim). ``questions``: the share of
-    sentences also given as a question (:func:`as_question`), a copy with id suffix ``q``."""
-    question, answer = conv.turns
-    meta = answer.meta
-    texts = dict(enumerate(passage_texts, start=1))
-    out = []
-    for si, sent in enumerate(meta["sentences"]):
-        idx = [i for i, m in enumerate(meta["claims"]) if m["sentence"] == si]
-        if not idx:
-            continue
-        passages = _Passages()
-        claim_meta = []
-        for i in idx:
-            m = dict(meta["claims"][i])
-            m["passages"] = [passages.add(texts[n]) for n in m["passages"] if n is not None]
-            if m.get("human_passage") is not None:
-                m["human_passage"] = passages.add(texts[m["human_passage"]])
-            claim_meta.append(m)
-        claims = [answer.gold_claims[i] for i in idx]
-        gold = None if answer.gold_label is None else (
-            FAITHFUL if all(c.label in SAFE for c in claims) else HALLUCINATED)
-        smeta = {k: v for k, v in meta.items() if k not in ("claims", "sentences", "undecomposed_sentences",
-                                                          "revised_response")}
-        smeta.update(claims=claim_meta, sentence=si, claims_complete=True,
-                     label_source="claims (released VISTA rule)" if gold is not None else "none")
-        text, reference = " ".join(sent["text"].split()), passages.render()
-        out.append(Conversation(
-            id=f"{conv.id}-s{si + 1}", source=conv.source,
-            turns=[question, Turn(ASSISTANT, text, reference=reference,
-                                  gold_label=gold, gold_claims=claims, meta=smeta)],
-            meta={**conv.meta, "sentence": si + 1}))
-        asked = as_question(text, questions)
-        if asked is not None:
-            out.append(Conversation(
-                id=f"{conv.id}-s{si + 1}q", source=conv.source,
-                turns=[question, Turn(ASSISTANT, asked, reference=reference, gold_label=gold,
-                                      gold_claims=claims, meta={**smeta, "rephrased": "question", "original": text})],
-                meta={**conv.meta, "sentence": si + 1, "rephrased": "question"}))
-    return out
-
-
 def _norm(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -306,26 +236,6 @@ def _text(rec: dict[str, Any], key: str, where: str = "") -> str:
     if not isinstance(value, str) or not value.strip():
         raise _Bad(where + key, "missing" if value is None else f"expected a non-empty string, got {value!r:.60}")
     return value
-
-
-class _Passages:
-    """The turn's reference: de-duplicated passages numbered from 1 in order of first use."""
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-        self.numbers: dict[str, int] = {}
-
-    def add(self, text: str) -> int | None:
-        key = " ".join(text.split())
-        if not key:
-            return None
-        if key not in self.numbers:
-            self.texts.append(text.strip())
-            self.numbers[key] = len(self.texts)
-        return self.numbers[key]
-
-    def render(self) -> str:
-        return "\n\n".join(f"[{n}] {t}" for n, t in enumerate(self.texts, start=1))
 
 
 def human_excerpt(raw: str) -> str | None:
@@ -354,7 +264,7 @@ def _conversation(path: Path, row: int, line: int, rec: Any, *, evidence: str, p
         raise _Bad("sentences", "missing" if sentences is None else
                    f"expected an object of sentence objects, got {type(sentences).__name__}")
 
-    passages = _Passages()
+    passages = Passages()
     claims: list[Claim] = []
     claim_meta: list[dict[str, Any]] = []
     sentence_meta: list[dict[str, Any]] = []
@@ -394,7 +304,7 @@ def _conversation(path: Path, row: int, line: int, rec: Any, *, evidence: str, p
 
     gold, label_source = None, "none"
     if turn_label == "from_claims":
-        gold, label_source = (FAITHFUL if all(c.label in SAFE for c in claims) else HALLUCINATED,
+        gold, label_source = (FAITHFUL if all(c.label in SAFE_CATEGORIES[SAFE] for c in claims) else HALLUCINATED,
                               "claims (released VISTA rule)")
     elif turn_label == "response":
         gold, label_source = resolve(RESPONSE_LABELS[_norm(original)], ambiguous), "response_factuality"

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import DataSource, Recipe
 from .io import read_conversations
 from .root import data_root, missing_source_message, resolve_source
 from .schema import Conversation
+
+if TYPE_CHECKING:   # annotations only: the recipe object sits above this layer
+    from ..config import DataSource, Recipe
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 FILE_BENCHMARKS = ("conversations", "file")   # our JSONL or the authors' JSON, read as is

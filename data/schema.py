@@ -10,27 +10,24 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-USER = "user"
-ASSISTANT = "assistant"
-ROLES = (USER, ASSISTANT)
-
-# Turn labels (gold and predicted). "faithful" is the paper's VERIFIED turn, "hallucinated" its
-# UNVERIFIABLE turn; "unknown" is a prediction that could not be made (kept with its reason).
-FAITHFUL = "faithful"
-HALLUCINATED = "hallucinated"
-UNKNOWN = "unknown"
-TURN_LABELS = (FAITHFUL, HALLUCINATED)
-
-# Claim categories produced by stages 2 and 3.
-VERIFIED = "VERIFIED"
-UNVERIFIABLE = "UNVERIFIABLE"
-OUT_OF_SCOPE = "OUT-OF-SCOPE"
-CONTRADICTED = "CONTRADICTED"
-LACKING_EVIDENCE = "LACKING EVIDENCE"
-ABSTENTION = "ABSTENTION"
-STAGE2_LABELS = (VERIFIED, UNVERIFIABLE)
-STAGE3_LABELS = (OUT_OF_SCOPE, CONTRADICTED, LACKING_EVIDENCE, ABSTENTION)
-CLAIM_CATEGORIES = (VERIFIED, *STAGE3_LABELS)
+from .vocabulary import (  # noqa: F401 - the schema's names, defined in vocabulary.py
+    ABSTENTION,
+    ASSISTANT,
+    CLAIM_CATEGORIES,
+    CONTRADICTED,
+    FAITHFUL,
+    HALLUCINATED,
+    LACKING_EVIDENCE,
+    OUT_OF_SCOPE,
+    ROLES,
+    STAGE2_LABELS,
+    STAGE3_LABELS,
+    TURN_LABELS,
+    UNKNOWN,
+    UNVERIFIABLE,
+    USER,
+    VERIFIED,
+)
 
 
 @dataclass

@@ -13,7 +13,7 @@ import sys
 
 def add_distill_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``distill`` to a top-level ``add_subparsers()`` object."""
-    from ..cli_args import add_recipe_subparser
+    from ..config.cli_args import add_recipe_subparser
 
     p = add_recipe_subparser(
         subparsers, "distill", config_help="recipe YAML (teacher, data, distill sections)", help="run the teacher over a recipe's training material and export silver data per stage",
@@ -33,8 +33,8 @@ def add_distill_subcommand(subparsers: argparse._SubParsersAction) -> argparse.A
 
 
 def cmd_distill(args: argparse.Namespace) -> int:
-    from ..cli_args import recipe_from_args
     from ..config import RecipeError
+    from ..config.cli_args import recipe_from_args
     from ..data.io import SchemaError, print_error
     from ..data.splits import LeakageError
     from .run import TeacherError, TeacherUnavailable, run_distill
@@ -60,7 +60,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
     dropped = ", ".join(f"{k} {v}" for k, v in r.get("claims_dropped", {}).items()) or "none"
     print(f"  stage 1: {r.get('stage1_truncated_turns', 0)} answer(s) still cut at the token budget after a retry; "
           f"claims dropped: {dropped}")
-    from ..progress import print_table
+    from ..runtime.progress import print_table
 
     rows = []
     for stage, rep in m["filters"]["report"].items():
@@ -72,7 +72,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
     print_table(f"silver data: {result.out_dir} (fingerprint {m['fingerprint'][:16]})",
                 ["stage", "candidates", "kept", "dropped", "train", "test", "train labels"], rows)
     if getattr(args, "push_to_hub", None):
-        from ..hub import push
+        from ..publish.hub import push
 
         print(f"pushed {result.out_dir} -> {push(result.out_dir, args.push_to_hub, repo_type='dataset')}")
     return 0

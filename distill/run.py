@@ -30,7 +30,7 @@ from ..data.io import atomic_write_text
 from ..data.material import Material, load_material
 from ..pipeline.engine import RULES, TurnResult, run_programs, vista_program
 from ..pipeline.templates import PROMPTS_VERSION, get_template
-from ..progress import RequestBar
+from ..runtime.progress import RequestBar
 from . import augment, contrast, silver
 
 log = logging.getLogger(__name__)
@@ -221,7 +221,7 @@ def _teacher_hardware(recipe: Recipe, announce: bool):
     """Precision and threads of a local teacher (None for a served one), said on the first line."""
     import sys
 
-    from ..hardware import prepare_run
+    from ..runtime.hardware import prepare_run
 
     t = recipe.teacher
     if t.backend == "transformers" or (t.backend == "labels" and t.fallback and not t.base_url):

@@ -29,8 +29,8 @@ from typing import Any
 from ..data.io import atomic_write_text
 from ..data.schema import TURN_LABELS, UNKNOWN, Conversation
 from ..data.splits import dialogue_key, split_by_dialogue
+from ..data.vocabulary import DISTILLED_STAGES, STAGES
 from ..pipeline.engine import Call, TurnResult
-from ..pipeline.stages import DISTILLED_STAGES, STAGES
 from ..pipeline.templates import PROMPTS_VERSION, Speakers, build_messages, get_template
 
 COLUMNS = ("prompt", "completion", "label", "stage", "conversation_id", "dialogue_id", "source", "teacher",

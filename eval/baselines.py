@@ -6,7 +6,7 @@
   facts, check each against the reference alone (SUPPORTED / NOT SUPPORTED); the turn is faithful
   iff every fact is supported.
 
-Both yield :class:`~vista_distill.backends.base.Request` lists and return one :class:`TurnResult` per
+Both yield :class:`~vista_distill.pipeline.protocol.Request` lists and return one :class:`TurnResult` per
 assistant turn, with ``verdicts`` under every rule in ``engine.RULES`` (the baselines have no out-of-scope or
 abstention category, so the rules agree except where the authors' rule treats a failed answer), ``unknown_reason`` and the raw outputs. FActScore claims carry
 ``category`` VERIFIED / UNVERIFIABLE and their probabilities in ``stage2`` (``probs`` keyed by
@@ -20,7 +20,6 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..backends.base import Request, Response
 from ..data.schema import ASSISTANT, FAITHFUL, HALLUCINATED, UNKNOWN, UNVERIFIABLE, VERIFIED, Conversation
 from ..pipeline.engine import (
     RULES,
@@ -32,6 +31,7 @@ from ..pipeline.engine import (
     turn_verdict,
 )
 from ..pipeline.parsing import parse_claims, strip_think
+from ..pipeline.protocol import Request, Response
 from ..pipeline.templates import (
     Speakers,
     build_messages,

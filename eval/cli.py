@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli_args import add_recipe_subparser, recipe_from_args
+from ..config.cli_args import add_recipe_subparser, recipe_from_args
 
 
 def add_eval_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -45,7 +45,7 @@ def _announce(run) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..config import RecipeError
     from ..data.splits import LeakageError
-    from ..progress import print_table
+    from ..runtime.progress import print_table
     from .errors import EvalError
     from .metrics import OVERALL
     from .run import run_eval

@@ -377,6 +377,26 @@ def world_metrics(gold: Sequence[str], predicted: Sequence[str]) -> dict[str, An
             "confusion": {"rows (gold)": labels, "columns (predicted)": columns, "matrix": cm.tolist()}}
 
 
+def world_claim_metrics(gold: Sequence[str], predicted: Sequence[str]) -> dict[str, Any]:
+    """The world stage's claim labels (TRUE / FALSE / NOT ENOUGH KNOWLEDGE): macro F1, accuracy, each label's
+    recall as ``hits/support``, the predicted counts and the confusion matrix (rows gold)."""
+    from sklearn.metrics import confusion_matrix, f1_score
+
+    from ..data.vocabulary import WORLD_LABELS
+
+    labels = list(WORLD_LABELS)
+    gold, predicted = list(gold), list(predicted)
+    if len(gold) != len(predicted) or not gold:
+        raise ValueError(f"need as many predictions as gold labels (>0), got {len(predicted)} and {len(gold)}")
+    return {"n": len(gold),
+            "macro_f1": round(float(f1_score(gold, predicted, labels=labels, average="macro", zero_division=0)), 4),
+            "accuracy": round(sum(g == x for g, x in zip(gold, predicted)) / len(gold), 4),
+            "recall": {lab: f"{sum(g == x == lab for g, x in zip(gold, predicted))}/{gold.count(lab)}"
+                       for lab in labels},
+            "predicted": dict(Counter(predicted)),
+            "confusion": {"labels": labels, "matrix": confusion_matrix(gold, predicted, labels=labels).tolist()}}
+
+
 def world_section(systems: Mapping[str, Sequence[Record]], seed: int) -> dict[str, Any] | None:
     """Three-way results of every system that gave a ``world_verdict`` on turns with a ``world_gold``, a
     seeded uniform random baseline on the same turns, and the published rows; None without such turns."""

@@ -106,7 +106,7 @@ def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
 
 def _evidence_markdown(results: dict[str, Any]) -> list[str]:
     """The evidence probes of each system (eval/evidence.py)."""
-    from ..html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
+    from .html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
 
     rows = evidence_rows({n: s.get("evidence") for n, s in results.get("systems", {}).items()})
     if not rows:

@@ -223,7 +223,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     order = sorted(names, key=lambda n: ("base", "llm_judge", "factscore", "world_judge", "student", "teacher").index(n))
     import torch
 
-    from ..hardware import prepare_run
+    from ..runtime.hardware import prepare_run
 
     threads_before = torch.get_num_threads()
     hw = prepare_run(recipe.student.dtype, e.threads if e.threads is not None else threads_before,
@@ -351,7 +351,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     if compare:
         results["compare"] = compare_results(results, compare)
     paths = write_report(out_dir, results)
-    from ..html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, eval_headline, evidence_rows, write_html
+    from .html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, eval_headline, evidence_rows, write_html
 
     header, rows = eval_headline(results)
     ev = evidence_rows({n: s.get("evidence") for n, s in results["systems"].items()})

@@ -24,9 +24,9 @@ from typing import Any
 
 from ..config import Recipe
 from ..data.schema import Conversation
+from ..data.vocabulary import DISTILLED_STAGES, STAGES
 from ..pipeline.engine import run_programs, vista_program
-from ..pipeline.stages import DISTILLED_STAGES, STAGES
-from ..progress import RequestBar
+from ..runtime.progress import RequestBar
 from .baselines import BaselineConfig, baseline_programs
 from .efficiency import Meter, cost_per_1k_turns
 from .errors import EvalError
@@ -78,26 +78,22 @@ class Backends:
         self._base: Any = None
         self.load_s: dict[str, float] = {}
 
-    def _served(self, role: str) -> Any:
-        from ..backends.server import server_backend
+    def _build(self, role: str, adapters: dict[str, Path] | None = None) -> Any:
+        """The role's backend from the one factory (served when ``student.servers``, answers cached per role)."""
+        from ..backends.factory import backend_for
 
-        serving = self.recipe.student.serving
-        cache = str(self.cache_root / f"calls-{role}") if serving.cache and self.cache_root is not None else None
-        return server_backend(self.recipe, role, cache_dir=cache)
+        cache = None
+        if self.recipe.student.serving.cache and self.cache_root is not None:
+            cache = str(self.cache_root / f"calls-{role}")
+        t0 = time.perf_counter()
+        backend = backend_for(self.recipe, role, adapters=adapters, cache_dir=cache)
+        if not self.recipe.student.servers:
+            self.load_s[role] = round(time.perf_counter() - t0, 3)
+        return backend
 
     def base(self) -> Any:
-        if self._base is None and self.recipe.student.servers:
-            self._base = self._served("base")
         if self._base is None:
-            from ..backends.transformers import TransformersBackend
-
-            s = self.recipe.student
-            t0 = time.perf_counter()
-            self._base = TransformersBackend(s.model, dtype=s.dtype, load_in_4bit=s.load_in_4bit,
-                                             batch_size=self.recipe.eval.batch_size,
-                                             chat_template_kwargs=s.chat_template_kwargs,
-                                             attn_implementation=s.attn_implementation)
-            self.load_s["base"] = round(time.perf_counter() - t0, 3)
+            self._base = self._build("base")
         return self._base
 
     def release_base(self) -> None:
@@ -108,10 +104,8 @@ class Backends:
         return Path(self.recipe.resolve(self.recipe.train.output_dir))
 
     def student(self) -> Any:
-        from ..backends.transformers import TransformersBackend
-
         if self.recipe.student.servers:   # the adapters are on the servers (vista-distill serve-config)
-            return self._served("student")
+            return self._build("student")
         root = self.adapters_dir()
         # the world stage's adapter too when the recipe runs that stage (else it would answer on the bare model)
         want = [s for s in self.recipe.adapter_stages() if s in DISTILLED_STAGES] or list(STAGES)
@@ -121,14 +115,7 @@ class Backends:
                 f"no trained adapter for {', '.join(missing)} under {root} (expected "
                 f"{', '.join(str(root / s / 'adapter_config.json') for s in missing)}); train them with "
                 f"`vista-distill train --config {self.recipe.path or 'RECIPE'}`")
-        s = self.recipe.student
-        t0 = time.perf_counter()
-        backend = TransformersBackend(s.model, adapters={st: root / st for st in want}, dtype=s.dtype,
-                                      load_in_4bit=s.load_in_4bit, batch_size=self.recipe.eval.batch_size,
-                                      chat_template_kwargs=s.chat_template_kwargs,
-                                      attn_implementation=s.attn_implementation)
-        self.load_s["student"] = round(time.perf_counter() - t0, 3)
-        return backend
+        return self._build("student", {st: root / st for st in want})
 
 
 def _free_memory() -> None:

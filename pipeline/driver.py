@@ -9,7 +9,7 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import replace
 from typing import Any
 
-from ..backends.base import Backend, Request, Response
+from .protocol import Backend, Request, Response
 
 Program = Generator[list[Request], list[Response], Any]
 

@@ -22,15 +22,12 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..backends.base import Request, Response
 from ..data.schema import (
-    ABSTENTION,
     ASSISTANT,
     CONTRADICTED,
     FAITHFUL,
     HALLUCINATED,
     LACKING_EVIDENCE,
-    OUT_OF_SCOPE,
     STAGE2_LABELS,
     STAGE3_LABELS,
     UNKNOWN,
@@ -38,11 +35,26 @@ from ..data.schema import (
     VERIFIED,
     Conversation,
 )
+from ..data.vocabulary import (  # noqa: F401 - the turn rules and world verdicts, re-exported
+    AUTHORS,
+    FACTUAL_HALLUCINATION,
+    JOINS_BACKGROUND,
+    NON_FACTUAL_HALLUCINATION,
+    RULES,
+    SAFE,
+    SAFE_CATEGORIES,
+    STAGE4_LABELS,
+    STRICT,
+    WORLD_FALSE,
+    WORLD_LABELS,
+    WORLD_TRUE,
+    WORLD_VERDICTS,
+)
 from .chunking import Chunk, approx_tokens, chunk_context, combine
 from .driver import RETRY_FACTOR, Program, run_programs, run_requests  # noqa: F401 (re-exported)
 from .knowledge import TurnContext, evidence_for
 from .parsing import parse_claim_list, parse_label, strip_think
-from .stages import STAGE4_LABELS, WORLD_FALSE, WORLD_LABELS, WORLD_TRUE
+from .protocol import Request, Response
 from .templates import (
     Speakers,
     build_messages,
@@ -53,25 +65,6 @@ from .templates import (
     stage4_input,
     world_input,
 )
-
-# Turn rules: the claim categories each counts as safe (README "Turn rules").
-# * "safe": VERIFIED, ABSTENTION, OUT-OF-SCOPE; a turn with no claims, or with any claim whose category
-#   could not be parsed (stage 2 or 3), is unknown.
-# * "strict": the paper's Table 1 text, only VERIFIED; unknown as for "safe".
-# * "authors": the authors' released evaluation (github.com/ashleylew/VISTA): code_base/run_metric.py
-#   drops a claim whose stage 2 answer is neither VERIFIED nor UNVERIFIABLE; evaluation/normalize.py
-#   gives an unreadable stage 3 answer the category None and evaluation/metrics.py ``predict_label``
-#   makes such a turn unknown; a turn with no claims left is faithful (``all()`` of nothing). Its VISTA
-#   score (``turn_vista_score``) leaves None categories out and is None without claims.
-SAFE, STRICT, AUTHORS = "safe", "strict", "authors"
-SAFE_CATEGORIES = {SAFE: {VERIFIED, ABSTENTION, OUT_OF_SCOPE}, STRICT: {VERIFIED},
-                   AUTHORS: {VERIFIED, ABSTENTION, OUT_OF_SCOPE}}
-RULES = tuple(SAFE_CATEGORIES)
-JOINS_BACKGROUND = {VERIFIED, OUT_OF_SCOPE}
-# The world stage's three-way turn verdict (README "World knowledge"), beside VISTA's own verdicts.
-FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION = "factual hallucination", "non-factual hallucination"
-WORLD_VERDICTS = (FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION, UNKNOWN)
-
 
 
 @dataclass

@@ -29,6 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..data.vocabulary import LABELS
 from .appendix import (
     LLM_JUDGE_INSTRUCTIONS,
     STAGE1_EXAMPLES,
@@ -51,7 +52,6 @@ from .project_prompts import (
     WORLD_JUDGE_INSTRUCTIONS,
     WORLD_JUDGE_LABELS,
 )
-from .stages import LABELS
 
 __all__ = [
     "PROMPTS_VERSION",

@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from vista_distill.backends.base import Request
 from vista_distill.backends.cache import CallCache, call_key
 from vista_distill.backends.fingerprint import file_digest, folder_digest
 from vista_distill.backends.labels import LabelsBackend
@@ -16,6 +15,7 @@ from vista_distill.backends.teacher import build_teacher
 from vista_distill.backends.wrappers import CachedBackend
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
+from vista_distill.pipeline.protocol import Request
 
 REQUEST = Request("stage2", ({"role": "user", "content": "CLAIM:\nThe Eiffel Tower is in Paris."},), max_new_tokens=8)
 

@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 from conftest import ROOT
-from vista_distill.cli_args import RecipeParser, add_recipe_subparser, recipe_fields, recipe_from_args
 from vista_distill.config import Recipe, RecipeError
+from vista_distill.config.cli_args import RecipeParser, add_recipe_subparser, recipe_fields, recipe_from_args
 
 RECIPE = str(ROOT / "recipes" / "smollm2-135m-cpu.yaml")
 

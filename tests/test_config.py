@@ -1,4 +1,4 @@
-"""The recipe object (config.py): typed fields checked when a recipe loads, moved and dead keys named,
+"""The recipe object (config/): typed fields checked when a recipe loads, moved and dead keys named,
 one pipeline section read by every role, and ``vista-distill score`` options as recipe overrides."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from vista_distill.config import MOVED, RecipeError, load_recipe
 from vista_distill.pipeline.engine import RULES
 
@@ -130,7 +129,7 @@ def test_per_stage_settings_reach_the_world_stage():
 
 def test_memory_estimate_takes_the_largest_stage():
     """A stage with a longer max_length than the train section (the demo's stage 2) sets the training estimate."""
-    from vista_distill.memory import largest_training, recipe_estimates
+    from vista_distill.check.gpu_memory import largest_training, recipe_estimates
 
     base = load_recipe(None, ["train.max_length=320", "train.per_device_train_batch_size=8"])
     longer = load_recipe(None, ["train.max_length=320", "train.per_device_train_batch_size=8",

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from vista_distill.data.schema import STAGE2_LABELS, STAGE3_LABELS
-from vista_distill.pipeline.stages import STAGES
+from vista_distill.data.vocabulary import STAGES
 
 pytestmark = pytest.mark.slow
 

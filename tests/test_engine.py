@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-from vista_distill.backends.base import Request, Response
 from vista_distill.backends.labels import LabelsBackend, message_fields
 from vista_distill.data.io import read_conversations
 from vista_distill.data.schema import (
@@ -22,6 +21,7 @@ from vista_distill.data.schema import (
     Turn,
 )
 from vista_distill.pipeline.engine import ClaimResult, EngineConfig, run_programs, turn_verdict, vista_program
+from vista_distill.pipeline.protocol import Request, Response
 from vista_distill.scorer import VistaScorer
 
 

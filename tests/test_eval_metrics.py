@@ -180,3 +180,19 @@ def test_common_coverage_compares_systems_on_the_same_turns(sample, human_record
     alone = M.common_coverage({"partial": partial}, "safe")[M.OVERALL]
     assert (alone["n"], alone["accuracy"]) == (2, {"partial": 1.0})
     assert M.common_coverage({}, "safe") == {}
+
+
+def test_world_claim_metrics_by_hand():
+    from vista_distill.data.vocabulary import WORLD_FALSE, WORLD_TRUE, WORLD_UNKNOWN
+
+    gold = [WORLD_TRUE, WORLD_TRUE, WORLD_FALSE, WORLD_UNKNOWN]
+    pred = [WORLD_TRUE, WORLD_FALSE, WORLD_FALSE, WORLD_TRUE]
+    m = M.world_claim_metrics(gold, pred)
+    assert m["n"] == 4 and m["accuracy"] == 0.5
+    assert m["recall"] == {WORLD_TRUE: "1/2", WORLD_FALSE: "1/1", WORLD_UNKNOWN: "0/1"}
+    # F1: TRUE 2*(1/2*1/2)/(1) = 0.5, FALSE 2*(1/2*1)/(1.5) = 2/3, UNKNOWN 0 -> macro 0.3889
+    assert m["macro_f1"] == pytest.approx(0.3889, abs=1e-4)
+    assert m["confusion"]["matrix"] == [[1, 1, 0], [0, 1, 0], [1, 0, 0]]
+    assert m["predicted"] == {WORLD_TRUE: 2, WORLD_FALSE: 2}
+    with pytest.raises(ValueError, match="as many predictions"):
+        M.world_claim_metrics(gold, pred[:-1])

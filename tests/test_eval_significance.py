@@ -77,3 +77,20 @@ def test_bootstrap_is_seeded_and_brackets_the_accuracy():
     assert a["accuracy"] == 0.75 and a["low"] < 0.75 < a["high"] and a["n"] == 40
     assert bootstrap_accuracy([1, 1, 1], 100)["low"] == 1.0     # constant sample: zero-width interval
     assert bootstrap_accuracy([], 100)["accuracy"] is None
+
+
+def test_paired_bootstrap_of_macro_f1_is_seeded_and_separates_a_better_system():
+    from vista_distill.eval.significance import paired_bootstrap_macro_f1
+
+    labels = ["x", "y", "z"]
+    gold = ["x", "y", "z"] * 20
+    good = list(gold)
+    good[0] = "y"                                   # one error
+    bad = ["x"] * len(gold)                         # the majority label everywhere
+    res = paired_bootstrap_macro_f1(gold, good, bad, labels, n_resamples=300, seed=1)
+    assert res == paired_bootstrap_macro_f1(gold, good, bad, labels, n_resamples=300, seed=1)
+    assert res["diff"] > 0.5 and res["ci95"][0] > 0 and res["p"] < 0.01 and res["resamples"] == 300
+    same = paired_bootstrap_macro_f1(gold, good, good, labels, n_resamples=100)
+    assert same["diff"] == 0 and same["p"] == 1.0
+    with pytest.raises(ValueError, match="same length"):
+        paired_bootstrap_macro_f1(gold, good[:-1], bad, labels)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from vista_distill.backends.base import Request
 from vista_distill.backends.evidence_head import EvidenceHead, claim_and_twin, fit
+from vista_distill.pipeline.protocol import Request
 from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
 
 REF = "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was completed in 1889."

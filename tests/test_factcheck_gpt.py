@@ -260,7 +260,7 @@ def test_sentence_unit_gives_one_scored_sentence_per_conversation_grouped_by_ans
 
 
 def test_questions_rephrase_a_share_of_sentences_with_the_same_claims_in_the_same_dialogue():
-    from vista_distill.data.factcheck_gpt import as_question
+    from vista_distill.data.factcheck_gpt_units import as_question
     from vista_distill.data.splits import dialogue_key
 
     plain = load(FILE, unit="sentence", evidence="closest")

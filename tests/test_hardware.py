@@ -1,4 +1,4 @@
-"""Precision and threads chosen from the hardware (hardware.py), for every device kind, and recorded."""
+"""Precision and threads chosen from the hardware (runtime/hardware.py), for every device kind, and recorded."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from vista_distill import hardware
 from vista_distill.config import RecipeError, load_recipe
-from vista_distill.hardware import Capability, choose_dtype, choose_threads
+from vista_distill.runtime import hardware
+from vista_distill.runtime.hardware import Capability, choose_dtype, choose_threads
 from vista_distill.train import hf_configs as sft
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def test_explicit_bf16_on_a_cpu_without_it_warns_once_with_the_cost(caplog):
     choice = choose_dtype("bfloat16", cap)
     assert not choice.native
     hardware._warned.discard(("bfloat16", "cpu"))
-    with caplog.at_level(logging.WARNING, logger="vista_distill.hardware"):
+    with caplog.at_level(logging.WARNING, logger="vista_distill.runtime.hardware"):
         hardware.warn_if_emulated(choice, cap)
         hardware.warn_if_emulated(choice, cap)
     warnings = [r.getMessage() for r in caplog.records]

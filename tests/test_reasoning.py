@@ -16,11 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import ROOT, SAMPLE
 from tiny_models import TEMPLATES
-from vista_distill.backends.base import Request
 from vista_distill.backends.openai_compat import OpenAIBackend
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
 from vista_distill.pipeline.engine import run_requests
+from vista_distill.pipeline.protocol import Request
 from vista_distill.pipeline.render import render
 from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
 from vista_distill.scorer import VistaScorer
@@ -127,7 +127,7 @@ def test_local_rendering_switches_qwen3_thinking_off():
 
 
 def test_check_flags_a_reasoning_teacher_with_thinking_on(server, tmp_path, monkeypatch):
-    from vista_distill.preflight import run_checks
+    from vista_distill.check.recipe_checks import run_checks
 
     monkeypatch.setenv("VISTA_DISTILL_DATA", str(tmp_path))   # no data here: only the thinking lines matter
     recipe = load_recipe(ROOT / "recipes" / "qwen3-8b-qlora-24gb.yaml",

@@ -23,8 +23,15 @@ from vista_distill.data.schema import (
     Conversation,
     Turn,
 )
-from vista_distill.pipeline.engine import RULES, ClaimResult, EngineConfig, run_programs, turn_verdict, vista_program
-from vista_distill.summary import summarize
+from vista_distill.eval.summary import summarize
+from vista_distill.pipeline.engine import (
+    RULES,
+    ClaimResult,
+    EngineConfig,
+    run_programs,
+    turn_verdict,
+    vista_program,
+)
 
 
 def _claim(text: str, category: str | None, failed: str | None = None) -> ClaimResult:

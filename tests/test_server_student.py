@@ -35,7 +35,7 @@ STAGE_NAMES = {"stage1": "stage1", "stage2": "stage2", "stage3": "stage3"}
 @pytest.fixture(scope="module")
 def served(trained_student, tmp_path_factory):
     """Trained adapters, the recipe they were trained with, and serve-config's llama.cpp files."""
-    from vista_distill.serve_config import write_serve_config
+    from vista_distill.publish.serve_config import write_serve_config
 
     recipe, adapters = trained_student
     written = write_serve_config(recipe, adapters, tmp_path_factory.mktemp("serve"), engines=("vllm", "llama_cpp"))
@@ -120,11 +120,11 @@ def test_served_student_agrees_with_in_process(served, reference):
 def test_served_adapter_log_likelihoods_match_in_process(served, reference, stage):
     """Each label's log-likelihood, stage by stage, on the same prompts (a turn's human claims with its
     reference): stage 3 whatever stage 2 would have said."""
-    from vista_distill.backends.base import Request
     from vista_distill.backends.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
+    from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
 
     recipe, adapters, written = served
@@ -187,7 +187,7 @@ def test_adapters_push_with_model_cards_to_a_local_target(served, tmp_path):
     """The trained adapters pushed (to a local folder standing in for the Hub): cards with base_model,
     library_name peft, the teacher, the silver fingerprint and a model-index; no checkpoints."""
     from huggingface_hub import ModelCard
-    from vista_distill.hub import files_to_push, push
+    from vista_distill.publish.hub import files_to_push, push
 
     _recipe, adapters, _ = served
     where = push(adapters, f"file://{tmp_path / 'repo'}")

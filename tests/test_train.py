@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, SAMPLE
-from vista_distill import hardware
 from vista_distill.config import load_recipe
+from vista_distill.runtime import hardware
 from vista_distill.train.balance import BalancedSampler, class_weights
 from vista_distill.train.encoding import encode_split, end_of_turn
 from vista_distill.train.hf_configs import (
@@ -123,7 +123,7 @@ def stage2_run(tmp_path_factory, silver) -> StageRun:
 
 
 def test_training_example_matches_scorer_prompt_and_ends_with_trained_eos(stage2_run, embedded_backend):
-    from vista_distill.backends.base import Request
+    from vista_distill.pipeline.protocol import Request
 
     run = stage2_run
     tok = run.trainer.processing_class
@@ -360,7 +360,7 @@ def _wait_for_checkpoint(proc: subprocess.Popen, folder: Path, timeout: float) -
 
 
 def test_sigkill_then_resume_then_scorer_loads_adapter(tmp_path, silver):
-    from vista_distill.backends.base import Request
+    from vista_distill.pipeline.protocol import Request
     from vista_distill.scorer import VistaScorer
 
     recipe_path = write_recipe(tmp_path, silver, max_steps=4, save_steps=2, eval_steps=4)

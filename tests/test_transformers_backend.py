@@ -7,9 +7,9 @@ import copy
 import pytest
 import torch
 from conftest import assert_same_records
-from vista_distill.backends.base import Request
 from vista_distill.data.io import read_conversations
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
+from vista_distill.pipeline.protocol import Request
 from vista_distill.pipeline.templates import (
     build_messages,
     get_template,

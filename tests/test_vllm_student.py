@@ -33,7 +33,7 @@ def vllm_served(trained_student, tmp_path_factory):
 
 def _vllm(trained_student, out: Path, port: int | None = None):
     from vista_distill.backends.vllm_server import VllmServer
-    from vista_distill.serve_config import write_serve_config
+    from vista_distill.publish.serve_config import write_serve_config
 
     python = vllm_install()
     recipe, adapters = trained_student
@@ -125,9 +125,9 @@ def test_vllm_student_decomposes_as_the_in_process_student(vllm_served):
 def test_vllm_generate_labels_are_the_in_process_greedy_answers(vllm_served):
     """``label_scoring: generate`` (servers without logprobs): the server's short greedy answer to each stage-2
     and stage-3 prompt is the in-process model's greedy answer, matched to a label the same way."""
-    from vista_distill.backends.base import Request
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
+    from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
 
     recipe, adapters, server = vllm_served

@@ -21,6 +21,7 @@ from vista_distill.data.schema import (
     Conversation,
     Turn,
 )
+from vista_distill.data.vocabulary import WORLD_LABELS
 from vista_distill.pipeline.engine import (
     FACTUAL_HALLUCINATION,
     NON_FACTUAL_HALLUCINATION,
@@ -34,7 +35,6 @@ from vista_distill.pipeline.knowledge import (
     evidence_for,
     read_passages,
 )
-from vista_distill.pipeline.stages import WORLD_LABELS
 from vista_distill.pipeline.templates import get_template
 from vista_distill.scorer import VistaScorer
 
@@ -289,9 +289,9 @@ def test_labels_teacher_answers_the_world_stage_from_factcheck_gpt_factuality():
     """Factcheck-GPT's annotators judged each claim's factuality against world evidence: the human-labels
     teacher answers the world stage with it (true -> TRUE, false -> FALSE, unknown -> NOT ENOUGH KNOWLEDGE)."""
     from conftest import ROOT
-    from vista_distill.backends.base import Request
     from vista_distill.backends.labels import LabelsBackend
     from vista_distill.data.loaders import load_benchmark
+    from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, world_input
 
     convs = load_benchmark("factcheck-gpt", ROOT / "data" / "samples" / "factcheck_gpt" / "factcheck-GPT-benchmark.jsonl",

@@ -1,7 +1,7 @@
 """The command lines of train/: ``vista-distill train --config recipes/X.yaml --stage all|stage1|stage2|stage3
 [overrides]`` and the scripts ``train/stage{1,2,3}.py --config recipes/X.yaml [overrides]`` (also under
 ``accelerate launch``), in the style of TRL's ``trl/scripts/sft.py``: a typed recipe from one YAML file plus
-dotted overrides (:mod:`vista_distill.cli_args`), heavy imports inside functions.
+dotted overrides (:mod:`vista_distill.config.cli_args`), heavy imports inside functions.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..cli_args import RecipeParser, add_recipe_subparser, recipe_from_args
-from ..pipeline.stages import DISTILLED_STAGES
+from ..config.cli_args import RecipeParser, add_recipe_subparser, recipe_from_args
+from ..data.vocabulary import DISTILLED_STAGES
 
 MULTI_GPU = ("Multi-GPU: accelerate launch --config_file recipes/accelerate/ddp.yaml train/stage2.py "
              "--config recipes/X.yaml")
@@ -58,7 +58,7 @@ def run_train(args: argparse.Namespace, stage: str | None = None) -> int:
             print(f"[{s['stage']}] {r['global_step']} steps{ev}; adapter: {s['output_dir']}")
     repo = getattr(args, "push_to_hub", None)
     if repo and summaries and int(os.environ.get("RANK", "0")) == 0:
-        from ..hub import push
+        from ..publish.hub import push
 
         where = push(Path(summaries[0]["output_dir"]).parent, repo)
         print(f"pushed {Path(summaries[0]['output_dir']).parent} -> {where}")

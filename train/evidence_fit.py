@@ -17,10 +17,10 @@ MAX_EXAMPLES = 256
 
 def fit_evidence_head(recipe: Recipe, adapter_dir: str | Path, stage: str = "stage2") -> dict[str, Any]:
     """Fit and save the head of ``adapter_dir``; returns what it was fitted on (for the training summary)."""
-    from ..backends.base import Request
     from ..backends.evidence_head import fit
     from ..backends.transformers import TransformersBackend
     from ..data.schema import VERIFIED
+    from ..pipeline.protocol import Request
     from ..pipeline.templates import get_template
 
     t0 = time.perf_counter()

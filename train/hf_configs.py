@@ -46,7 +46,7 @@ def training_precision(recipe: Recipe, cap) -> TrainPrecision:
     auto/auto: bf16 weights and autocast where the device computes bf16 natively; fp16 autocast on GPUs
     without bf16; float32 otherwise. An explicit ``train.bf16: true`` is honoured where it can run (a CPU
     without native bf16 emulates it: a warning says so); on a GPU without bf16 it falls back to fp16."""
-    from ..hardware import choose_dtype
+    from ..runtime.hardware import choose_dtype
 
     where = f"{recipe.path or '<recipe>'}: student.dtype"
     try:
@@ -127,7 +127,7 @@ def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has
     ``precision``: decided by :func:`training_precision` on this machine when not given."""
     from trl import SFTConfig
 
-    from ..hardware import detect
+    from ..runtime.hardware import detect
 
     t = recipe.train
     if not t.use_cpu and not _accelerator_available():
@@ -168,7 +168,7 @@ def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has
 
 def training_hardware(recipe: Recipe, announce: bool = False):
     """Decide (and apply) this machine's training precision and threads; ``(TrainPrecision, RunHardware)``."""
-    from ..hardware import PrecisionChoice, RunHardware, apply_threads, current_threads, detect
+    from ..runtime.hardware import PrecisionChoice, RunHardware, apply_threads, current_threads, detect
 
     cap = detect(training_device(recipe))
     precision = training_precision(recipe, cap)
@@ -178,7 +178,7 @@ def training_hardware(recipe: Recipe, announce: bool = False):
                                      precision.native), threads, cap,
                      {"bf16_autocast": precision.bf16, "fp16_autocast": precision.fp16})
     if not precision.native:
-        from ..hardware import EMULATED_BF16_NOTE
+        from ..runtime.hardware import EMULATED_BF16_NOTE
 
         log.warning("%s: training in %s on %s: %s; student.dtype=auto train.bf16=auto trains at full speed",
                     recipe.path, precision.compute_dtype, cap.describe(), EMULATED_BF16_NOTE)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Recipe, RecipeError
-from ..progress import QUIET_ENV, training_bar
+from ..runtime.progress import QUIET_ENV, training_bar
 from .balance import CLASS_BALANCE, class_weights
 from .encoding import encode_split, end_of_turn
 from .hf_configs import build_lora_config, build_quantization_config, build_sft_config, training_hardware

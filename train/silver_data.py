@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Recipe
-from ..pipeline.stages import DISTILLED_STAGES, LABELS, STAGES
+from ..data.vocabulary import DISTILLED_STAGES, LABELS, STAGES
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .pipeline.engine import JOINS_BACKGROUND
+from ..pipeline.engine import JOINS_BACKGROUND
 
 CATEGORY_COLOURS = {"VERIFIED": "#1b7f3b", "OUT-OF-SCOPE": "#5b6b7a", "ABSTENTION": "#6a4fa3",
                     "LACKING EVIDENCE": "#b36b00", "CONTRADICTED": "#b3261e", None: "#777"}
@@ -171,7 +171,7 @@ def render_html(title: str, systems: Mapping[str, Sequence[Mapping[str, Any]]], 
 
 
 def write_html(path: str | Path, title: str, systems: Mapping[str, Sequence[Mapping[str, Any]]], **kw: Any) -> Path:
-    from .data.io import atomic_write_text
+    from ..data.io import atomic_write_text
 
     path = Path(path)
     atomic_write_text(path, render_html(title, systems, **kw))
@@ -183,7 +183,7 @@ def eval_headline(results: Mapping[str, Any]) -> tuple[list[str], list[list[Any]
     header = ["system", "rule", "turn accuracy %", "coverage %", "F1 (hallucinated)", "gold turns"]
     rows = []
     for system, m in results.get("metrics", {}).items():
-        from .eval.metrics import OVERALL
+        from .metrics import OVERALL
 
         overall = m.get(OVERALL) or next(iter(m.values()), {})
         for rule, t in (overall.get("turn") or {}).items():

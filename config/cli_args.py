@@ -26,7 +26,8 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .config import Recipe, load_recipe
+from .loading import load_recipe
+from .recipe import Recipe
 
 OVERRIDES_EPILOG = ("Overrides: --section.key value or section.key=value (values are YAML), e.g. "
                     "--train.max_steps 50 lora.r=8; the key=value ones go together, after the options.")

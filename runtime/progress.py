@@ -93,7 +93,7 @@ class RequestBar:
     """A rich bar (on stderr) counting model requests, with a total and an ETA.
 
     ``target``: the backend that reports requests as they finish, through its ``progress`` attribute
-    (pointed at :meth:`update` while the bar is open; see ``backends.base.Backend``); without a target,
+    (pointed at :meth:`update` while the bar is open; see ``pipeline.protocol.Backend``); without a target,
     requests count as done when :meth:`on_issue` announces them. ``total=0`` grows with the requests
     announced (stage-1 requests are all issued up front; later stages add theirs as claims appear); ``None``
     leaves the bar without a total. ``postfix`` gives the text after the bar (default: the stage last

@@ -6,9 +6,9 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from .data.schema import CLAIM_CATEGORIES, FAITHFUL, HALLUCINATED, UNKNOWN
-from .eval.metrics import turn_summary
-from .pipeline.engine import RULES
+from ..data.schema import CLAIM_CATEGORIES, FAITHFUL, HALLUCINATED, UNKNOWN
+from ..pipeline.engine import RULES
+from .metrics import turn_summary
 
 
 def _proportions(counts: Counter) -> dict[str, float]:
@@ -49,7 +49,7 @@ def summarize(records: Sequence[dict[str, Any]], rule: str = "safe") -> dict[str
         }
     summary["by_rule"] = by_rule
     if any("world_verdict" in r for r in scored):   # the world-knowledge stage ran: its three-way verdicts
-        from .pipeline.engine import WORLD_VERDICTS
+        from ..pipeline.engine import WORLD_VERDICTS
 
         world = Counter(r.get("world_verdict") for r in scored)
         labels = Counter((c.get("world") or {}).get("label") for r in scored for c in r["claims"] if c.get("world"))

@@ -1,11 +1,11 @@
 """``vista-distill check``: everything a recipe needs, short of loading the large models.
 
 Each check prints what it found; every problem is one line starting with ``problem:`` and makes the
-command exit 1. Checks: precision and threads per role (``hardware.py``); the data (every source found
+command exit 1. Checks: precision and threads per role (``runtime/hardware.py``); the data (every source found
 under the data root, loaded, split, leak-checked, ids unique); the teacher's and student's chat
 templates where their files are local (they render the VISTA prompts, and reasoning templates get
 thinking switched off); reasoning models with thinking left on; peak GPU memory for training and
-scoring estimated from the student's architecture (``memory.py``) against the memory the recipe's
+scoring estimated from the student's architecture (``gpu_memory.py``) against the memory the recipe's
 name promises; with ``online``, the teacher endpoint answers a real request.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import Recipe
+from ..config import Recipe
 
 # Model families that reason in a <think> block unless the template is told otherwise.
 REASONING = re.compile(r"qwen3(?!.*instruct-2507)|qwq|deepseek-r1|r1-distill|magistral|phi-4-(?:mini-)?reasoning|"
@@ -52,8 +52,8 @@ def thinking_off(kwargs: dict[str, Any]) -> bool:
 # -- hardware ---------------------------------------------------------------------------------------
 
 def check_hardware(recipe: Recipe, report: Report) -> None:
-    from .hardware import busy_cores, choose_dtype, choose_threads, detect, usable_cores
-    from .train.hf_configs import training_device, training_precision
+    from ..runtime.hardware import busy_cores, choose_dtype, choose_threads, detect, usable_cores
+    from ..train.hf_configs import training_device, training_precision
 
     cap, t = detect(), recipe.teacher
     report.info(f"machine: {cap.describe()}")
@@ -77,10 +77,10 @@ def check_hardware(recipe: Recipe, report: Report) -> None:
 # -- data -------------------------------------------------------------------------------------------
 
 def check_data(recipe: Recipe, report: Report) -> None:
-    from .data.io import SchemaError
-    from .data.material import MissingDataError, load_material
-    from .data.root import ENV, data_root
-    from .data.splits import LeakageError
+    from ..data.io import SchemaError
+    from ..data.material import MissingDataError, load_material
+    from ..data.root import ENV, data_root
+    from ..data.splits import LeakageError
 
     root = data_root(recipe.data.root)
     report.info(f"data root: {root if root else f'none (--data-root DIR or ${ENV})'}")
@@ -114,7 +114,7 @@ def check_data(recipe: Recipe, report: Report) -> None:
 
 def _local_model_dir(model: str | None) -> Path | None:
     if model is None:
-        from .backends.models import resolve_model
+        from ..backends.models import resolve_model
 
         return Path(resolve_model(None))
     p = Path(model).expanduser()
@@ -123,8 +123,8 @@ def _local_model_dir(model: str | None) -> Path | None:
 
 def check_template(role: str, model: str | None, kwargs: dict[str, Any], report: Report) -> None:
     """Render a stage 2 prompt with the model's own template and the recipe's template variables."""
-    from .pipeline.render import render
-    from .pipeline.templates import build_messages, get_template, stage2_input
+    from ..pipeline.render import render
+    from ..pipeline.templates import build_messages, get_template, stage2_input
 
     where = _local_model_dir(model)
     if where is None:
@@ -173,7 +173,7 @@ def check_thinking(recipe: Recipe, report: Report) -> None:
 # -- memory -----------------------------------------------------------------------------------------
 
 def check_memory(recipe: Recipe, report: Report) -> None:
-    from .memory import largest_training, promised_gib, recipe_estimates
+    from .gpu_memory import largest_training, promised_gib, recipe_estimates
 
     est, where = recipe_estimates(recipe)
     if est is None:
@@ -201,7 +201,7 @@ def check_endpoint(recipe: Recipe, report: Report, timeout_s: float = 30.0) -> N
     if t.backend != "openai" and not (t.backend == "labels" and t.fallback and t.base_url):
         report.info("  teacher endpoint: none (the teacher runs locally or is the human labels)")
         return
-    from .backends.openai_compat import redact_url
+    from ..backends.openai_compat import redact_url
 
     model = t.model if t.backend == "openai" else t.fallback
     base = (t.base_url or "").rstrip("/")

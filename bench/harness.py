@@ -1,0 +1,56 @@
+"""What the protocol scripts share (bench/demo_protocol.py, bench/world_protocol.py, bench/experiment_135m_cpu.py):
+the machine a result came from, where results are saved, a run's recipe, and the choice on validation.
+
+The protocol each follows: variants judged on a validation split carved from the training sources, the choice
+made by a criterion fixed before any variant ran (:func:`choose`), the choice trained with several seeds, the test
+touched once per seed."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT.parent))
+
+
+def machine() -> dict[str, Any]:
+    """The CPU (by kind), the load average at the start, torch's threads and the time."""
+    import torch
+    from vista_distill.runtime.hardware import detect
+
+    return {"cpu": detect("cpu").describe(), "loadavg_start": os.getloadavg()[0],
+            "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M")}
+
+
+def save(out: Path, name: str, data: dict[str, Any]) -> Path:
+    """``out/name.json``, indented (small result files are committed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    return path
+
+
+def protocol_recipe(recipe: Path, runs: Path, name: str, overrides: Sequence[str] = ()) -> Any:
+    """``recipe`` for the run ``name``: silver data shared under ``runs/silver``, adapters and evaluation under
+    ``runs/name``; every validation and test turn evaluated (the demo's time budget is for slower CPUs)."""
+    from vista_distill.config import load_recipe
+
+    d = runs / name
+    return load_recipe(recipe, [f"distill.output_dir={runs / 'silver'}", f"train.output_dir={d / 'checkpoints'}",
+                                f"eval.output_dir={d / 'eval'}", "eval.max_minutes=null", *overrides])
+
+
+def choose(reference: float, candidates: Mapping[str, float], margin: float, default: str = "chosen") -> str:
+    """The candidate with the highest validation score if it beats ``reference`` (the recipe as written) by more
+    than ``margin``, else ``default``: a variant must earn its change."""
+    best, best_score = default, reference
+    for name, score in candidates.items():
+        if name != default and score > reference + margin and score > best_score:
+            best, best_score = name, score
+    return best
