@@ -108,12 +108,12 @@ def _score(args: argparse.Namespace) -> int:
                "stage4": args.stage4, "threads": args.threads, "batch_size": args.batch_size}
     if args.server or recipe.student.servers:
         from .backends.factory import backend_for
-        from .backends.openai_compat import TeacherError
+        from .backends.openai_compat import ServerError
 
         try:
             backend = backend_for(recipe, args.role, servers=args.server)
             backend.check_server()
-        except TeacherError as e:
+        except ServerError as e:
             raise SystemExit(f"error: {e}") from None
         scorer = VistaScorer.from_recipe(recipe, role=args.role, backend=backend, **options)
     else:
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         from .runtime.progress import quiet_libraries
 
         quiet_libraries()
-    from .backends.openai_compat import TeacherError
+    from .backends.openai_compat import ServerError
     from .config import RecipeError
     from .data.io import SchemaError, print_error
 
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     except (SchemaError, RecipeError, FileNotFoundError) as e:  # every problem of the input, one line each
         print_error(e)
         return 2
-    except TeacherError as e:   # a server (teacher, student or base) down or refusing mid-run: its one line
+    except ServerError as e:   # a server (teacher, student or base) down or refusing mid-run: its one line
         print(f"error: {e}", file=sys.stderr)
         return 1
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .loopback import LoopbackServer, free_port
-from .models import embedded_gguf  # the one definition; bench/ imports it from here too
+from .model_loading import embedded_gguf  # the one definition; bench/ imports it from here too
 
 MODEL_ALIAS = "smollm2-135m"
 

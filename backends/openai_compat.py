@@ -9,9 +9,9 @@ after its backoff is used again. Only when every replica has failed ``max_retrie
 does the run stop. Every completed call is written to the :class:`CallCache` the moment it
 arrives, so an interrupted run loses at most the calls in flight. 429, 5xx, timeouts and connection
 errors are retried with exponential backoff and jitter; when the retries run out the batch stops
-with :class:`TeacherUnavailable` and a rerun resumes from the cache. Other 4xx answers (a prompt
+with :class:`ServerUnavailable` and a rerun resumes from the cache. Other 4xx answers (a prompt
 too long, ...) fail that request only: an empty answer the engine records as a parse failure.
-401/403/404 stop the run with :class:`TeacherError` (wrong key, URL or model).
+401/403/404 stop the run with :class:`ServerError` (wrong key, URL or model).
 
 The API key is read from the environment variable named by ``api_key_env`` at each call and is
 never stored on the object, logged, or written. ``<think>`` blocks (and a ``reasoning_content``
@@ -38,11 +38,11 @@ log = logging.getLogger(__name__)
 RETRY_STATUS = frozenset({408, 409, 425, 429})
 
 
-class TeacherError(RuntimeError):
-    """The teacher cannot be used as configured (server absent, key refused, unknown model)."""
+class ServerError(RuntimeError):
+    """A server (teacher, student or base) cannot be used as configured: absent, key refused, unknown model."""
 
 
-class TeacherUnavailable(TeacherError):
+class ServerUnavailable(ServerError):
     """Retries ran out mid-run; completed calls are cached and a rerun resumes."""
 
 
@@ -99,14 +99,14 @@ class OpenAIBackend:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         where = "teacher.base_url" if role == "teacher" else f"{role} servers"
         if not urls:
-            raise TeacherError(f"{where}: no server URL given")
+            raise ServerError(f"{where}: no server URL given")
         for url in urls:
             if not url or not str(url).startswith(("http://", "https://")):
-                raise TeacherError(f"{where} must be http(s) URLs such as http://127.0.0.1:8000/v1, got {url!r}")
+                raise ServerError(f"{where} must be http(s) URLs such as http://127.0.0.1:8000/v1, got {url!r}")
         if not model:
-            raise TeacherError(f"{role}: the model name the server serves is required")
+            raise ServerError(f"{role}: the model name the server serves is required")
         if concurrency < 1:
-            raise TeacherError(f"{role} concurrency must be >= 1, got {concurrency}")
+            raise ServerError(f"{role} concurrency must be >= 1, got {concurrency}")
         self.model = model
         self.base_urls = [str(u).rstrip("/") for u in urls]
         self.base_url = self.base_urls[0]
@@ -228,7 +228,7 @@ class OpenAIBackend:
                 unreachable.append((rep, f"{type(e).__name__}: {e}"))
                 continue
             if r.status_code in (401, 403):
-                raise TeacherError(self._key_message(r.status_code, rep.url))
+                raise ServerError(self._key_message(r.status_code, rep.url))
             if r.status_code == 200:
                 try:
                     served = [m.get("id") for m in r.json().get("data", [])]
@@ -238,7 +238,7 @@ class OpenAIBackend:
         if len(unreachable) == len(self.replicas.replicas):
             rep, err = unreachable[0]
             where = "teacher.base_url in the recipe" if self.role == "teacher" else f"the {self.role} server URLs"
-            raise TeacherError(
+            raise ServerError(
                 f"cannot reach the {self.role} server at {redact_url(rep.url)} ({err}); start the server or fix "
                 f"{where}" + (f" ({len(unreachable)} replicas, none answered)" if len(unreachable) > 1 else ""))
         for rep, err in unreachable:
@@ -281,7 +281,7 @@ class OpenAIBackend:
                 except Exhausted:
                     abort.set()
                     self.stats["failures"] += 1
-                    raise TeacherUnavailable(
+                    raise ServerUnavailable(
                         f"{self.role} server{'s' if len(self.base_urls) > 1 else ''} failed "
                         f"{self.max_retries + 1} time(s) in a row ({self.replicas.describe()}); "
                         + ("completed calls are cached: rerun the same command to resume" if self.cache is not None
@@ -296,7 +296,7 @@ class OpenAIBackend:
                         log.warning("%s call failed on %s (%s); retry %d/%d", self.role, redact_url(rep.url), e,
                                     rep.fails, self.max_retries)
                     continue
-                except TeacherError:
+                except ServerError:
                     rep.in_flight -= 1
                     abort.set()
                     self.stats["failures"] += 1
@@ -345,9 +345,9 @@ class OpenAIBackend:
         if status in RETRY_STATUS or status >= 500:
             raise _Retryable(f"HTTP {status}: {r.text[:200]}", _retry_after(r.headers))
         if status in (401, 403):
-            raise TeacherError(self._key_message(status))
+            raise ServerError(self._key_message(status))
         if status == 404:
-            raise TeacherError(f"{redact_url(url)} answered HTTP 404 (no {self.endpoint} endpoint, or no "
+            raise ServerError(f"{redact_url(url)} answered HTTP 404 (no {self.endpoint} endpoint, or no "
                                f"model {body.get('model', self.model)!r}): {r.text[:200]}")
         if status >= 400:
             return {"error": f"HTTP {status}: {r.text[:300]}"}

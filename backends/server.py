@@ -34,7 +34,7 @@ from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF, render
 from .cache import CallCache, call_key
 from .list_generation import _has_repeated_line, _looping_line, _RepeatedLineStop
-from .openai_compat import OpenAIBackend, TeacherError, _Retryable, redact_url
+from .openai_compat import OpenAIBackend, ServerError, _Retryable, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +68,10 @@ class ServerBackend(OpenAIBackend):
         base model's served name; ``stage_models``: the served name of each stage's adapter;
         ``echo_concurrency``: echo requests in flight over all replicas (``ServingSettings.echo_concurrency``)."""
         if label_scoring not in LABEL_METHODS:
-            raise TeacherError(f"{role}: label_scoring must be one of {LABEL_METHODS}, got {label_scoring!r}")
+            raise ServerError(f"{role}: label_scoring must be one of {LABEL_METHODS}, got {label_scoring!r}")
         bad = sorted(set(stage_models or {}) - set(ALL_STAGES))
         if bad:
-            raise TeacherError(f"{role}: server model names for unknown stages {bad}; stages are {ALL_STAGES}")
+            raise ServerError(f"{role}: server model names for unknown stages {bad}; stages are {ALL_STAGES}")
         super().__init__(model, base_url, role=role, cache=cache, chat_template_kwargs=None, **kwargs)
         self.tokenizer = tokenizer
         self.stage_models = dict(stage_models or {})
@@ -113,7 +113,7 @@ class ServerBackend(OpenAIBackend):
         wanted = {self.model, *self.stage_models.values()}
         missing = sorted(w for w in wanted if served and w not in served)
         if missing:
-            raise TeacherError(f"{self.role} server {redact_url(url)} does not serve {missing} (it serves {served}); "
+            raise ServerError(f"{self.role} server {redact_url(url)} does not serve {missing} (it serves {served}); "
                                "serve the adapters under these names (vista-distill serve-config) or fix the "
                                "recipe's student.serving names")
 
@@ -222,7 +222,7 @@ class ServerBackend(OpenAIBackend):
             for lab in r.labels:
                 s = _echo_logprobs(next(answers), len(p), len(p + lab))
                 if s is None:
-                    raise TeacherError(f"{self.role} server stopped returning prompt logprobs (echo) for "
+                    raise ServerError(f"{self.role} server stopped returning prompt logprobs (echo) for "
                                        f"{self.served_name(r.stage)!r}; set label_scoring: top_logprobs")
                 scores.append(s)
             out.append(self._scored(r.labels, scores, "echo"))
@@ -249,7 +249,7 @@ class ServerBackend(OpenAIBackend):
             for (i, k, lab), a in zip(where, self.generate(jobs)):
                 top = (a.meta.get("logprobs_raw") or {}).get("top") or {}
                 if not top:
-                    raise TeacherError(f"{self.role} server returned no top_logprobs for "
+                    raise ServerError(f"{self.role} server returned no top_logprobs for "
                                        f"{self.served_name(requests[i].stage)!r}; set label_scoring: generate")
                 piece = pieces[lab][j]
                 if piece in top:
@@ -305,12 +305,12 @@ def server_backend(recipe: Any, role: str = "student", servers: Sequence[str] | 
     ``servers`` (default ``student.servers``); answers cached under ``cache_dir`` when given."""
     from transformers import AutoTokenizer
 
-    from .models import resolve_model
+    from .model_loading import resolve_model
 
     s, v = recipe.student, recipe.student.serving
     urls = list(servers or s.servers)
     if not urls:
-        raise TeacherError(f"{role}: no servers (student.servers in the recipe, or --server URL)")
+        raise ServerError(f"{role}: no servers (student.servers in the recipe, or --server URL)")
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(s.model))
     # every stage with an adapter (the world stage's too when the recipe runs it), under its served name
     stage_models = {st: v.adapters.get(st, st) for st in recipe.adapter_stages()} if role == "student" else {}

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..data.schema import Conversation
 from ..pipeline.protocol import Backend
 from .cache import CallCache
-from .openai_compat import OpenAIBackend, TeacherError, redact_url
+from .openai_compat import OpenAIBackend, ServerError, redact_url
 from .wrappers import CachedBackend, VotingBackend
 
 if TYPE_CHECKING:   # annotations only: the recipe object sits above this layer
@@ -37,10 +37,10 @@ class Teacher:
 
 def _openai(cfg: TeacherConfig, model: str | None, cache: CallCache) -> OpenAIBackend:
     if not cfg.base_url:
-        raise TeacherError("teacher.base_url is required for an OpenAI-compatible teacher "
+        raise ServerError("teacher.base_url is required for an OpenAI-compatible teacher "
                            "(e.g. http://127.0.0.1:8000/v1)")
     if not model:
-        raise TeacherError("teacher.model is required for an OpenAI-compatible teacher (the served model name)")
+        raise ServerError("teacher.model is required for an OpenAI-compatible teacher (the served model name)")
     return OpenAIBackend(model, cfg.base_url, api_key_env=cfg.api_key_env, concurrency=cfg.concurrency,
                          timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, temperature=cfg.temperature,
                          seed=cfg.seed, extra_body=cfg.extra_body, chat_template_kwargs=cfg.chat_template_kwargs,
@@ -54,7 +54,7 @@ def local_identity(model: str | None, dtype: str, chat_template_kwargs: Mapping[
     revision), the template variables, the resolved dtype and greedy decoding. A local folder is keyed by
     its content, not its path, so a moved or copied model keeps its cache."""
     from .fingerprint import model_fingerprint
-    from .models import is_embedded, resolve_model
+    from .model_loading import is_embedded, resolve_model
 
     path = resolve_model(model)   # the embedded model: its converted copy in the cache (converted once)
     if is_embedded(model):
@@ -92,7 +92,7 @@ def build_teacher(recipe: Recipe, conversations: Iterable[Conversation], cache: 
         name = f"transformers:{cfg.model or 'SmolLM2-135M-Instruct'}"
         desc["dtype"] = core.identity["dtype"]
     elif cfg.backend == "labels":
-        from .labels import LabelsBackend
+        from .human_labels import LabelsBackend
 
         fallback = None
         name = "labels"
@@ -103,11 +103,11 @@ def build_teacher(recipe: Recipe, conversations: Iterable[Conversation], cache: 
         chain = LabelsBackend(conversations, fallback=fallback)
         core = fallback if fallback is not None else chain
     else:
-        raise TeacherError(f"teacher.backend must be openai, transformers or labels, got {cfg.backend!r}")
+        raise ServerError(f"teacher.backend must be openai, transformers or labels, got {cfg.backend!r}")
     k = recipe.distill.self_consistency_k
     if k > 1:
         if not isinstance(chain, OpenAIBackend):
-            raise TeacherError(f"distill.self_consistency_k = {k} needs teacher.backend openai (samples from a "
+            raise ServerError(f"distill.self_consistency_k = {k} needs teacher.backend openai (samples from a "
                                f"server); {cfg.backend!r} is deterministic")
         chain = VotingBackend(chain, k, recipe.distill.self_consistency_temperature)
         desc["self_consistency"] = {"k": k, "temperature": recipe.distill.self_consistency_temperature}

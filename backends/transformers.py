@@ -24,7 +24,7 @@ from .adapters import find_stage_adapters
 from .evidence_head import EvidenceHead, claim_and_twin
 from .list_generation import _has_repeated_line, _ListMarkerFormat, _looping_line, _RepeatedLineStop
 from .model_calls import GQA_SDPA, cache_keyword, float32_head, output_cache, shared_prefix, use_gqa_sdpa
-from .models import encode_prompt
+from .model_loading import encode_prompt
 from .slot_decoding import decode_in_slots, slots_supported, static_prefix_cache
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class TransformersBackend:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from ..runtime.hardware import RunHardware, apply_threads, current_threads, detect, resolve_dtype
-        from .models import four_bit_config, resolve_model
+        from .model_loading import four_bit_config, resolve_model
 
         self.model_path = resolve_model(model)
         self.name = f"transformers:{model or 'embedded'}"

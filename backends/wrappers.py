@@ -12,7 +12,7 @@ from ..data.vocabulary import LABELS
 from ..pipeline.parsing import parse_label
 from ..pipeline.protocol import Backend, Request, Response
 from .cache import CallCache, call_key, messages_digest
-from .openai_compat import OpenAIBackend, TeacherError
+from .openai_compat import OpenAIBackend, ServerError
 
 VOTED_STAGES = {stage: LABELS[stage] for stage in ("stage2", "stage3")}   # self-consistency votes on these
 
@@ -84,7 +84,7 @@ class VotingBackend:
 
     def __init__(self, inner: OpenAIBackend, k: int, temperature: float) -> None:
         if not hasattr(inner, "run_samples"):
-            raise TeacherError(f"distill.self_consistency_k > 1 needs a sampling teacher (openai); "
+            raise ServerError(f"distill.self_consistency_k > 1 needs a sampling teacher (openai); "
                                f"{getattr(inner, 'name', inner)!r} cannot draw samples")
         self.inner, self.k, self.temperature = inner, k, temperature
         self.name = inner.name

@@ -103,7 +103,7 @@ def main() -> int:
 
     import torch
     from transformers import AutoModelForCausalLM
-    from vista_distill.backends.models import embedded_gguf, embedded_model_path
+    from vista_distill.backends.model_loading import embedded_gguf, embedded_model_path
     from vista_distill.runtime import hardware
 
     cores = hardware.usable_cores()

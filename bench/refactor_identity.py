@@ -71,7 +71,7 @@ def _resolve_model():
     try:
         from vista_distill.models import resolve_model  # before the refactor
     except ImportError:
-        from vista_distill.backends.models import resolve_model
+        from vista_distill.backends.model_loading import resolve_model
     return resolve_model(None)
 
 

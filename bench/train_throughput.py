@@ -50,7 +50,7 @@ def random_model(arch: str, folder: Path, layers: int | None, hidden: int | None
     returns (folder, note on any departure from the real architecture)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from vista_distill.backends.models import resolve_model
+    from vista_distill.backends.model_loading import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(None))
     spec = dict(ARCHS[arch])

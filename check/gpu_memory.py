@@ -90,7 +90,7 @@ def find_config(model: str | None) -> tuple[dict[str, Any] | None, str]:
     """The student's ``config.json``: a local folder, the shipped architecture file for a known Hub id,
     or the Hugging Face cache. Returns (config or None, where it came from)."""
     if model is None:
-        from ..backends.models import resolve_model
+        from ..backends.model_loading import resolve_model
 
         model = str(resolve_model(None))
     local = Path(model).expanduser()

@@ -114,7 +114,7 @@ def check_data(recipe: Recipe, report: Report) -> None:
 
 def _local_model_dir(model: str | None) -> Path | None:
     if model is None:
-        from ..backends.models import resolve_model
+        from ..backends.model_loading import resolve_model
 
         return Path(resolve_model(None))
     p = Path(model).expanduser()

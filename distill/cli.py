@@ -37,18 +37,18 @@ def cmd_distill(args: argparse.Namespace) -> int:
     from ..config.cli_args import recipe_from_args
     from ..data.io import SchemaError, print_error
     from ..data.splits import LeakageError
-    from .run import TeacherError, TeacherUnavailable, run_distill
+    from .run import ServerError, ServerUnavailable, run_distill
 
     try:
         recipe = recipe_from_args(args)
         result = run_distill(recipe, limit=args.limit, progress=not args.no_progress, output_dir=args.output_dir)
-    except TeacherUnavailable as e:
+    except ServerUnavailable as e:
         print(f"stopped: {e}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         print("interrupted: completed teacher calls are cached; rerun the same command to resume", file=sys.stderr)
         return 130
-    except (SchemaError, TeacherError, LeakageError, RecipeError, ValueError) as e:
+    except (SchemaError, ServerError, LeakageError, RecipeError, ValueError) as e:
         print_error(e)
         return 2
     m, r = result.manifest, result.run

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.cache import CallCache
-from ..backends.openai_compat import TeacherError, TeacherUnavailable
+from ..backends.openai_compat import ServerError, ServerUnavailable
 from ..backends.teacher import Teacher, build_teacher
 from ..config import Recipe
 from ..data.io import atomic_write_text
@@ -127,7 +127,7 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
                 material: Material | None = None) -> DistillResult:
     """Run the teacher over the recipe's train material and export silver data (see the module doc).
 
-    Raises :class:`TeacherError` (server absent, key refused), :class:`TeacherUnavailable` (retries
+    Raises :class:`ServerError` (server absent, key refused), :class:`ServerUnavailable` (retries
     ran out mid-run: rerun to resume) and ``LeakageError`` (test material in train). ``material``: the
     recipe's material if the caller has loaded it already (:func:`load_material`).
     """
@@ -254,4 +254,4 @@ def _record(c: silver.Candidate, teacher: Teacher, teacher_style: str, student_s
     }
 
 
-__all__ = ["DistillResult", "TeacherError", "TeacherUnavailable", "run_distill"]
+__all__ = ["DistillResult", "ServerError", "ServerUnavailable", "run_distill"]

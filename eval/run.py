@@ -46,7 +46,7 @@ from .comparison import (
 from .errors import EvalError
 from .evidence import evidence_metrics
 from .significance import MCNEMAR_VARIANTS
-from .systems import FIVE_LABEL_SYSTEMS, SYSTEMS, Backends, SystemRun, merge_runs, run_system
+from .systems import FIVE_LABEL_SYSTEMS, SYSTEMS, ModelLoader, SystemRun, merge_runs, run_system
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def _next_round(total: int, done: int, given_done: int, spent_s: float, given_s:
     return min(n_pipe, given_done + n_given - done), n_given
 
 
-def _journal(out_dir: Path, recipe: Recipe, ordered: list[Conversation], systems: list[str], backends: Backends):
+def _journal(out_dir: Path, recipe: Recipe, ordered: list[Conversation], systems: list[str], backends: ModelLoader):
     """The run folder's journal (:mod:`..pipeline.journal`): each system's round is appended as it finishes, so a
     killed eval started again with the same command reuses them. It belongs to these conversations, this recipe,
     these systems and these adapter files (size and time: retrained adapters start over)."""
@@ -217,7 +217,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         },
     }
 
-    backends = Backends(recipe, cache_root=out_dir)
+    backends = ModelLoader(recipe, cache_root=out_dir)
     runs: dict[str, SystemRun] = {}
     # base-model systems first (one model load), then the student, then the teacher
     order = sorted(names, key=lambda n: ("base", "llm_judge", "factscore", "world_judge", "student", "teacher").index(n))

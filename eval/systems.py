@@ -69,8 +69,9 @@ def _records(results: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
     return [t.to_dict() for turns in results for t in turns]
 
 
-class Backends:
-    """Loads the base model once for base / llm_judge / factscore and the student (with adapters) once."""
+class ModelLoader:
+    """Loads each model eval needs once, through the backend factory: the base (for base, llm_judge and factscore)
+    and the student with its adapters."""
 
     def __init__(self, recipe: Recipe, cache_root: Path | None = None) -> None:
         self.recipe = recipe
@@ -136,7 +137,7 @@ def _describe_local(backend: Any, style: str, adapters: dict[str, str] | None = 
             "device": backend.device, "prompts": style, "adapters": adapters, "batch_size": backend.batch_size}
 
 
-def run_system(name: str, recipe: Recipe, conversations: list[Conversation], backends: Backends,
+def run_system(name: str, recipe: Recipe, conversations: list[Conversation], backends: ModelLoader,
                out_dir: Path, progress: bool = False, given: list[Conversation] | None = None) -> SystemRun:
     """Run one system over ``conversations``; prerequisites missing -> status ``skipped`` with the reason.
 

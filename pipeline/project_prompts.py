@@ -1,4 +1,4 @@
-"""Prompt texts written for this project (the paper's own are verbatim in :mod:`.appendix`): stage 4's
+"""Prompt texts written for this project (the paper's own are verbatim in :mod:`.paper_prompts`): stage 4's
 contradiction check, the world-knowledge stage and its judge, the FActScore-style baseline, and the compact
 prompts the students are trained on. :mod:`.templates` builds the prompt templates from both."""
 

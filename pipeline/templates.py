@@ -1,7 +1,7 @@
 """Prompt templates for the VISTA pipeline, its baselines and the distilled students.
 
 The few-shot prompts of stages 1-3 and the LLM-as-Judge prompt are the method's specification; their
-text (:mod:`.appendix`) is reproduced verbatim from Lewis et al., "VISTA Score: Verification In Sequential Turn-based
+text (:mod:`.paper_prompts`) is reproduced verbatim from Lewis et al., "VISTA Score: Verification In Sequential Turn-based
 Assessment", arXiv 2510.27052, Appendix A.1 (stages 1-3) and A.2 (LLM-as-Judge): the same
 instructions, the same worked examples, the appendix's speaker names ("wizard" / "apprentice").
 Layout follows the authors' released code: the instructions are the system message (without the
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..data.vocabulary import LABELS
-from .appendix import (
+from .paper_prompts import (
     LLM_JUDGE_INSTRUCTIONS,
     STAGE1_EXAMPLES,
     STAGE1_INSTRUCTIONS,

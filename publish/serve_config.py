@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..backends.models import cache_dir, is_embedded
+from ..backends.model_loading import cache_dir, is_embedded
 
 CONVERTER_FILES = ("convert_lora_to_gguf.py", "convert_hf_to_gguf.py")
 ENGINE_PORTS = {"vllm": 8000, "sglang": 30000, "llama_cpp": 8080}
@@ -145,7 +145,7 @@ def convert_lora(llama_cpp: Path, base_hf_dir: Path, adapter: Path, outfile: Pat
 def base_gguf(llama_cpp: Path, student_model: str | None, base_hf_dir: Path, out: Path) -> Path:
     """The base model as GGUF: the embedded model's own file, else converted (f16) once into ``out``."""
     if is_embedded(student_model):
-        from ..backends.models import embedded_gguf
+        from ..backends.model_loading import embedded_gguf
 
         return embedded_gguf()
     target = out / "base.gguf"
@@ -159,7 +159,7 @@ def base_gguf(llama_cpp: Path, student_model: str | None, base_hf_dir: Path, out
 
 
 def plan(recipe: Any, adapters: str | os.PathLike, out: str | os.PathLike | None = None) -> ServePlan:
-    from ..backends.models import resolve_model
+    from ..backends.model_loading import resolve_model
     from ..backends.transformers import find_stage_adapters
 
     found = find_stage_adapters(Path(adapters))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from vista_distill.backends.cache import CallCache, call_key
 from vista_distill.backends.fingerprint import file_digest, folder_digest
-from vista_distill.backends.labels import LabelsBackend
+from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.backends.teacher import build_teacher
 from vista_distill.backends.wrappers import CachedBackend
 from vista_distill.config import load_recipe
@@ -83,7 +83,7 @@ def test_cached_backend_asks_again_for_an_unreadable_entry_and_rewrites_it(tmp_p
 @pytest.fixture(scope="module")
 def embedded_tokenizer():
     from transformers import AutoTokenizer
-    from vista_distill.backends.models import resolve_model
+    from vista_distill.backends.model_loading import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(None))
 
@@ -156,7 +156,7 @@ def test_hub_id_not_on_disk_is_keyed_by_id_and_revision(tmp_path):
 
 
 def test_embedded_model_is_keyed_by_its_cached_copy(tmp_path):
-    from vista_distill.backends.models import resolve_model
+    from vista_distill.backends.model_loading import resolve_model
 
     t = _teacher(None, tmp_path)
     assert t.identity["model"] == "embedded:SmolLM2-135M"

@@ -93,7 +93,7 @@ def test_score_options_are_recipe_overrides(tmp_path, sample_path):
 
 
 def test_scorer_from_recipe_takes_the_student_and_pipeline(tmp_path):
-    from vista_distill.backends.labels import LabelsBackend
+    from vista_distill.backends.human_labels import LabelsBackend
     from vista_distill.scorer import VistaScorer
 
     r = load_recipe(DEMO, ["pipeline.max_claims=3", "pipeline.speakers=user,assistant"])

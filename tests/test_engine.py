@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from vista_distill.backends.labels import LabelsBackend, message_fields
+from vista_distill.backends.human_labels import LabelsBackend, message_fields
 from vista_distill.data.io import read_conversations
 from vista_distill.data.schema import (
     ABSTENTION,

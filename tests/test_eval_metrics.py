@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from vista_distill.backends.labels import LabelsBackend
+from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.io import read_conversations
 from vista_distill.data.schema import Claim
 from vista_distill.eval import metrics as M

@@ -34,7 +34,7 @@ def _identity_adapters(root: Path) -> None:
     enough to exercise adapter loading and the student's prompts without a training run."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
-    from vista_distill.backends.models import resolve_model
+    from vista_distill.backends.model_loading import resolve_model
 
     path = resolve_model(None)
     for stage in ("stage1", "stage2", "stage3"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from vista_distill.backends.labels import LabelsBackend
+from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.io import read_conversations
 from vista_distill.eval.evidence import evidence_metrics, probe_requests
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program

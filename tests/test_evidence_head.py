@@ -48,7 +48,7 @@ def test_fit_weighs_what_separates_and_saves(tmp_path):
 def test_backend_reads_the_claim_logprob_and_applies_the_head(tmp_path):
     import torch
     from test_eval_report import _identity_adapters
-    from vista_distill.backends.models import encode_prompt
+    from vista_distill.backends.model_loading import encode_prompt
     from vista_distill.backends.transformers import TransformersBackend
 
     _identity_adapters(tmp_path)

@@ -117,7 +117,7 @@ def test_thinking_left_on_is_retried_once_then_a_recorded_failure_never_silently
 
 def test_local_rendering_switches_qwen3_thinking_off():
     from transformers import AutoTokenizer
-    from vista_distill.backends.models import resolve_model
+    from vista_distill.backends.model_loading import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model(None))
     tok.chat_template = (TEMPLATES / "qwen3.jinja").read_text()

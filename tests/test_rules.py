@@ -8,7 +8,7 @@ unknown and a turn with no claims faithful.
 from __future__ import annotations
 
 import pytest
-from vista_distill.backends.labels import LabelsBackend
+from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.schema import (
     ABSTENTION,
     CONTRADICTED,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from vista_distill.backends.labels import LabelsBackend
+from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.io import read_conversations
 from vista_distill.eval.metrics import SUMMARY_KEYS, turn_metrics
 from vista_distill.pipeline.engine import RULES

@@ -107,7 +107,7 @@ def write_recipe(tmp: Path, silver: Path, **train: object) -> Path:
 @pytest.fixture(scope="module")
 def tokenizer():
     from transformers import AutoTokenizer
-    from vista_distill.backends.models import resolve_model
+    from vista_distill.backends.model_loading import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(None))
 
@@ -433,7 +433,7 @@ def test_qlora_trains_a_4bit_model_on_cpu(tmp_path, silver):
     class-balanced sampler."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from vista_distill.backends.models import resolve_model
+    from vista_distill.backends.model_loading import resolve_model
 
     base = resolve_model(None)
     cfg = AutoConfig.from_pretrained(base)

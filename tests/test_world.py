@@ -8,7 +8,7 @@ import copy
 import json
 
 import pytest
-from vista_distill.backends.labels import LabelsBackend
+from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.schema import (
     ABSTENTION,
     CONTRADICTED,
@@ -189,14 +189,14 @@ def test_world_adapter_distills_trains_and_loads_with_the_other_three(tmp_path):
     # eval's student system and a served student route the world stage to its adapter too (not the bare model)
     from vista_distill.backends.server import server_backend
     from vista_distill.config import load_recipe
-    from vista_distill.eval.systems import Backends
+    from vista_distill.eval.systems import ModelLoader
 
     recipe = load_recipe(path)
-    assert set(Backends(recipe).student().adapters) == {"stage1", "stage2", "stage3", "world"}
+    assert set(ModelLoader(recipe).student().adapters) == {"stage1", "stage2", "stage3", "world"}
     served = server_backend(recipe, "student", servers=["http://127.0.0.1:9/v1"])
     assert served.stage_models == {"stage1": "stage1", "stage2": "stage2", "stage3": "stage3", "world": "world"}
     off = load_recipe(path, ["pipeline.world.enabled=false"])
-    assert set(Backends(off).student().adapters) == {"stage1", "stage2", "stage3"}
+    assert set(ModelLoader(off).student().adapters) == {"stage1", "stage2", "stage3"}
     launcher = (ROOT / "train" / "world.py").read_text()
     assert 'launch("world")' in launcher
 
@@ -289,7 +289,7 @@ def test_labels_teacher_answers_the_world_stage_from_factcheck_gpt_factuality():
     """Factcheck-GPT's annotators judged each claim's factuality against world evidence: the human-labels
     teacher answers the world stage with it (true -> TRUE, false -> FALSE, unknown -> NOT ENOUGH KNOWLEDGE)."""
     from conftest import ROOT
-    from vista_distill.backends.labels import LabelsBackend
+    from vista_distill.backends.human_labels import LabelsBackend
     from vista_distill.data.loaders import load_benchmark
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, world_input

@@ -37,7 +37,7 @@ def build_tiny_model(family: str, out: Path, seed: int = 0) -> Path:
     """Write a tiny random model of ``family`` with its chat template into ``out``; return ``out``."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from vista_distill.backends.models import resolve_model
+    from vista_distill.backends.model_loading import resolve_model
 
     config_file, template, special = FAMILIES[family]
     tok = AutoTokenizer.from_pretrained(resolve_model(None))

@@ -1,6 +1,6 @@
 """Tokenisation of training examples: the student trains on exactly what the scorer feeds it.
 
-The prompt is encoded by :func:`vista_distill.backends.models.encode_prompt`, the function
+The prompt is encoded by :func:`vista_distill.backends.model_loading.encode_prompt`, the function
 ``TransformersBackend`` scores with (the student's own chat template, generation prompt, no special
 tokens added); the completion is the answer's tokens plus the template's end-of-turn token
 (``<|im_end|>``, ``<|eot_id|>``, ``</s>``...), so the student learns to stop.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..backends.models import encode_prompt, text_ids
+from ..backends.model_loading import encode_prompt, text_ids
 from .silver_data import TrainError, answer_text
 
 # End-of-turn tokens of common chat templates, tried when the template's own token is not special.

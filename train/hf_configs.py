@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..backends.models import four_bit_config
+from ..backends.model_loading import four_bit_config
 from ..config import Recipe, RecipeError
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ def build_lora_config(recipe: Recipe):
 def _model_config(recipe: Recipe):
     from transformers import AutoConfig
 
-    from ..backends.models import resolve_model
+    from ..backends.model_loading import resolve_model
 
     return AutoConfig.from_pretrained(resolve_model(recipe.student.model))
 

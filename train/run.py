@@ -100,7 +100,7 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
     """Load and tokenize the stage's silver data and build the trainer (model + LoRA); no training yet."""
     from transformers import AutoTokenizer
 
-    from ..backends.models import resolve_model
+    from ..backends.model_loading import resolve_model
 
     if stage not in DISTILLED_STAGES:
         raise TrainError(f"unknown stage {stage!r}; expected one of {list(DISTILLED_STAGES)}")
