@@ -1,0 +1,80 @@
+"""The package's shape (docs/layout.md): the root holds the public API and entry points only, no module is over
+450 lines (the paper's verbatim prompts excepted), and imports point down the layers: a package imports only
+from packages below it, except inside ``if TYPE_CHECKING:`` (annotations)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# lowest first; a package may import from the ones before it (check, publish, distill, train and eval from all)
+LAYERS = ["runtime", "data", "pipeline", "backends", "config", "publish", "check", "distill", "train", "eval"]
+TOP = {"check", "publish", "distill", "train", "eval"}
+ALLOWED_TOP = {"check": {"train"}, "distill": {"publish"}, "train": {"publish"}}   # top-level peers they use
+
+
+def _package_modules() -> list[Path]:
+    return [p for p in ROOT.rglob("*.py") if p.relative_to(ROOT).parts[0] in LAYERS]
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for sub in ast.walk(node):
+                if hasattr(sub, "lineno"):
+                    lines.add(sub.lineno)
+    return lines
+
+
+def _imported_packages(path: Path, rel: tuple[str, ...] | None = None) -> list[tuple[str, int]]:
+    rel = rel or path.relative_to(ROOT).parts
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_lines(tree)
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.lineno in skip:
+            continue
+        if node.level:
+            base = list(rel[:-1])[: len(rel) - node.level]
+            target = base + (node.module.split(".") if node.module else [])
+        elif node.module and node.module.startswith("vista_distill."):
+            target = node.module.split(".")[1:]
+        else:
+            continue
+        if target and target[0] in LAYERS:
+            out.append((target[0], node.lineno))
+    return out
+
+
+def test_the_package_root_holds_the_public_api_and_entry_points_only():
+    assert sorted(p.name for p in ROOT.glob("*.py")) == ["__init__.py", "__main__.py", "cli.py", "demo.py", "scorer.py"]
+
+
+def test_no_module_over_450_lines():
+    long = {str(p.relative_to(ROOT)): n for p in _package_modules()
+            if (n := len(p.read_text().splitlines())) > 450 and p.name != "paper_prompts.py"}
+    assert not long
+
+
+def test_imports_point_down_the_layers():
+    upward = []
+    for path in _package_modules():
+        src = path.relative_to(ROOT).parts[0]
+        for target, line in _imported_packages(path):
+            if target == src or target in ALLOWED_TOP.get(src, set()):
+                continue
+            if src in TOP and target not in TOP:
+                continue
+            if LAYERS.index(target) > LAYERS.index(src):
+                upward.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not upward, upward
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path):
+    """The check above can fail: an upward import written into a module is found."""
+    bad = tmp_path / "probe.py"
+    bad.write_text("from typing import TYPE_CHECKING\nfrom ..eval.metrics import turn_metrics\n"
+                   "if TYPE_CHECKING:\n    from ..config import Recipe\n")
+    assert _imported_packages(bad, ("data", "probe.py")) == [("eval", 2)]
