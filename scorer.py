@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -16,7 +17,6 @@ from .eval.evidence import evidence_metrics, run_probes
 from .eval.summary import summarize
 from .pipeline.engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
 from .pipeline.protocol import Backend
-from .pipeline.templates import Speakers
 from .runtime.progress import RequestBar
 
 
@@ -51,41 +51,50 @@ class ScoreResult:
 
 
 class VistaScorer:
-    """Score dialogues with VISTA on a local model (default: the embedded SmolLM2-135M-Instruct).
+    """Score dialogues with VISTA, MiniCheck style: ``VistaScorer(...).score(conversations)``.
 
-    ``adapters``: a folder with ``stage1/ stage2/ stage3/`` PEFT adapters (or a ``{stage: dir}``
-    mapping); with adapters the compact student prompts are used unless ``style`` says otherwise.
+    ``config``: the pipeline's settings (:class:`~vista_distill.pipeline.engine.EngineConfig`: prompt style, how
+    stages 2-3 answer, stage 4, speakers, claim and token budgets, chunking, the world stage); ``**pipeline``
+    overrides its fields by name (``style="compact"``, ``stage2="generate"``, ``max_new_tokens={"stage1": 64}``
+    merged into the budgets). Without ``config`` the defaults, with the compact student prompts when ``adapters``
+    are given. ``rule``: the turn rule of the summary (``safe``, ``strict``, ``authors``).
+
+    The model: ``backend`` (any :class:`~vista_distill.pipeline.protocol.Backend`), else the in-process
+    ``model`` (default: the embedded SmolLM2-135M-Instruct) with ``adapters`` (a folder with ``stage1/ stage2/
+    stage3/`` PEFT adapters, or ``{stage: dir}``), loaded with ``dtype``, ``threads``, ``batch_size``,
+    ``load_in_4bit``, ``chat_template_kwargs`` and ``attn_implementation``. :meth:`from_recipe` builds both from a
+    recipe, through the backend factory eval and the CLI use.
     """
 
     def __init__(
         self,
         model: str | None = None,
         adapters: str | Path | Mapping[str, str | Path] | None = None,
+        *,
+        config: EngineConfig | None = None,
         rule: str = "safe",
-        style: str | None = None,
-        stage2: str = "score",
-        stage3: str = "score",
-        stage4: bool = False,
-        speakers: Speakers | None = None,
-        dtype: str = "auto",
-        load_in_4bit: bool = False,
-        batch_size: int = 16,
-        max_claims: int = 16,
-        max_new_tokens: Mapping[str, int] | None = None,
         backend: Backend | None = None,
+        dtype: str = "auto",
         threads: int | str | None = "auto",
+        batch_size: int = 16,
+        load_in_4bit: bool = False,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         attn_implementation: str | None = None,
+        **pipeline: Any,
     ) -> None:
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
         self.rule = rule
-        self.config = EngineConfig(
-            style=style or ("compact" if adapters else "fewshot"), speakers=speakers or Speakers(),
-            stage2=stage2, stage3=stage3, stage4=stage4, max_claims=max_claims,
-        )
-        if max_new_tokens:
-            self.config.max_new_tokens.update(max_new_tokens)
+        fields = {f.name for f in dataclasses.fields(EngineConfig)}
+        unknown = sorted(set(pipeline) - fields)
+        if unknown:
+            raise TypeError(f"VistaScorer: unknown option(s) {unknown}; pipeline options are {sorted(fields)}")
+        budgets = pipeline.pop("max_new_tokens", None)
+        if config is None:
+            config = EngineConfig(style="compact" if adapters else "fewshot")
+        self.config = dataclasses.replace(config, max_new_tokens=dict(config.max_new_tokens), **pipeline)
+        if budgets:
+            self.config.max_new_tokens.update(budgets)
         if backend is None:
             from .backends.transformers import TransformersBackend
 
@@ -98,24 +107,23 @@ class VistaScorer:
     @classmethod
     def from_recipe(cls, recipe: Recipe, *, adapters: str | Path | Mapping[str, str | Path] | None = None,
                     style: str | None = None, role: str | None = None, **kwargs: Any) -> VistaScorer:
-        """A scorer with the recipe's student model and pipeline settings (speakers, claims, budgets);
-        with ``adapters`` (or ``role="student"``: a served student, ``backend=``) its student prompts
-        (``pipeline.student_prompt_style``), without them the few-shot prompts. ``kwargs``: run options
-        (rule, stage2-4, batch_size, threads, backend)."""
+        """A scorer with the recipe's pipeline settings (``recipe.engine_config(role)``: speakers, claims, budgets,
+        chunking, world stage) and its model through :func:`~vista_distill.backends.factory.backend_for`: with
+        ``adapters`` (or ``role="student"``) the student and its prompts (``pipeline.student_prompt_style``),
+        without them the base with the few-shot prompts; served when the recipe names servers. ``kwargs``: run
+        options (rule, stage2-4, batch_size, threads, backend)."""
         from .backends.factory import backend_for
 
         role = role or ("student" if adapters else "base")
-        cfg = recipe.engine_config(role)
-        if kwargs.get("backend") is None:   # the one factory eval and the CLI use too
+        config = recipe.engine_config(role)
+        if style:
+            config = dataclasses.replace(config, style=style)
+        if kwargs.get("backend") is None:
             kwargs["backend"] = backend_for(recipe, "student" if role == "student" else "base", adapters=adapters,
                                             batch_size=kwargs.get("batch_size") or 16,
                                             threads=kwargs.get("threads", "auto"))
-        scorer = cls(model=recipe.student.model, adapters=adapters, style=style or cfg.style, speakers=cfg.speakers,
-                     max_claims=cfg.max_claims, max_new_tokens=cfg.max_new_tokens, **kwargs)
-        # the recipe's chunking budget and world-knowledge stage (pipeline.context_budget, pipeline.world)
-        for key in ("context_budget", "world", "world_knowledge", "world_concurrent", "world_top_k"):
-            setattr(scorer.config, key, getattr(cfg, key))
-        return scorer
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("style",) and (k != "batch_size" or v is not None)}
+        return cls(model=recipe.student.model, adapters=adapters, config=config, **kwargs)
 
     def score(
         self,
@@ -197,8 +205,6 @@ class VistaScorer:
         """Does this scorer read its evidence? Stage 2 on the human claims of ``conversations`` with their
         references, then the evidence probes (``eval/evidence.py``: deletion, foreign reference, claim only);
         their records (``evidence_metrics`` turns them into the three metrics)."""
-        import dataclasses
-
         given = [c for c in conversations if any(c.turns[i].gold_claims for i in c.scored_turns)]
         cfg = dataclasses.replace(self.config, claims="gold")
         results = run_programs([vista_program(c, cfg) for c in given], self.backend, batched=True)

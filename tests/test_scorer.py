@@ -164,3 +164,19 @@ def test_a_turn_longer_than_the_context_is_recorded_unscored_and_the_run_goes_on
     assert reason.startswith("stage 1: prompt of ") and "longer than the model's context of 8,192 tokens" in reason
     assert int(reason.split("prompt of ")[1].split(" tokens")[0].replace(",", "")) > 200_000
     assert short_rec["scored"] and "context" not in (short_rec["unknown_reason"] or "")   # the run went on
+
+
+def test_the_scorer_takes_a_pipeline_config_and_named_overrides(sample):
+    """``config`` is the pipeline's EngineConfig; named options override its fields (budgets merged), a name it
+    does not have is an error that lists the valid ones, and the caller's config object is not changed."""
+    from vista_distill.pipeline.engine import EngineConfig
+
+    base = EngineConfig(style="compact", max_claims=5)
+    s = VistaScorer(backend=LabelsBackend(sample), config=base, stage2="generate", max_new_tokens={"stage1": 40})
+    assert (s.config.style, s.config.max_claims, s.config.stage2) == ("compact", 5, "generate")
+    assert s.config.max_new_tokens["stage1"] == 40 and s.config.max_new_tokens["stage3"] == 96
+    assert base.stage2 == "score" and base.max_new_tokens["stage1"] == 256
+    with pytest.raises(TypeError, match="unknown option.*max_claim.*pipeline options are"):
+        VistaScorer(backend=LabelsBackend(sample), max_claim=3)
+    with pytest.raises(ValueError, match="rule must be one of"):
+        VistaScorer(backend=LabelsBackend(sample), rule="lenient")
