@@ -15,26 +15,21 @@ split only). Splits are by dialogue (``data.splits.split_by_dialogue``). With ``
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
-import shutil
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ..data.io import atomic_write_text
 from ..data.schema import TURN_LABELS, UNKNOWN, Conversation
+from ..data.silver import COLUMNS, clean_partial, features, save_stage  # noqa: F401 - distill's export
 from ..data.splits import dialogue_key, split_by_dialogue
 from ..data.vocabulary import DISTILLED_STAGES, STAGES
 from ..pipeline.engine import Call, TurnResult
 from ..pipeline.templates import PROMPTS_VERSION, Speakers, build_messages, get_template
 
-COLUMNS = ("prompt", "completion", "label", "stage", "conversation_id", "dialogue_id", "source", "teacher",
-           "prompt_style", "prompt_version")
 DROP_REASONS = ("parse failure", "truncated", "verdict unknown", "gold disagreement", "partial claims", "self-consistency",
                 "duplicate", "class balance")
 
@@ -228,66 +223,9 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, ensure_ascii=False, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def features() -> Any:
-    from datasets import Features, Value
-
-    message = {"role": Value("string"), "content": Value("string")}
-    return Features({"prompt": [message], "completion": [message],
-                     **{c: Value("string") for c in COLUMNS if c not in ("prompt", "completion")}})
-
-
-def save_stage(folder: Path, splits: dict[str, list[dict[str, Any]]], card: str) -> None:
-    """Write one stage's DatasetDict and card next to ``folder`` and swap it in (a killed export
-    leaves the previous folder, or a ``.partial`` one the next run removes)."""
-    from datasets import Dataset, DatasetDict
-
-    partial = folder.with_name(f".{folder.name}.partial")
-    old = folder.with_name(f".{folder.name}.old")
-    for p in (partial, old):
-        if p.exists():
-            shutil.rmtree(p)
-    feats = features()
-    dd = DatasetDict({name: Dataset.from_dict({c: [r[c] for r in rs] for c in feats}, features=feats)
-                      for name, rs in splits.items()})
-    with _quiet_datasets():
-        # An empty split needs an explicit shard, or load_from_disk cannot read it back.
-        dd.save_to_disk(str(partial), num_shards={name: 1 for name, ds in dd.items() if len(ds) == 0})
-    atomic_write_text(partial / "README.md", card)
-    if folder.exists():
-        folder.rename(old)
-    partial.rename(folder)
-    if old.exists():
-        shutil.rmtree(old)
-
-
-@contextlib.contextmanager
-def _quiet_datasets() -> Iterator[None]:
-    """No per-split "Saving the dataset" bars under the distill progress bar."""
-    import datasets
-
-    was_disabled = datasets.is_progress_bar_enabled() is False
-    datasets.disable_progress_bars()
-    try:
-        yield
-    finally:
-        if not was_disabled:
-            datasets.enable_progress_bars()
-
-
 def stages_for(world: bool) -> tuple[str, ...]:
     """The stages a distill run exports: stages 1-3, and the world stage when the recipe turns it on."""
     return DISTILLED_STAGES if world else STAGES
-
-
-def clean_partial(out_dir: Path) -> None:
-    """Remove what a killed export left behind; restore a stage folder caught mid-swap."""
-    for stage in DISTILLED_STAGES:
-        final, old = out_dir / stage, out_dir / f".{stage}.old"
-        if old.exists() and not final.exists():
-            old.rename(final)
-        for p in (out_dir / f".{stage}.partial", old):
-            if p.exists():
-                shutil.rmtree(p)
 
 
 def filter_report(candidates: Sequence[Candidate], stages: Sequence[str] = STAGES) -> dict[str, Any]:

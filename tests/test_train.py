@@ -17,6 +17,7 @@ import pytest
 import yaml
 from conftest import ROOT, SAMPLE
 from vista_distill.config import load_recipe
+from vista_distill.data.silver import SilverDataError
 from vista_distill.runtime import hardware
 from vista_distill.train.balance import BalancedSampler, class_weights
 from vista_distill.train.encoding import encode_split, end_of_turn
@@ -258,7 +259,7 @@ def test_balanced_sampler_draws_rare_class_about_half_the_time_and_replays_per_e
 
 def test_missing_silver_folder_names_path_and_layout(tmp_path):
     recipe = load_recipe(write_recipe(tmp_path, tmp_path / "nowhere"))
-    with pytest.raises(TrainError,
+    with pytest.raises(SilverDataError,
                        match=r"nowhere/stage2: no silver data for stage2 \(expected a datasets"):
         prepare_stage(recipe, "stage2")
 
@@ -270,7 +271,7 @@ def test_bad_silver_row_names_split_row_and_conversation(tmp_path, silver):
         return rows
 
     copy_silver(silver, tmp_path / "silver", edit=bad_first_stage2_row)
-    with pytest.raises(TrainError,
+    with pytest.raises(SilverDataError,
                        match=r"stage2\[train\] row 0 \(conversation .+\): label 'MAYBE' is not one"):
         load_silver(tmp_path / "silver", "stage2")
 

@@ -42,12 +42,12 @@ def run_train(args: argparse.Namespace, stage: str | None = None) -> int:
     recipe's train.stages); prints one line per trained stage (first process only). Exit code 2 on a bad
     recipe or silver data."""
     from ..config import RecipeError
+    from ..data.silver import SilverDataError
     from .run import train_stages
-    from .silver_data import TrainError
 
     try:
         summaries = train_stages(recipe_from_args(args), stage or args.stage)
-    except (TrainError, RecipeError, FileNotFoundError) as e:
+    except (SilverDataError, RecipeError, FileNotFoundError) as e:   # train's TrainError is one too
         print(f"error: {e}", file=sys.stderr)
         return 2
     for s in summaries:
