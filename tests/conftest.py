@@ -83,15 +83,17 @@ def trained_student(tmp_path_factory):
     return recipe, tmp / "ck"
 
 
-def score_sample(backend, recipe, claims: str = "gold") -> list[dict]:
+def score_sample(backend, recipe, claims: str = "gold", budgets: dict[str, int] | None = None) -> list[dict]:
     """The student pipeline of ``recipe`` over the bundled sample through ``backend``: every turn's record. With
-    ``claims="gold"`` stages 2-3 run on the human claims, so two backends score the same inputs."""
+    ``claims="gold"`` stages 2-3 run on the human claims, so two backends score the same inputs; ``budgets``:
+    token budgets by stage over the recipe's."""
     import dataclasses
 
     from vista_distill.data.io import read_conversations
     from vista_distill.pipeline.engine import run_programs, vista_program
 
     cfg = dataclasses.replace(recipe.engine_config("student"), claims=claims)
+    cfg.max_new_tokens.update(budgets or {})
     convs = read_conversations(SAMPLE)
     return [t.to_dict() for turns in run_programs([vista_program(c, cfg) for c in convs], backend, batched=True)
             for t in turns]

@@ -112,9 +112,11 @@ def test_vllm_student_decomposes_as_the_in_process_student(vllm_served):
 
     recipe, adapters, server = vllm_served
     backend = _served_backend(recipe, server, "auto")
-    served = score_sample(backend, recipe, claims="model")
+    budgets = {"stage1": 96}   # these weak adapters' lists often run to their budget: a shorter one, both sides
+    served = score_sample(backend, recipe, claims="model", budgets=budgets)
     assert backend.method == "echo" and set(backend.stats["label_methods"]) == {"echo"}
-    local = score_sample(TransformersBackend(None, adapters=adapters, dtype="float32", threads=1), recipe, claims="model")
+    local = score_sample(TransformersBackend(None, adapters=adapters, dtype="float32", threads=1), recipe,
+                         claims="model", budgets=budgets)
     assert [r["stage1_raw"] for r in served] == [r["stage1_raw"] for r in local]
     assert [[(c["text"], c["category"]) for c in r["claims"]] for r in served] == \
         [[(c["text"], c["category"]) for c in r["claims"]] for r in local]
