@@ -99,6 +99,26 @@ def score_sample(backend, recipe, claims: str = "gold", budgets: dict[str, int] 
             for t in turns]
 
 
+def score_in_background(backend, recipe):
+    """:func:`score_sample` in a daemon thread: the thread, and a dict that gets ``records`` when it finishes."""
+    import threading
+
+    out: dict = {}
+    run = threading.Thread(target=lambda: out.update(records=score_sample(backend, recipe)), daemon=True)
+    run.start()
+    return run, out
+
+
+def wait_for_requests(server, n: int, run, timeout_s: float = 300.0) -> None:
+    """Wait until ``server`` has answered ``n`` requests (its access log), while ``run`` still goes on."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while server.served() < n and run.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run.is_alive(), "the run finished before a replica could be killed"
+
+
 def assert_same_records(a, b, tol: float = 1e-4, path: str = "") -> None:
     """Nested equality where floats may differ by ``tol`` (batch-shape float noise) and nothing else may."""
     if isinstance(a, float) and isinstance(b, float):

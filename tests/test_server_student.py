@@ -17,13 +17,12 @@ import dataclasses
 import importlib.util
 import json
 import math
-import threading
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SAMPLE, assert_same_records, score_sample
+from conftest import SAMPLE, assert_same_records, score_in_background, score_sample, wait_for_requests
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
@@ -156,13 +155,8 @@ def test_replica_sigkilled_and_restarted_mid_run(served, reference, tmp_path):
     restarted = None
     try:
         backend = server_backend(recipe, "student", servers=[a.base_url, b.base_url])
-        out: dict = {}
-        run = threading.Thread(target=lambda: out.update(records=score_sample(backend, recipe)), daemon=True)
-        run.start()
-        deadline = time.monotonic() + 300
-        while a.served() < 10 and run.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert run.is_alive(), "the run finished before a replica could be killed"
+        run, out = score_in_background(backend, recipe)
+        wait_for_requests(a, 10, run)
         a.kill()
         killed_b = b.served()
         while b.served() < killed_b + 10 and run.is_alive():

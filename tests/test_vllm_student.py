@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
-import time
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE, assert_same_records, score_sample, vllm_install
+from conftest import (
+    SAMPLE,
+    assert_same_records,
+    score_in_background,
+    score_sample,
+    vllm_install,
+    wait_for_requests,
+)
 
 VLLM_ARGS = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "8", "--seed", "0"]
 # Label log-likelihoods of vLLM and the in-process model, float32 both, differ by float rounding only; a claim whose
@@ -159,13 +164,8 @@ def test_vllm_replica_sigkilled_mid_run_loses_and_doubles_nothing(vllm_served, s
     try:
         backend = _served_backend(recipe, [doomed, server], "echo", retry_backoff_s=0.5, retry_backoff_max_s=2.0,
                                   max_retries=3)
-        out: dict = {}
-        run = threading.Thread(target=lambda: out.update(records=score_sample(backend, recipe)), daemon=True)
-        run.start()
-        deadline = time.monotonic() + 300
-        while doomed.served() < 5 and run.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert run.is_alive(), "the run finished before a replica could be killed"
+        run, out = score_in_background(backend, recipe)
+        wait_for_requests(doomed, 5, run)
         killed_at = doomed.served()
         doomed.kill()
         run.join(600)
