@@ -27,13 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipes" / "experiment-135m-cpu.yaml"
@@ -243,12 +245,13 @@ def step_pipeline(recipe: Any, variant: str, jobs: int, groups: list[str]) -> di
 # -- report --------------------------------------------------------------------------------------------
 
 def machine() -> dict[str, Any]:
+    """bench/harness.py's machine record, with the core count and versions this report also names."""
+    import platform
+
     import torch
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-            "load_average_at_report": os.getloadavg()}
+    return {**harness.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
+            "torch": torch.__version__}
 
 
 def _pct(x: float | None) -> str:
