@@ -19,7 +19,7 @@ from typing import Any
 
 GIB = 1024**3
 CUDA_CONTEXT_GIB = 1.0           # context, cuBLAS workspace, allocator slack
-ARCHITECTURES = Path(__file__).resolve().parent / "recipes" / "architectures"
+ARCHITECTURES = Path(__file__).resolve().parents[1] / "recipes" / "architectures"   # the package root's recipes/
 PROMISE = re.compile(r"-(\d+)gb\b", re.IGNORECASE)
 # Adam moments in float32 (8 bytes/param); bitsandbytes' 8-bit optimizers keep 2 bytes/param.
 OPTIM_BYTES = {"8bit": 2.0, "default": 8.0}

@@ -139,3 +139,20 @@ def test_memory_estimate_takes_the_largest_stage():
     est_base, _ = recipe_estimates(base)
     est_longer, _ = recipe_estimates(longer)
     assert est_longer["training"].total > est_base["training"].total
+
+
+def test_every_gpu_recipe_gets_a_memory_estimate_within_its_promise():
+    """The 7-8B recipes name their GPU memory (``-24gb``, ``-80gb``): ``check`` finds each student's architecture in
+    the shipped ``recipes/architectures/`` (no hub) and estimates training and scoring within that promise."""
+    from pathlib import Path
+
+    from vista_distill.check.gpu_memory import promised_gib, recipe_estimates
+
+    recipes = [p for p in sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
+               if promised_gib(p.stem)]
+    assert len(recipes) >= 6
+    for path in recipes:
+        r = load_recipe(path)
+        est, where = recipe_estimates(r)
+        assert est is not None and "recipes/architectures/" in where, (path.name, where)
+        assert all(e.total <= promised_gib(r.name) for e in est.values()), (path.name, est)
