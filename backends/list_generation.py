@@ -95,6 +95,17 @@ LOOP_REPEATS = 3
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
+def list_stop_reason(text: str) -> str | None:
+    """Why stage 1's stop rule ends a list with this text: ``loop`` (its last line said one sentence
+    ``LOOP_REPEATS`` times), ``repeat`` (a completed line repeats an earlier one), or None. The in-process backend
+    and a served list (cut afterwards) record the same finish reason from it."""
+    if _looping_line(text):
+        return "loop"
+    if _has_repeated_line(text):
+        return "repeat"
+    return None
+
+
 def _looping_line(text: str) -> bool:
     """Has the unfinished last line said one sentence (of 8+ characters) ``LOOP_REPEATS`` times?"""
     line = text.rsplit("\n", 1)[-1]

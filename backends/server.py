@@ -33,7 +33,7 @@ from ..data.vocabulary import ALL_STAGES
 from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF, render
 from .cache import CallCache, call_key
-from .list_generation import _has_repeated_line, _looping_line, _RepeatedLineStop
+from .list_generation import _RepeatedLineStop, list_stop_reason
 from .openai_compat import OpenAIBackend, ServerError, _Retryable, redact_url
 
 log = logging.getLogger(__name__)
@@ -158,10 +158,7 @@ class ServerBackend(OpenAIBackend):
                 if requests[i].stop_on_repeat:
                     text = truncate_repeats(text, self)
                     # the finish reason and raw text the in-process backend records where its stop rule fires
-                    if _looping_line(text):
-                        a.meta["finish_reason"] = "loop"
-                    elif _has_repeated_line(text):
-                        a.meta["finish_reason"] = "repeat"
+                    a.meta["finish_reason"] = list_stop_reason(text) or a.meta.get("finish_reason")
                     if text != a.text:
                         a.meta["raw"], a.meta["server_chars"] = text.strip(), len(a.text)
                 a.meta.pop("logprobs_raw", None)

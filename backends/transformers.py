@@ -22,7 +22,7 @@ from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF
 from .adapters import find_stage_adapters
 from .evidence_head import EvidenceHead, claim_and_twin
-from .list_generation import _has_repeated_line, _ListMarkerFormat, _looping_line, _RepeatedLineStop
+from .list_generation import _ListMarkerFormat, _RepeatedLineStop, list_stop_reason
 from .model_calls import GQA_SDPA, cache_keyword, float32_head, output_cache, shared_prefix, use_gqa_sdpa
 from .model_loading import encode_prompt
 from .slot_decoding import decode_in_slots, slots_supported, static_prefix_cache
@@ -298,12 +298,7 @@ class TransformersBackend:
         """A generation's response. The finish reason is judged from the text, not from what follows it, so a row
         stopped inside a batch (then padded) and the same row alone (where generation simply ends) agree."""
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-        if stop_on_repeat and _looping_line(text):
-            finish = "loop"
-        elif stop_on_repeat and _has_repeated_line(text):
-            finish = "repeat"
-        else:
-            finish = "length" if at_budget else "stop"
+        finish = (stop_on_repeat and list_stop_reason(text)) or ("length" if at_budget else "stop")
         return Response(text=text.strip(), completion_tokens=completion_tokens, meta={"finish_reason": finish})
 
     def _slots_ok(self, stage: str, prefix: tuple[int, ...]) -> bool:
@@ -321,8 +316,8 @@ class TransformersBackend:
         ban = _ListMarkerFormat(self, 0).apply if stop_on_repeat else None
         with torch.inference_mode(), self._shared(prefix):
             decoded = decode_in_slots(
-                self.model, self.cache_kw, lambda rows, n: static_prefix_cache(self.model.config, shared, rows, n), shared,
-                len(prefix), suffixes, max_new, self.batch_size, self.eos_ids, self.tokenizer.pad_token_id,
+                self.model, self.cache_kw, lambda rows, n: static_prefix_cache(self.model.config, shared, rows, n),
+                shared, len(prefix), suffixes, max_new, self.batch_size, self.eos_ids, self.tokenizer.pad_token_id,
                 ban=ban, stop=stop, on_done=None if self.progress is None else (lambda _: self.progress(1)),
                 stats=self.stats)
         self.stats["prefix_tokens_reused"] += len(prefix) * len(suffixes)
