@@ -115,15 +115,11 @@ class VistaScorer:
         from .backends.factory import backend_for
 
         role = role or ("student" if adapters else "base")
-        config = recipe.engine_config(role)
-        if style:
-            config = dataclasses.replace(config, style=style)
-        if kwargs.get("backend") is None:
+        if kwargs.get("backend") is None:   # the one factory eval and the CLI use too
             kwargs["backend"] = backend_for(recipe, "student" if role == "student" else "base", adapters=adapters,
                                             batch_size=kwargs.get("batch_size") or 16,
                                             threads=kwargs.get("threads", "auto"))
-        kwargs = {k: v for k, v in kwargs.items() if k not in ("style",) and (k != "batch_size" or v is not None)}
-        return cls(model=recipe.student.model, adapters=adapters, config=config, **kwargs)
+        return cls(config=recipe.engine_config(role), **({"style": style} if style else {}), **kwargs)
 
     def score(
         self,
