@@ -13,10 +13,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..pipeline.engine import JOINS_BACKGROUND
+from ..data.vocabulary import (
+    ABSTENTION,
+    CONTRADICTED,
+    JOINS_BACKGROUND,
+    LACKING_EVIDENCE,
+    OUT_OF_SCOPE,
+    VERIFIED,
+)
 
-CATEGORY_COLOURS = {"VERIFIED": "#1b7f3b", "OUT-OF-SCOPE": "#5b6b7a", "ABSTENTION": "#6a4fa3",
-                    "LACKING EVIDENCE": "#b36b00", "CONTRADICTED": "#b3261e", None: "#777"}
+CATEGORY_COLOURS = {VERIFIED: "#1b7f3b", OUT_OF_SCOPE: "#5b6b7a", ABSTENTION: "#6a4fa3",
+                    LACKING_EVIDENCE: "#b36b00", CONTRADICTED: "#b3261e", None: "#777"}
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:16px;color:#222}
