@@ -98,7 +98,7 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
     "stage1-64": {"overrides": ["train.per_stage.stage1.max_steps=64"], "stages": ["stage1"],
                   "what": "stage 1 trained 8x longer (64 steps of 8, about 2 epochs of its 262 examples)"},
     # 2026-11-24, fifth session: generalisation beyond FaithDial (issue 13 item 5; the human set mixes AIS, BEGIN,
-    # FADE and FaithDial). BEGIN-WoW (CC BY 4.0) and FADE (MIT) bundled in data/samples (build_begin_fade.py), each
+    # FADE and FaithDial). BEGIN-WoW (CC BY 4.0) and FADE (MIT) bundled in data/samples (begin.py / fade.py build_sample in data/benchmarks/), each
     # response its one claim, as training-only sources of stages 2 and 3; stage 1 is stage1-64's. Criterion, fixed
     # before any of these ran: strict-rule turn accuracy over all validation turns pooled (FaithDial's 200 model
     # responses + BEGIN's 60 + FADE's 40 validation rows, ``val-turns NAME begin-fade`` for the last two; an
@@ -565,11 +565,11 @@ def step_claim_pairs() -> None:
 
 def _val_set(name: str) -> Path:
     """``models``: FaithDial's 200 validation model responses; ``begin-fade``: the BEGIN-WoW (60) and FADE (40 rows)
-    validation files (data/samples/build_begin_fade.py), each response its one claim, as one conversation file."""
+    validation files (build_sample in data/benchmarks/begin.py and fade.py), each response its one claim, as one conversation file."""
     if name == "models":
         return VAL_MODELS
+    from vista_distill.data.benchmarks import load_benchmark
     from vista_distill.data.io import write_conversations
-    from vista_distill.data.loaders import load_benchmark
 
     path = RUNS / "validation-begin-fade.jsonl"
     convs = [*load_benchmark("begin", SAMPLES / "begin_wow" / "begin_validation_wow.tsv", claims="response"),

@@ -1,7 +1,7 @@
 """Factcheck-GPT through the project's loader: the published counts, and what each mapping choice gives.
 
 Loads the full ``factcheck-GPT-benchmark.jsonl`` (not in a fresh clone: ../shared/data, or
-``vista-distill data fetch factcheck_gpt``) with every option value of ``data/factcheck_gpt.py``,
+``vista-distill data fetch factcheck_gpt``) with every option value of ``data/benchmarks/factcheck_gpt/``,
 checks the published counts (94 answers, 311 sentences, 678 claims; 3,305 claim-passage stances)
 and tabulates claim categories per stance pattern, categories against the annotators' factuality
 labels, turn labels per labelling rule and reference sizes.
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {source}: no such file (vista-distill data fetch factcheck_gpt --to DIR)", file=sys.stderr)
         return 1
 
-    from vista_distill.data.factcheck_gpt import load_factcheck_gpt
+    from vista_distill.data.benchmarks.factcheck_gpt import load_factcheck_gpt
     from vista_distill.data.schema import CLAIM_CATEGORIES
 
     loads = {_name(v): load_factcheck_gpt(source, **v) for v in VARIANTS}
@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     ok = counts == PUBLISHED
     sha = hashlib.sha256(source.read_bytes()).hexdigest()
 
-    lines = ["# Factcheck-GPT through `data/factcheck_gpt.py`", "",
+    lines = ["# Factcheck-GPT through `data/benchmarks/factcheck_gpt/`", "",
              f"`python bench/factcheck_gpt_counts.py` on `{os.path.relpath(source, ROOT)}` (sha256 `{sha[:16]}...`).",
-             "Mapping choices: `data/factcheck_gpt.py` docstring and `data/SOURCES.md`.", "",
+             "Mapping choices: `data/benchmarks/factcheck_gpt/` docstring and `data/SOURCES.md`.", "",
              "## Published counts", "", "| unit | published | loaded |", "| --- | ---: | ---: |"]
     lines += [f"| {k} | {PUBLISHED[k]:,} | {counts[k]:,}{'' if counts[k] == PUBLISHED[k] else ' MISMATCH'} |"
               for k in PUBLISHED]

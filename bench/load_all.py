@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", default=str(ROOT / "bench" / "results"))
     args = ap.parse_args(argv)
 
-    from vista_distill.data.loaders import guess_benchmark, load_benchmark
+    from vista_distill.data.benchmarks import guess_benchmark, load_benchmark
     from vista_distill.data.splits import leak_keys
 
     data_dir = Path(args.data_dir)

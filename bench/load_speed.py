@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "load_speed.md"))
     args = ap.parse_args(argv)
 
-    from vista_distill.data.begin import load_begin
+    from vista_distill.data.benchmarks.begin import load_begin
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "begin_test_synthetic.tsv"

@@ -23,7 +23,7 @@ LEAK_POLICIES: tuple[str, ...] = typing.get_args(LeakPolicy)
 
 @dataclass
 class DataSource:
-    """One benchmark file prepared through ``data/loaders.py`` (see ``vista-distill data prepare``)."""
+    """One benchmark file prepared through ``data/benchmarks/`` (see ``vista-distill data prepare``)."""
 
     benchmark: str
     source: str

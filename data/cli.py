@@ -19,7 +19,7 @@ AMBIGUOUS_HELP = ("labels with no agreed binary mapping (Generic, Uncooperative,
 
 def add_data_subcommands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``data prepare``, ``data stats`` and ``data fetch`` to a top-level ``add_subparsers()`` object."""
-    from .loaders import BENCHMARKS  # light: the loaders themselves are imported on use
+    from .benchmarks import BENCHMARKS  # light: the loaders import the standard library only
 
     data = subparsers.add_parser("data", help="prepare benchmark data and inspect conversation files",
                                  description="Benchmark loaders, the paper's sampling, statistics.")
@@ -88,7 +88,7 @@ def add_data_subcommands(subparsers: argparse._SubParsersAction) -> argparse.Arg
                    help="accept files whose sha256 differs from the one recorded for the official release")
     f.add_argument("--force", action="store_true", help="download again even when the files are in place")
     f.add_argument("--registry", metavar="FILE",
-                   help="benchmark definitions (JSON, the fields of data/fetch.py's Source) to use instead of "
+                   help="benchmark definitions (JSON, the fields of data/download/catalogue.py's Source) to use instead of "
                         "the built-in ones, e.g. a private benchmark or a newer pinned commit")
     f.set_defaults(func=cmd_fetch)
     return data
@@ -107,8 +107,8 @@ def _label_map(items: list[str]) -> dict[str, str] | None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
+    from .benchmarks import load_benchmark
     from .io import SchemaError, print_error, read_conversations, write_conversations
-    from .loaders import load_benchmark
     from .sampling import sample_conversations
     from .splits import LeakageError, drop_leaks, find_leaks
 
@@ -170,7 +170,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from . import fetch
+    from .download import fetch
 
     try:
         sources = fetch.load_registry_file(args.registry) if args.registry else fetch.registry()

@@ -68,7 +68,7 @@ def load_source(src: DataSource, root: str | None = None) -> tuple[list[Conversa
         convs = read_conversations(path)
         report: dict[str, Any] = {"conversations": len(convs)}
     else:
-        from .loaders import load_benchmark
+        from .benchmarks import load_benchmark
 
         result = load_benchmark(src.benchmark, path, split=src.split, **src.options)
         convs, r = list(result.conversations), result.report

@@ -66,7 +66,7 @@ def load_test_material(recipe: Recipe, input_path: str | None = None,
     (``data.test_fraction`` of each train source and/or the ``data.test`` sources). ``material``: the
     recipe's material if the caller has loaded it already (:func:`load_material`)."""
     if input_path:
-        from ..data.loaders import guess_benchmark
+        from ..data.benchmarks import guess_benchmark
 
         # our schema or the authors' JSON; FHSumBench's own JSON is recognised by its path
         bench = "fhsumbench" if guess_benchmark(input_path) == "fhsumbench" else "file"

@@ -4,8 +4,6 @@ that only a late chunk holds."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from vista_distill.data.schema import Claim, Conversation, Turn
 from vista_distill.pipeline.chunking import approx_tokens, chunk_context, combine

@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from vista_distill.data import fetch
+from vista_distill.data.download import fetch
 
 REPO = Path(__file__).resolve().parent.parent
 OFFICIAL = "https://files.example.org/org/toy/abc123"

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from vista_distill.data.loaders import load_benchmark
+from vista_distill.data.benchmarks import load_benchmark
 from vista_distill.data.sampling import sample_conversations
 from vista_distill.data.schema import ASSISTANT, USER, Conversation, Turn
 from vista_distill.data.splits import (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from vista_distill.eval.significance import (
     bootstrap_accuracy,
     mcnemar_test,

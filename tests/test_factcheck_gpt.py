@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from vista_distill.config import DataSource
+from vista_distill.data.benchmarks import BENCHMARKS, guess_benchmark, load_benchmark
+from vista_distill.data.benchmarks.factcheck_gpt import claim_category, closest_passage, human_excerpt, load
 from vista_distill.data.cli import add_data_subcommands
-from vista_distill.data.factcheck_gpt import claim_category, closest_passage, human_excerpt, load
 from vista_distill.data.io import read_conversations, write_conversations
-from vista_distill.data.loaders import BENCHMARKS, guess_benchmark, load_benchmark
 from vista_distill.data.loading import RowError
 from vista_distill.data.material import load_source
 from vista_distill.data.schema import (
@@ -260,7 +260,7 @@ def test_sentence_unit_gives_one_scored_sentence_per_conversation_grouped_by_ans
 
 
 def test_questions_rephrase_a_share_of_sentences_with_the_same_claims_in_the_same_dialogue():
-    from vista_distill.data.factcheck_gpt_units import as_question
+    from vista_distill.data.benchmarks.factcheck_gpt.units import as_question
     from vista_distill.data.splits import dialogue_key
 
     plain = load(FILE, unit="sentence", evidence="closest")

@@ -78,3 +78,12 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
     bad.write_text("from typing import TYPE_CHECKING\nfrom ..eval.metrics import turn_metrics\n"
                    "if TYPE_CHECKING:\n    from ..config import Recipe\n")
     assert _imported_packages(bad, ("data", "probe.py")) == [("eval", 2)]
+
+
+def test_pyproject_lists_every_package():
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"vista_distill"} | {"vista_distill." + ".".join(p.parent.relative_to(ROOT).parts)
+                                 for p in ROOT.rglob("__init__.py") if p.relative_to(ROOT).parts[0] in LAYERS}
+    assert found == listed

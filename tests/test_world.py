@@ -205,7 +205,7 @@ FHSUM = __import__("pathlib").Path(__file__).resolve().parent / "fixtures" / "fh
 
 
 def test_fhsumbench_loader_maps_the_three_labels(tmp_path):
-    from vista_distill.data.loaders import guess_benchmark, load_benchmark
+    from vista_distill.data.benchmarks import guess_benchmark, load_benchmark
     from vista_distill.data.schema import HALLUCINATED
 
     assert guess_benchmark(FHSUM) == "fhsumbench"
@@ -290,7 +290,7 @@ def test_labels_teacher_answers_the_world_stage_from_factcheck_gpt_factuality():
     teacher answers the world stage with it (true -> TRUE, false -> FALSE, unknown -> NOT ENOUGH KNOWLEDGE)."""
     from conftest import ROOT
     from vista_distill.backends.human_labels import LabelsBackend
-    from vista_distill.data.loaders import load_benchmark
+    from vista_distill.data.benchmarks import load_benchmark
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, world_input
 

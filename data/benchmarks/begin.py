@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from .io import SchemaError
-from .loading import (
+from ..download.catalogue import Source, repo_files
+from ..io import SchemaError
+from ..loading import (
     AMBIGUOUS,
     DEFAULT_AMBIGUOUS,
     LabelTable,
@@ -39,14 +41,18 @@ from .loading import (
     exchange,
     merge_results,
     norm_label,
+    normalise_text,
     read_delimited,
     resolve,
     response_claim,
     source_files,
     text_key,
 )
-from .schema import CONTRADICTED, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, OUT_OF_SCOPE, VERIFIED
+from ..schema import CONTRADICTED, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, OUT_OF_SCOPE, VERIFIED
+from .entry import Benchmark
+from .samples import SAMPLES, demo_references, split_by_dialogue
 
+SAMPLE_VALIDATION_PER_LABEL = 30   # build_sample: validation rows per label
 SOURCE = "BEGIN"
 DOWNLOAD = "https://github.com/google/BEGIN-dataset (2022 TSVs at HEAD; 2021 TSVs in commit 6f88199)"
 
@@ -136,3 +142,68 @@ def _load_file(path: Path, ambiguous: str, on_error: str, label_map, claims: str
         convs.append(conv)
         sink.ok()
     return sink.finish(convs)
+
+
+def build_sample(data: Path, out: Path = SAMPLES) -> list[str]:
+    """Rebuild ``begin_wow/`` under ``out``, the demo's BEGIN material, from the 2022 release's
+    ``begin/wow/begin_dev_wow.tsv`` under ``data`` (CC BY 4.0; its LICENSE and NOTICE are copied beside): rows
+    whose knowledge is also the reference of the demo's FaithDial material or of ``vista_human/dev.json`` left out,
+    the rest split by (message, knowledge) pair (:func:`.samples.split_by_dialogue`): validation 30 + 30 rows, train
+    every other fully attributable row and as many others. Rows are copied byte for byte. Returns what it wrote."""
+    src = data / "begin" / "wow" / "begin_dev_wow.tsv"
+    exclude = demo_references(data, out)
+    lines = src.read_bytes().decode("utf-8").split("\r\n")
+    header = lines[0].split("\t")
+    k, m, lab = header.index("knowledge"), header.index("message"), header.index("begin_label")
+    body = [ln for ln in lines[1:] if ln.strip()]
+    cells = [ln.split("\t") for ln in body]
+    keep = [i for i, c in enumerate(cells) if normalise_text(c[k]) not in exclude]
+    rows = [(text_key(cells[i][m], cells[i][k]), cells[i][lab].strip().lower() == "fully attributable") for i in keep]
+    val, train = split_by_dialogue(rows, SAMPLE_VALIDATION_PER_LABEL)
+    folder = out / "begin_wow"
+    folder.mkdir(parents=True, exist_ok=True)
+    said = []
+    for split, idx in (("validation", val), ("train", train)):
+        text = "\r\n".join([lines[0], *(body[keep[i]] for i in idx)]) + "\r\n"
+        (folder / f"begin_{split}_wow.tsv").write_bytes(text.encode("utf-8"))
+        said.append(f"begin_wow/begin_{split}_wow.tsv: {len(idx)} rows ({sum(rows[i][1] for i in idx)} fully "
+                    "attributable)")
+    said.append(f"  left out: {len(body) - len(keep)} rows sharing a reference with the demo's FaithDial or "
+                "vista_human dev")
+    for name in ("LICENSE", "NOTICE"):
+        shutil.copyfile(src.parent / name, folder / name)
+    return said
+
+
+# What `vista-distill data fetch begin` downloads (data/download/). The commit is the one the
+# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
+# changed the file (or the download broke).
+BEGIN, BEGIN_HEAD, BEGIN_2021 = ("google/BEGIN-dataset", "6e65f0d5a1ed1b9574643a7640ff1678d4e979b5",
+                                 "6f881995bca5405918f3138b04f29fdd2a1b73ae")
+
+FETCH = Source(
+    "begin", "BEGIN (Dziri et al., 2022), 2022 release dev TSVs and the 2021 release dev TSV",
+    f"https://github.com/{BEGIN}",
+    "CC BY 4.0 (wow/, cmu-dog/); CDLA-Sharing-1.0 (topicalchat/); see each folder's LICENSE and NOTICE",
+    "yes, with the LICENSE and NOTICE files",
+    repo_files(BEGIN, BEGIN_HEAD, "begin", [
+        ("LICENSE", "cd97aa30978e6090d3af8fccd93c880da19889f52de065c256538479ae1a057f"),
+        ("README.md", "1b01c90e6ac4ad2ac573b25cd7716f8e8dc6a7f4970c3ecc59275e30f00b539a"),
+        ("wow/LICENSE", "5cae4a69c3c71bfec6251130e2a413bcaea051467f9805c2580dcf771a76361f"),
+        ("wow/NOTICE", "3206f4c41ec756667ee8cd0300fd6114fc5bfb370799b46cdf9d3050fcc9a938"),
+        ("wow/begin_dev_wow.tsv", "2ebfc95a1ff267e12dcce3250da4d158e1811c62e9e1a0d56f110efc9ace0178"),
+        ("cmu-dog/LICENSE", "5cae4a69c3c71bfec6251130e2a413bcaea051467f9805c2580dcf771a76361f"),
+        ("cmu-dog/NOTICE", "b8dcafc36b2f61facc33512c323e44b44da5c461e501ed580b3bc90ef23a9079"),
+        ("cmu-dog/begin_dev_cmu.tsv", "9482294df23cf08a976773ca73203b84f7178534ecab1a206eaade365e97071c"),
+        ("topicalchat/LICENSE", "94b1f359428afa5c7d1f3230e0cb4a5d51be6c9be12c2249e2b33e8fc489eba3"),
+        ("topicalchat/NOTICE", "543150a8b878961db87ae6c4a4055c4b7199253eaafbbadb67558716a25aebd9"),
+        ("topicalchat/begin_dev_tc.tsv", "d799a8cb3635de41b7f284dcfc872544ddeadcbae0c2ffd684270cce671f7711"),
+    ]) + repo_files(BEGIN, BEGIN_2021, "begin", [
+        ("README", "75c96810168e6b1ec1e5044834c4c236b1c2bed3a5510acf6c0f0b255a9e496a"),
+        ("dev_05_24_21.tsv", "d4eb032eb23793238e1de5f5d534c1f9e675657e8f4f513a71a4a375f5cb7767"),
+    ], under="first_release_2021/"),
+    note=f"first_release_2021/ holds the 2021 release (commit {BEGIN_2021[:7]}), removed from the "
+         "repository's tip later.")
+
+BENCHMARKS = (Benchmark("begin", load_begin, "BEGIN TSV, 2022 (begin_label) or 2021 (5-way) release",
+                        path_keys=("begin",), first_line_keys=("begin_label", "gold label")),)

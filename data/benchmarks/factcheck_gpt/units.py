@@ -3,9 +3,9 @@ answer sentence (``unit="sentence"``), and sentences rephrased as presupposing q
 
 from __future__ import annotations
 
-from .loading import text_key
-from .schema import ASSISTANT, FAITHFUL, HALLUCINATED, Conversation, Turn
-from .vocabulary import SAFE, SAFE_CATEGORIES
+from ...loading import text_key
+from ...schema import ASSISTANT, FAITHFUL, HALLUCINATED, Conversation, Turn
+from ...vocabulary import SAFE, SAFE_CATEGORIES
 
 
 class Passages:

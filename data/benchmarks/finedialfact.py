@@ -33,8 +33,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .io import SchemaError
-from .loading import (
+from ..download.catalogue import Remote, Source, Subset, gh, repo_files
+from ..io import SchemaError
+from ..loading import (
     DEFAULT_AMBIGUOUS,
     LoadResult,
     RowSink,
@@ -43,7 +44,7 @@ from .loading import (
     source_files,
     text_key,
 )
-from .schema import (
+from ..schema import (
     ABSTENTION,
     ASSISTANT,
     CONTRADICTED,
@@ -57,6 +58,7 @@ from .schema import (
     Conversation,
     Turn,
 )
+from .entry import Benchmark
 
 SOURCE = "FineDialFact"
 DOWNLOAD = "https://github.com/XiangyanChen/FineDialFact (data/*/annotated_test_data.json)"
@@ -174,3 +176,75 @@ def _record(path: Path, i: int, rec: Any, few_shot: bool, ambiguous: str, turn_l
                         meta={"benchmark": "finedialfact", "file": path.name, "row": i,
                               # several facts come from one dialogue: keep them on one side of a split
                               "dialogue_id": text_key(*(t for _, t in hist), rec["A"])})
+
+
+# What `vista-distill data fetch finedialfact` downloads (data/download/). The commit is the one the
+# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
+# changed the file (or the download broke).
+FINEDIALFACT, FINEDIALFACT_HEAD = "XiangyanChen/FineDialFact", "21957e56650ad1d13b1b6face4e2daa30193a765"
+
+
+# ``id`` of the atomic facts in finedialfact/hybridial_dev.json, in order.
+DEV_KEYS = tuple("""
+dialogue-100 dialogue-104 dialogue-105 dialogue-106 dialogue-107 dialogue-110 dialogue-111 dialogue-112
+dialogue-115 dialogue-116 dialogue-117 dialogue-118 dialogue-120 dialogue-122 dialogue-124 dialogue-125
+dialogue-127 dialogue-131 dialogue-132 dialogue-133 dialogue-134 dialogue-136 dialogue-137 dialogue-138
+dialogue-141 dialogue-143 dialogue-145 dialogue-146 dialogue-147 dialogue-149 dialogue-150 dialogue-152
+dialogue-153 dialogue-154 dialogue-156 dialogue-157 dialogue-158 dialogue-161 dialogue-163 dialogue-164
+dialogue-166 dialogue-167 dialogue-169 dialogue-172 dialogue-173 dialogue-174 dialogue-175 dialogue-176
+dialogue-177 dialogue-178 dialogue-180 dialogue-181 dialogue-183 dialogue-185 dialogue-186 dialogue-188
+dialogue-189 dialogue-190 dialogue-191 dialogue-192 dialogue-196 dialogue-197 dialogue-198 dialogue-200
+dialogue-201 dialogue-203 dialogue-204 dialogue-209 dialogue-212 dialogue-213 dialogue-215 dialogue-219
+dialogue-220 dialogue-222 dialogue-223 dialogue-226 dialogue-227 dialogue-228 dialogue-229 dialogue-230
+dialogue-231 dialogue-232 dialogue-233 dialogue-236 dialogue-237 dialogue-238 dialogue-240 dialogue-246
+dialogue-248 dialogue-250 dialogue-253 dialogue-254 dialogue-255 dialogue-256 dialogue-257 dialogue-258
+dialogue-259 dialogue-261 dialogue-266 dialogue-267 dialogue-269 dialogue-270 dialogue-271 dialogue-272
+dialogue-274 dialogue-275 dialogue-277 dialogue-280 dialogue-281 dialogue-282 dialogue-283 dialogue-284
+dialogue-286 dialogue-287 dialogue-289 dialogue-290 dialogue-291 dialogue-292 dialogue-293 dialogue-295
+dialogue-300 dialogue-302 dialogue-303 dialogue-305 dialogue-309 dialogue-310 dialogue-311 dialogue-314
+dialogue-316 dialogue-320 dialogue-321 dialogue-323 dialogue-324 dialogue-325 dialogue-326 dialogue-327
+dialogue-328 dialogue-329 dialogue-331 dialogue-337 dialogue-339 dialogue-343 dialogue-346 dialogue-348
+dialogue-351 dialogue-352 dialogue-353 dialogue-354 dialogue-355 dialogue-356 dialogue-357 dialogue-358
+dialogue-359 dialogue-360 dialogue-361 dialogue-362 dialogue-363 dialogue-364 dialogue-366 dialogue-368
+dialogue-369 dialogue-370 dialogue-371 dialogue-372 dialogue-373 dialogue-376 dialogue-377 dialogue-378
+dialogue-380 dialogue-381 dialogue-382 dialogue-384 dialogue-385 dialogue-391 dialogue-392 dialogue-395
+dialogue-396 dialogue-397 dialogue-398 dialogue-399 dialogue-400 dialogue-403 dialogue-404 dialogue-406
+dialogue-409 dialogue-413 dialogue-414 dialogue-415 dialogue-417 dialogue-418 dialogue-419 dialogue-420
+dialogue-421 dialogue-422 dialogue-423 dialogue-425 dialogue-427 dialogue-429 dialogue-431 dialogue-433
+dialogue-435 dialogue-436 dialogue-440 dialogue-441 dialogue-443 dialogue-445 dialogue-446 dialogue-447
+dialogue-450 dialogue-452 dialogue-453 dialogue-454 dialogue-455 dialogue-456 dialogue-458 dialogue-460
+dialogue-461 dialogue-462 dialogue-466 dialogue-467 dialogue-468 dialogue-470 dialogue-471 dialogue-472
+dialogue-474 dialogue-475 dialogue-476 dialogue-477 dialogue-478 dialogue-479 dialogue-480 dialogue-481
+dialogue-483 dialogue-484 dialogue-485 dialogue-491 dialogue-493 dialogue-495 dialogue-497 dialogue-498
+dialogue-499 dialogue-500 dialogue-501 dialogue-502 dialogue-503 dialogue-506 dialogue-509 dialogue-510
+dialogue-511 dialogue-512 dialogue-513 dialogue-514 dialogue-515 dialogue-516 dialogue-519 dialogue-520
+dialogue-521 dialogue-522 dialogue-525 dialogue-526 dialogue-527 dialogue-528 dialogue-529 dialogue-530
+dialogue-532 dialogue-533 dialogue-540 dialogue-541 dialogue-542 dialogue-545 dialogue-546 dialogue-549
+dialogue-550 dialogue-552 dialogue-556 dialogue-557 dialogue-558 dialogue-559 dialogue-560 dialogue-562
+dialogue-563 dialogue-565 dialogue-569 dialogue-571 dialogue-574 dialogue-576 dialogue-577 dialogue-579
+dialogue-580 dialogue-581 dialogue-582 dialogue-584 dialogue-585 dialogue-587 dialogue-589 dialogue-591
+dialogue-592 dialogue-596 dialogue-597 dialogue-599
+""".split())
+
+
+FETCH = Source(
+    "finedialfact", "FineDialFact (LREC 2026): HybriDialogue human-annotated atomic facts",
+    f"https://github.com/{FINEDIALFACT}", "none stated (no licence file): research use",
+    "no: no licence grants redistribution; fetch it instead (small test fixtures only)",
+    repo_files(FINEDIALFACT, FINEDIALFACT_HEAD, "finedialfact", [
+        ("README.md", "73a341122c9dd82984df814bf7ea09e9db8d410ea876c5930b0d599a8567566e"),
+    ]) + (
+        Remote("finedialfact/few_shot_examples.json",
+               gh(FINEDIALFACT, FINEDIALFACT_HEAD, "few_shot/few_shot_examples.json"),
+               "98bdc362f1994a84e85caafc351e2d15ac056cd09d572991a05db9506d04e145"),
+        Remote("finedialfact/HybriDial/annotated_test_data.json",
+               gh(FINEDIALFACT, FINEDIALFACT_HEAD, "data/HybriDial/annotated_test_data.json")),
+    ),
+    subsets=(Subset("finedialfact/hybridial_dev.json", "finedialfact/HybriDial/annotated_test_data.json",
+                    DEV_KEYS, "id",
+                    "db81dcbede7040a473611cd4c92ae52cefe363745521dd7021b32fa075d1cf1b",
+                    "the project's dev split: 300 of the 500 annotated facts"),),
+    note="The GPT-annotated data is on Google Drive (link in the README): not fetched.")
+
+BENCHMARKS = (Benchmark("finedialfact", load_finedialfact, "FineDialFact JSON (claim level)",
+                        path_keys=("finedialfact",)),)

@@ -55,11 +55,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
-from .factcheck_gpt_units import Passages, sentence_conversations
-from .loading import (
+from ...download.catalogue import Source, repo_files
+from ...loading import (
     AMBIGUOUS,
     DEFAULT_AMBIGUOUS,
     LoadResult,
@@ -70,7 +71,7 @@ from .loading import (
     source_files,
     text_key,
 )
-from .schema import (
+from ...schema import (
     ASSISTANT,
     CONTRADICTED,
     FAITHFUL,
@@ -83,7 +84,10 @@ from .schema import (
     Conversation,
     Turn,
 )
-from .vocabulary import SAFE, SAFE_CATEGORIES
+from ...vocabulary import SAFE, SAFE_CATEGORIES
+from ..entry import Benchmark
+from ..samples import SAMPLES
+from .units import Passages, sentence_conversations
 
 SOURCE = "Factcheck-GPT"
 BENCHMARK = "factcheck-gpt"
@@ -369,3 +373,37 @@ def _claims(sent: dict[str, Any], where: str, evidence: str) -> list[dict[str, A
                     "passages": list(found), "stances": list(stances),
                     "urls": claim_urls, "human_evidence": human})
     return out
+
+
+def build_sample(data: Path, out: Path = SAMPLES) -> list[str]:
+    """Copy the benchmark file and its Apache-2.0 LICENSE from ``factcheck_gpt/`` under ``data`` to
+    ``factcheck_gpt/`` under ``out``, unchanged (the demo's stage-1 material). Returns what it wrote."""
+    folder = out / "factcheck_gpt"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (FILE, "LICENSE"):
+        shutil.copyfile(data / "factcheck_gpt" / name, folder / name)
+    return [f"factcheck_gpt/{FILE}, factcheck_gpt/LICENSE: copied"]
+
+
+# What `vista-distill data fetch factcheck-gpt` downloads (data/download/). The commit is the one the
+# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
+# changed the file (or the download broke).
+FACTCHECK, FACTCHECK_HEAD = "yuxiaw/Factcheck-GPT", "a9e6a04a953ad880806529c504a679dd1ad06528"
+
+FETCH = Source(
+    "factcheck_gpt", "Factcheck-GPT (Wang et al., 2024): benchmark and subtask files",
+    f"https://github.com/{FACTCHECK}", "Apache-2.0", "yes, with LICENSE",
+    repo_files(FACTCHECK, FACTCHECK_HEAD, "factcheck_gpt", [
+        ("LICENSE", "c71d239df91726fc519c6eb72d318ec65820627232b2f796219e87dcf35d0ab4"),
+        ("factcheck-GPT-benchmark.jsonl", "8bbf41a58ee1b7431fecd2a23f231f764e378e04edeb4d2a7a83949a7f40cf4b"),
+        ("subtasks/subtask2_claim_checkworthiness.jsonl",
+         "8b2591e69f4b96f5b8c6dc9fd551c6d064ca41c2f2b1cc9b61f8473ac93faff0"),
+        ("subtasks/subtask3_claim_evidence_stance.jsonl",
+         "3bfa17d7b37bca82bcc0aacf69a8bbd85cffe117d337c95cf7c3b00e34b98d1a"),
+        ("subtasks/subtask4_claim_factuality.jsonl",
+         "b87f971ce324c87e0427f100fe24b50594b9d44e3a764490b1bef188917dbae1"),
+    ]))
+
+BENCHMARKS = (Benchmark("factcheck-gpt", load_factcheck_gpt,
+                        "Factcheck-GPT benchmark JSONL: question + ChatGPT answer with human atomic claims and evidence",
+                        path_keys=("factcheck_gpt", "factcheck-gpt"), first_line_keys=("response_factuality",)),)

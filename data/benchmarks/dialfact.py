@@ -23,7 +23,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .loading import (
+from ..download.catalogue import Manual, Source, repo_files
+from ..loading import (
     AMBIGUOUS,
     DEFAULT_AMBIGUOUS,
     LabelTable,
@@ -38,7 +39,8 @@ from .loading import (
     response_claim,
     source_files,
 )
-from .schema import CONTRADICTED, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, OUT_OF_SCOPE, VERIFIED
+from ..schema import CONTRADICTED, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, OUT_OF_SCOPE, VERIFIED
+from .entry import Benchmark
 
 SOURCE = "DialFact"
 DOWNLOAD = "https://github.com/salesforce/DialFact (data/valid_split.jsonl, data/test_split.jsonl)"
@@ -131,3 +133,25 @@ def _check(rec) -> tuple[str | None, str] | None:
         return "evidence_list", "expected a list of [title, url, snippet, ...] items"
     return None
 
+
+# What `vista-distill data fetch dialfact` downloads (data/download/). The commit is the one the
+# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
+# changed the file (or the download broke).
+DIALFACT, DIALFACT_HEAD = "salesforce/DialFact", "d400b250147e45c106b18e52254b1060f7c1575d"
+
+FETCH = Source(
+    "dialfact", "DialFact (Gupta et al., 2022): the small test file of the release",
+    f"https://github.com/{DIALFACT}", "BSD-3-Clause", "yes, with LICENSE.txt",
+    repo_files(DIALFACT, DIALFACT_HEAD, "dialfact", [
+        ("LICENSE.txt", "0f3764c856b8d4e6e1aa275bce9f34925a7b0612172c6b57713b5c0f1dab0a6e"),
+        ("README.md", "084335d0ec9f40787c07a87e8ba64bc728df220ce288d7127028dc91c148cdd4"),
+        ("scripts/README.md", "70392dd82c89dd9d70fcfb1e6daaf0043f381eab3d6a7d2d774597da94ce5a7c"),
+        ("scripts/testsmall.jsonl", "cc7c258131e08005096f4a1bd9574a478687c64cb7d6d36b7eb52d9b825e1d3d"),
+    ]),
+    manual=(Manual("dialfact/data/", "the full valid / test splits (data/valid_split.jsonl, "
+                                     f"data/test_split.jsonl in https://github.com/{DIALFACT}) are not "
+                                     "fetched: their contents could not be checked when this entry "
+                                     "was written"),))
+
+BENCHMARKS = (Benchmark("dialfact", load_dialfact, "DialFact JSONL", path_keys=("dialfact",),
+                        first_line_keys=("response_label",)),)

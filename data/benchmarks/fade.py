@@ -30,14 +30,17 @@ speaker is kept in the turn's meta); ``speakers="assistant"`` drops rows spoken 
 from __future__ import annotations
 
 import ast
+import csv
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .io import SchemaError
-from .loading import (
+from ..download.catalogue import Manual, Source, repo_files
+from ..io import SchemaError
+from ..loading import (
     DEFAULT_AMBIGUOUS,
     LoadResult,
     RowSink,
@@ -50,8 +53,11 @@ from .loading import (
     response_claim,
     source_files,
 )
-from .schema import ASSISTANT, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, VERIFIED, Conversation, Turn
+from ..schema import ASSISTANT, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, VERIFIED, Conversation, Turn
+from .entry import Benchmark
+from .samples import SAMPLES, demo_references, split_by_dialogue
 
+SAMPLE_VALIDATION_PER_LABEL = 20   # build_sample: validation rows per label
 SOURCE = "FADE"
 DOWNLOAD = ("https://github.com/souvikdgp16/FADE (data/mixed/test_observed.csv for the paper's observed "
             "split, commit e14277a; data/human_verified_500.csv)")
@@ -230,3 +236,62 @@ def _parse(i: int, line: int, rec: dict, extra, sink: RowSink) -> _Row | None:
                 (rec.get("corrupted_response") or "").strip() or None, reference,
                 HALLUCINATED if halluc else FAITHFUL, meta)
 
+
+def build_sample(data: Path, out: Path = SAMPLES) -> list[str]:
+    """Rebuild ``fade/`` under ``out``, the demo's FADE material, from ``fade/data/human_verified_500.csv`` under
+    ``data`` (MIT; its LICENSE is copied beside): rows whose reference is also that of the demo's FaithDial
+    material or of ``vista_human/dev.json`` left out, the rest split by ``dialogue_id``
+    (:func:`.samples.split_by_dialogue`): validation 20 + 20 rows, train every other faithful row and as many
+    hallucinated ones. Rows are re-quoted by ``csv``. Returns what it wrote."""
+    src = data / "fade" / "data" / "human_verified_500.csv"
+    exclude = demo_references(data, out)
+    with src.open(encoding="utf-8", newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        records = list(reader)
+    col = {name: header.index(name) for name in ("knowledge_base", "dialogue_id", "hallucination_tags")}
+
+    def reference(rec: list[str]) -> str:
+        kb = ast.literal_eval(rec[col["knowledge_base"]])
+        return kb.get("render") or render_paths(kb.get("paths") or [])
+
+    keep = [i for i, r in enumerate(records) if normalise_text(reference(r)) not in exclude]
+    rows = [(records[i][col["dialogue_id"]].strip(),
+             not any(t.upper().endswith("-HALLUC") for t in ast.literal_eval(records[i][col["hallucination_tags"]])))
+            for i in keep]
+    val, train = split_by_dialogue(rows, SAMPLE_VALIDATION_PER_LABEL)
+    folder = out / "fade"
+    folder.mkdir(parents=True, exist_ok=True)
+    said = []
+    for split, idx in (("validation", val), ("train", train)):
+        with (folder / f"{split}.csv").open("w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(header)
+            w.writerows(records[keep[i]] for i in idx)
+        said.append(f"fade/{split}.csv: {len(idx)} rows ({sum(rows[i][1] for i in idx)} faithful)")
+    said.append(f"  left out: {len(records) - len(keep)} rows sharing a reference with the demo's FaithDial or "
+                "vista_human dev")
+    shutil.copyfile(src.parent.parent / "LICENSE", folder / "LICENSE")
+    return said
+
+
+# What `vista-distill data fetch fade` downloads (data/download/). The commit is the one the
+# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
+# changed the file (or the download broke).
+FADE, FADE_HEAD = "souvikdgp16/FADE", "db581a1b677de1626da713a1fb2417d8507c16f1"
+
+FETCH = Source(
+    "fade", "FADE (Das et al., 2022): the human-verified set", f"https://github.com/{FADE}", "MIT",
+    "yes, with LICENSE",
+    repo_files(FADE, FADE_HEAD, "fade", [
+        ("LICENSE", "ea2cf01c03494ea9c58c7ce0b25a318e881f619462854ba00510de960bb9ad89"),
+        ("README.md", "c43030da006815f5ae31f207e89d02f5e4d3089d09dbf18e040f5e0c7ac3338b"),
+        ("data/human_verified_500.csv", "7a4d7d14ee1efe84b24c08732ab73f6598d3b5fc632a0c1a3464ce6cb09ea5e7"),
+    ]),
+    manual=(Manual("fade/data/mixed/", "FADE's train / dev / test splits (data/mixed/*.csv, added in "
+                                       "commit e14277a 'added datasets v1') could not be obtained when "
+                                       "this entry was written: see the repository's history or ask the "
+                                       "authors"),))
+
+BENCHMARKS = (Benchmark("fade", load_fade, "FADE CSV with BILOU hallucination tags", path_keys=("fade",),
+                        first_line_keys=("hallucination_tags",)),)

@@ -1,9 +1,9 @@
 """``vista-distill data fetch``: download benchmarks from their official locations into a data root.
 
 Every benchmark lives in one folder of the root (``begin/``, ``fade/``, ...), laid out the way the
-recipes name their sources (``begin/wow/begin_dev_wow.tsv``); :mod:`.fetch_catalogue` lists what goes
-there and where it comes from, :mod:`.fetch_download` moves the bytes, :class:`Fetcher` puts them in
-place and keeps the record.
+recipes name their sources (``begin/wow/begin_dev_wow.tsv``); each benchmark module's ``FETCH``
+(:mod:`..benchmarks`, with the types of :mod:`.catalogue`) lists what goes there and where it comes from,
+:mod:`.downloader` moves the bytes, :class:`Fetcher` puts them in place and keeps the record.
 
 Downloads stream through httpx with retries (tenacity), are written atomically (temporary file in
 the destination folder, then rename) and checked against the sha256 recorded here when there is
@@ -28,7 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .fetch_catalogue import (
+from ..io import atomic_write_text
+from .catalogue import (
     Manual,
     RegistryError,
     Remote,
@@ -40,8 +41,7 @@ from .fetch_catalogue import (
     lookup,
     registry,
 )
-from .fetch_download import Downloader, FetchError, Offline, extract, mirrored, sha256_file, temp_beside
-from .io import atomic_write_text
+from .downloader import Downloader, FetchError, Offline, extract, mirrored, sha256_file, temp_beside
 
 RECORD = "FETCHED.json"
 

@@ -30,8 +30,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .io import SchemaError
-from .loading import (
+from ..download.catalogue import Manual, Remote, Source, repo_files
+from ..io import SchemaError
+from ..loading import (
     AMBIGUOUS,
     DEFAULT_AMBIGUOUS,
     LabelTable,
@@ -43,7 +44,8 @@ from .loading import (
     read_delimited,
     resolve,
 )
-from .schema import ASSISTANT, FAITHFUL, HALLUCINATED, USER, Conversation, Turn
+from ..schema import ASSISTANT, FAITHFUL, HALLUCINATED, USER, Conversation, Turn
+from .entry import Benchmark
 
 SOURCE = "AIS"
 DOWNLOAD = "https://github.com/google-research-datasets/AIS (ann_wow.csv, ann_qrecc.csv)"
@@ -261,3 +263,34 @@ def _load_file(path: Path, kind: str, lookup, labels: LabelTable, ambiguous: str
                   "ex_idx": rec["ex-idx"].strip(), "dialogue_id": f"{kind}:{conv_no}"}))
         sink.ok()
     return sink.finish(convs)
+
+
+# What `vista-distill data fetch ais` downloads (data/download/). The commit is the one the
+# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
+# changed the file (or the download broke).
+AIS, AIS_HEAD = "google-research-datasets/AIS", "df55dc416715e7cec8e8d2e091d1806d379f1a8d"
+WOW_TGZ = "http://parl.ai/downloads/wizard_of_wikipedia/wizard_of_wikipedia.tgz"
+WOW_TGZ_SHA256 = "2a549627a83fea745efa2076a41d1c0078ad002ab2b54eae6a4e3d3d66ae24b7"  # ParlAI's build.py
+
+FETCH = Source(
+    "ais", "AIS (Rashkin et al., 2023): WoW and QReCC annotations, with the WoW source",
+    f"https://github.com/{AIS}",
+    "not stated in the files fetched here (see the repository); WoW: CC BY 4.0 (ParlAI); "
+    "QReCC: CC BY-SA 3.0",
+    "no: the annotations' licence is not established here; fetch them instead",
+    repo_files(AIS, AIS_HEAD, "ais", [("README.md", None), ("ann_wow.csv", None), ("ann_qrecc.csv", None)])
+    + (Remote("ais/wow/test_random_split.json", WOW_TGZ, member="test_random_split.json",
+              archive_sha256=WOW_TGZ_SHA256),),
+    manual=(Manual("ais/qrecc/qrecc_test.json",
+                   "QReCC test turns of the SCAI QReCC 2022 data: https://zenodo.org/record/5760304 "
+                   "(see https://github.com/scai-conf/SCAI-QReCC-21#data); no stable file URL is "
+                   "established here"),
+            Manual("ais/qrecc/passages/",
+                   "the QReCC passage collection as JSONL {\"id\", \"contents\"} files (tens of GB): "
+                   "https://zenodo.org/record/5760304 and https://github.com/apple/ml-qrecc/tree/main/"
+                   "collection")),
+    note="`data prepare --benchmark ais --source DIR/ais/ann_wow.csv --wow "
+         "DIR/ais/wow/test_random_split.json` needs only the automatic files.")
+
+BENCHMARKS = (Benchmark("ais", load_ais, "AIS ann_wow.csv / ann_qrecc.csv joined to WoW / QReCC",
+                        file_patterns=("ann_*.csv",), first_line_keys=("ex-idx",)),)

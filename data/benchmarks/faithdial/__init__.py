@@ -29,8 +29,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .io import SchemaError
-from .loading import (
+from ...download.catalogue import Remote, Source, hub_url, repo_files
+from ...io import SchemaError
+from ...loading import (
     AMBIGUOUS,
     BLANK,
     DEFAULT_AMBIGUOUS,
@@ -48,7 +49,9 @@ from .loading import (
     split_labels,
     text_key,
 )
-from .schema import ASSISTANT, FAITHFUL, HALLUCINATED, Conversation, Turn
+from ...schema import ASSISTANT, FAITHFUL, HALLUCINATED, Conversation, Turn
+from ..entry import Benchmark
+from ..samples import SAMPLES
 
 SOURCE = "FaithDial"
 HUB_ID = "McGill-NLP/FaithDial"
@@ -320,3 +323,59 @@ def _load_audit_file(path: Path, labels: LabelTable, ambiguous: str, on_error: s
         ))
         sink.ok()
     return sink.finish(convs)
+
+
+def build_sample(data: Path, out: Path = SAMPLES) -> list[str]:
+    """Rebuild the bundled FaithDial samples under ``out`` from ``faithdial/data-audit/`` under ``data``
+    (:mod:`.sample`). Returns what it wrote."""
+    from .sample import build_samples
+
+    return build_samples(data, out)
+
+
+# What `vista-distill data fetch faithdial` downloads (data/download/). The commit is the one the
+# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
+# changed the file (or the download broke).
+FAITHDIAL, FAITHDIAL_HEAD = "McGill-NLP/FaithDial", "25671c6e3aa7d667943b7744a2b91507e7187f83"
+
+FETCH = Source(
+    "faithdial", "FaithDial (Dziri et al., 2022): data-audit CSVs (GitHub) and the corpus (Hugging Face Hub)",
+    f"https://github.com/{FAITHDIAL} and https://huggingface.co/datasets/{FAITHDIAL}",
+    "MIT", "yes, with LICENSE",
+    repo_files(FAITHDIAL, FAITHDIAL_HEAD, "faithdial", [
+        ("LICENSE", "237b7285cdd6191afd93bcc877ba14cb566276e85ee8025af0555ee54b0145ab"),
+        ("README.md", "5fd805ff4e4503159d87d07a6edf3081c12d0abca86eed93390ca34f72e8a12a"),
+        ("CITATION.cff", "8ed5c4ce9dc9ac1ad114047e75303b7089165c5106af6972f82a35061ba18853"),
+        ("data-audit/README.md", "bb8bb8582a46bc1b2ee6318d882bba42e6040d8330f2293df55615c63d56168d"),
+        ("data-audit/gold/wow.csv", "0237ccc1472e9426e3e6631bb3cb8dbbbc7c7083190f633a7db81672992127aa"),
+        ("data-audit/gold/cmu.csv", "91aff154c342c1a9c4c74c24c6ef067efca17719e64aa0969419fdbb8d57c9cb"),
+        ("data-audit/gold/topical.csv", "4bd585d91e2c2e591220d3167fe6e1806c335d8870414833f32a0fd564f9fdec"),
+        ("data-audit/CTRL/ctrl_processed_wow.csv",
+         "a547b236b5ab7bd64a93fe6aeb6e2886bd2239e370538563abdd3667c92b5700"),
+        ("data-audit/CTRL/ctrl_processed_cmu.csv",
+         "fdf6b4fd326cc9c0b7222f4a2c3a6a7b8943ec4feda195adc727b86e11a86664"),
+        ("data-audit/CTRL/ctrl_processed_topicalchat.csv",
+         "b6c6ed1c3bfeb2578dab05ab694482047119b16ff0e3350b88f6a2f86605b201"),
+        ("data-audit/DoHA/doha_processed_wow.csv",
+         "45fd23f61e77735169cf693dd7f4eabc0c07c0a855433584f88cd0f85e801929"),
+        ("data-audit/DoHA/doha_processed_cmu.csv",
+         "20f4e75021bd18f03fb3acc073acf90cde47250b6177ae2cdb1bef17604f2e77"),
+        ("data-audit/DoHA/doha_processed_topical.csv",
+         "ac2f9a6edb1514b18ce034f1b3ea0f4e68f765cbde4d87f0b6c7ebdd6b5c44b6"),
+        ("data-audit/GPT2/gpt2_processed_wow.csv",
+         "a74dcc1b8427fb91ce1b173b2ce98a6ed06560299dd9db544e8976d3b6237987"),
+        ("data-audit/GPT2/gpt2_processed_cmu.csv",
+         "a74c0a9ebfa1603a293b7ffae27b6498fd8f112079c5830b0ac7d48a59c3e5b6"),
+        ("data-audit/GPT2/gpt2_processed_topical.csv",
+         "7d13fa3258783f76f63963e9aab0a2dc5668003d74b246a8fbda6da6f7be7255"),
+    ]) + tuple(Remote(f"faithdial/hub/data/{split}.json", hub_url(FAITHDIAL, f"data/{split}.json"),
+                      hub=True) for split in ("train", "valid", "test")),
+    note="hub/ is the Hub dataset's data/ folder: `data prepare --benchmark faithdial --source "
+         "DIR/faithdial/hub --split test` reads it without the Hub.")
+
+BENCHMARKS = (
+    Benchmark("faithdial", load_faithdial,
+              "FaithDial corpus (Hub id McGill-NLP/FaithDial or a local copy) or data-audit CSVs",
+              path_keys=("faithdial",)),
+    Benchmark("faithdial-audit", load_faithdial_audit, "FaithDial data-audit CSVs", path_keys=("data-audit",)),
+)
