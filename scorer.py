@@ -13,9 +13,10 @@ from typing import Any
 from .config import Recipe
 from .data.io import atomic_write_text
 from .data.schema import ASSISTANT, Conversation
-from .eval.evidence import evidence_metrics, run_probes
+from .eval.evidence import evidence_metrics
+from .eval.scoring import check_claims, run_given_claims, run_pipeline
 from .eval.summary import summarize
-from .pipeline.engine import RULES, EngineConfig, TurnResult, run_programs, vista_program
+from .pipeline.engine import RULES, EngineConfig, TurnResult
 from .pipeline.protocol import Backend
 from .runtime.progress import RequestBar
 
@@ -135,20 +136,12 @@ class VistaScorer:
         the summary's ``evidence``. ``journal``: a file each ``chunk_size`` conversations' records are appended to
         as they finish (:mod:`.pipeline.journal`); a rerun after a kill skips the chunks it holds and returns what
         one uninterrupted run returns. The caller removes it once the output is written."""
-        from .pipeline.journal import Journal, run_fingerprint
-
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
         conversations = list(conversations)
-        size = chunk_size if journal is not None else max(1, len(conversations))
-        chunks = [conversations[i:i + size] for i in range(0, len(conversations), size)]
-        log = done = None
+        model = None
         if journal is not None:
             model = self.backend.describe() if hasattr(self.backend, "describe") else {
                 k: str(getattr(self.backend, k, None)) for k in ("name", "model_path", "adapters", "torch_dtype",
                                                                   "batch_size")}
-            log = Journal(journal, run_fingerprint(conversations, self.config, model, size))
-            done = log.open()
         bar = on_issue = None
         on_turn = progress if callable(progress) else None
         if progress is True:
@@ -156,24 +149,14 @@ class VistaScorer:
             on_issue = bar.on_issue
         start = time.perf_counter()
         stats_before = dict(self.backend.stats)
-        by_chunk: list[list[dict[str, Any]]] = []
         try:
-            for k, chunk in enumerate(chunks):
-                if done and str(k) in done:
-                    by_chunk.append(done[str(k)])
-                    for _ in done[str(k)] if bar is not None else ():   # the bar's turns: a record per assistant turn
-                        on_turn(None)   # type: ignore[arg-type]
-                    continue
-                per_conv = run_programs((vista_program(c, self.config, on_turn) for c in chunk),
-                                        self.backend, batched=batched, on_issue=on_issue)
-                by_chunk.append([t.to_dict() for turns in per_conv for t in turns])
-                if log is not None:
-                    log.append(str(k), by_chunk[-1])
+            records, journal_info = run_pipeline(conversations, self.config, self.backend, batched=batched,
+                                                 on_turn=on_turn, on_issue=on_issue, journal=journal,
+                                                 chunk_size=chunk_size, model=model)
         finally:
             if bar is not None:
                 bar.close()
         wall = time.perf_counter() - start
-        records = [r for chunk in by_chunk for r in chunk]
         summary = summarize(records, self.rule)
         stats = self.backend.stats
         summary["run"] = {
@@ -181,8 +164,7 @@ class VistaScorer:
             "style": self.config.style, "stage2": self.config.stage2, "stage3": self.config.stage3,
             "batched": batched, "wall_s": wall,
             "turns_per_s": len(records) / wall if wall else None,
-            **({"journal": {"path": str(journal), "chunk_size": size, "chunks": len(chunks),
-                            "chunks_resumed": len(done or {})}} if journal is not None else {}),
+            **({"journal": journal_info} if journal_info is not None else {}),
             **{k: v - stats_before.get(k, 0) for k, v in stats.items() if isinstance(v, (int, float))},
         }
         if hasattr(self.backend, "describe"):   # served: URLs, names, label-scoring method, replica events
@@ -201,10 +183,13 @@ class VistaScorer:
         """Does this scorer read its evidence? Stage 2 on the human claims of ``conversations`` with their
         references, then the evidence probes (``eval/evidence.py``: deletion, foreign reference, claim only);
         their records (``evidence_metrics`` turns them into the three metrics)."""
-        given = [c for c in conversations if any(c.turns[i].gold_claims for i in c.scored_turns)]
-        cfg = dataclasses.replace(self.config, claims="gold")
-        results = run_programs([vista_program(c, cfg) for c in given], self.backend, batched=True)
-        return run_probes(results, self.backend, seed)
+        return run_given_claims(conversations, self.config, self.backend, evidence_seed=seed)[1]
+
+    def check(self, docs: Sequence[str], claims: Sequence[str]) -> list[dict[str, Any]]:
+        """MiniCheck's ``score(docs, claims)``: stage 2 alone on each (doc, claim) pair, no dialogue, no background
+        (the request the pipeline sends for a turn's first claims). One dict per pair: ``label`` (VERIFIED /
+        UNVERIFIABLE), ``p_verified``, ``probs``, ``error``."""
+        return check_claims(list(docs), list(claims), self.config, self.backend)
 
     def _progress_bar(self, conversations: Sequence[Conversation]) -> tuple[RequestBar, Callable[[TurnResult], None]]:
         """A bar over model requests (its total grows as claims appear), with turns done as postfix."""

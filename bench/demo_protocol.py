@@ -359,58 +359,52 @@ def step_vista_dev() -> None:
 VAL_MODELS = ROOT / "data" / "samples" / "faithdial_models_validation.jsonl"
 
 
-def step_val_models(name: str, adapter: str | None) -> None:
-    """Stage 2 alone on FaithDial's 200 validation model responses (100 faithful, 100 hallucinated; carved from
-    the data-audit annotations, disjoint from the test): a stage-2 adapter with the compact prompts, or (no
-    adapter) the prompted base with the few-shot prompts, each response its turn's one claim, against its
-    knowledge snippet. Accuracy of the chosen label and ROC AUC of P(VERIFIED)."""
-    from sklearn.metrics import roc_auc_score
+def _stage2_checker(adapter: str | None):
+    """``VistaScorer.check`` (stage 2 alone on (reference, claim) pairs): a stage-2 adapter with the student's
+    prompts, or (no adapter) the prompted base with the few-shot prompts; the chosen recipe's pipeline settings."""
     from vista_distill.backends.transformers import TransformersBackend
-    from vista_distill.data.io import read_conversations
-    from vista_distill.pipeline.protocol import Request
-    from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+    from vista_distill.scorer import VistaScorer
 
     r = recipe("chosen")
-    template = get_template("stage2", "compact" if adapter else "fewshot")
-    requests, gold = [], []
-    for c in read_conversations(VAL_MODELS):
-        turn = c.turns[-1]
-        for claim in turn.gold_claims:
-            messages = build_messages(template, stage2_input([], turn.reference, claim.text), r.pipeline.speaker_names())
-            requests.append(Request("stage2", tuple(messages), labels=template.labels, max_new_tokens=8))
-            gold.append(claim.label == "VERIFIED")
     backend = TransformersBackend(adapters={"stage2": adapter} if adapter else None, threads="auto")
+    return VistaScorer(backend=backend, config=r.engine_config("student" if adapter else "base"))
+
+
+def step_val_models(name: str, adapter: str | None) -> None:
+    """Stage 2 alone on FaithDial's 200 validation model responses (100 faithful, 100 hallucinated; carved from
+    the data-audit annotations, disjoint from the test), each response its turn's one claim, against its
+    knowledge snippet (:func:`_stage2_checker`). Accuracy of the chosen label and ROC AUC of P(VERIFIED)."""
+    from sklearn.metrics import roc_auc_score
+    from vista_distill.data.io import read_conversations
+
+    pairs = [(c.turns[-1].reference, claim) for c in read_conversations(VAL_MODELS) for claim in c.turns[-1].gold_claims]
+    gold = [claim.label == "VERIFIED" for _, claim in pairs]
+    scorer = _stage2_checker(adapter)
     t = time.perf_counter()
-    out = backend.run(requests)
-    p = [o.probs["VERIFIED"] for o in out]
+    out = scorer.check([ref for ref, _ in pairs], [claim.text for _, claim in pairs])
     save(f"val_models_{name}", {
-        "name": name, "adapter": adapter, "prompts": "compact" if adapter else "fewshot", "machine": machine(),
+        "name": name, "adapter": adapter, "prompts": scorer.config.style, "machine": machine(),
         "seconds": round(time.perf_counter() - t), "n": len(gold), "verified": sum(gold),
-        "accuracy": sum((o.label == "VERIFIED") == g for o, g in zip(out, gold)) / len(gold),
-        "roc_auc": roc_auc_score(gold, p), "predicted_verified": sum(o.label == "VERIFIED" for o in out)})
+        "accuracy": sum((o["label"] == "VERIFIED") == g for o, g in zip(out, gold)) / len(gold),
+        "roc_auc": roc_auc_score(gold, [o["p_verified"] for o in out]),
+        "predicted_verified": sum(o["label"] == "VERIFIED" for o in out)})
 
 
 def step_ref_swap(name: str, adapter: str | None) -> None:
     """Does stage 2 read the reference? Each of FaithDial's 200 validation responses (its one claim) is labelled
     against its own knowledge snippet and against another validation response's (seeded; sharing under half of
-    the claim's content words, ``distill/augment.py content_words``): a stage-2 adapter with the compact prompts,
-    or the prompted base (no adapter) with the few-shot prompts. A scorer that reads the reference says VERIFIED
-    to a faithful claim against its own snippet and not against a foreign one."""
+    the claim's content words, ``distill/augment.py content_words``), by :func:`_stage2_checker`. A scorer that
+    reads the reference says VERIFIED to a faithful claim against its own snippet and not against a foreign one."""
     import random
 
     from sklearn.metrics import roc_auc_score
-    from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
     from vista_distill.distill.augment import content_words
-    from vista_distill.pipeline.protocol import Request
-    from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
 
-    r = recipe("chosen")
-    template = get_template("stage2", "compact" if adapter else "fewshot")
     convs = list(read_conversations(VAL_MODELS))
     refs = list(dict.fromkeys(c.turns[-1].reference for c in convs))
     rng = random.Random(0)
-    requests, rows = [], []
+    docs, claims, rows = [], [], []
     for c in convs:
         turn = c.turns[-1]
         for claim in turn.gold_claims:
@@ -418,26 +412,26 @@ def step_ref_swap(name: str, adapter: str | None) -> None:
             others = [x for x in refs if x != turn.reference
                       and (not words or len(words & content_words(x)) / len(words) < 0.5)]
             for kind, ref in (("own", turn.reference), ("foreign", rng.choice(others))):
-                messages = build_messages(template, stage2_input([], ref, claim.text), r.pipeline.speaker_names())
-                requests.append(Request("stage2", tuple(messages), labels=template.labels, max_new_tokens=8))
+                docs.append(ref)
+                claims.append(claim.text)
                 rows.append((kind, claim.label == "VERIFIED"))
-    backend = TransformersBackend(adapters={"stage2": adapter} if adapter else None, threads="auto")
+    scorer = _stage2_checker(adapter)
     t = time.perf_counter()
-    out = backend.run(requests)
+    out = [(o["p_verified"], o["label"] == "VERIFIED") for o in scorer.check(docs, claims)]
     res: dict[str, Any] = {}
     for kind in ("own", "foreign"):
-        pv = [(o.probs["VERIFIED"], o.label == "VERIFIED", g) for o, (k, g) in zip(out, rows) if k == kind]
+        pv = [(p, v, g) for (p, v), (k, g) in zip(out, rows) if k == kind]
         res[kind] = {"said_verified": {"faithful": sum(v for _, v, g in pv if g), "hallucinated": sum(v for _, v, g in pv if not g)},
                      "mean_p_verified": {"faithful": statistics.mean(p for p, _, g in pv if g),
                                          "hallucinated": statistics.mean(p for p, _, g in pv if not g)},
                      "roc_auc": roc_auc_score([g for *_, g in pv], [p for p, *_ in pv])}
-    own = [o.probs["VERIFIED"] for o, (k, _) in zip(out, rows) if k == "own"]
-    foreign = [o.probs["VERIFIED"] for o, (k, _) in zip(out, rows) if k == "foreign"]
+    own = [p for (p, _), (k, _) in zip(out, rows) if k == "own"]
+    foreign = [p for (p, _), (k, _) in zip(out, rows) if k == "foreign"]
     faithful = [g for k, g in rows if k == "own"]
     res["own_vs_foreign_auc_faithful"] = roc_auc_score(  # P(VERIFIED) ranks a faithful claim's own snippet above a foreign one
         [1] * sum(faithful) + [0] * sum(faithful),
         [p for p, g in zip(own, faithful) if g] + [p for p, g in zip(foreign, faithful) if g])
-    save(f"ref_swap_{name}", {"name": name, "adapter": adapter, "prompts": "compact" if adapter else "fewshot",
+    save(f"ref_swap_{name}", {"name": name, "adapter": adapter, "prompts": scorer.config.style,
                               "machine": machine(), "seconds": round(time.perf_counter() - t), "n": len(faithful),
                               "faithful": sum(faithful), **res})
 

@@ -15,8 +15,8 @@ Runs: distill with the labels teacher (the VISTA human fixture) and with the emb
 a few-shot teacher (one conversation of the FaithDial sample: stage 1 generated, stages 2-3 scored);
 ``score`` with the embedded model (one conversation), and again with the world-knowledge stage on (two
 conversations); ``train`` of stage 2 for two steps on the labels teacher's silver data (the adapter's weights and
-the logged losses); eval with the labels teacher, untrained (identity) student adapters, the LLM judge and
-FActScore baselines (one conversation); and ``score --server`` against a real vLLM (CPU build, float32) serving
+the logged losses); eval with the labels teacher, untrained (identity) student adapters, the prompted base, the LLM
+judge and FActScore baselines, with the human claims given and the evidence probes (one conversation); and ``score --server`` against a real vLLM (CPU build, float32) serving
 the untrained adapters from serve-config's ``vllm.sh`` (two conversations), where the vLLM environment exists
 (``--no-served`` leaves it out).
 """
@@ -158,8 +158,9 @@ def collect(served: bool = True) -> dict[str, Any]:
         # 4. eval
         _adapters(t / "checkpoints")
         _cli("eval", "--config", str(RECIPE), "--input", str(VISTA_FIXTURE), "--limit", "1", "--no-progress",
-             "--systems", "student,teacher,llm_judge,factscore", "--output-dir", str(t / "eval"),
+             "--systems", "student,base,teacher,llm_judge,factscore", "--output-dir", str(t / "eval"),
              f"train.output_dir={t / 'checkpoints'}", f"distill.output_dir={silver}", "eval.bootstrap=200",
+             "eval.given_claims=true",
              "eval.threads=1", f"{_budgets_key()}={{llm_judge: 48, factscore_decompose: 64, stage1: 64}}")
         outputs["eval/results"] = _load(t / "eval" / "results.json")
         # 5. score with the world-knowledge stage (the model's own knowledge)

@@ -34,7 +34,7 @@ def _with_input(req: Any, text: str) -> Any:
     return dataclasses.replace(req, messages=(*req.messages[:-1], last))
 
 
-def _p_verified(stage2: dict[str, Any] | None) -> float | None:
+def p_verified(stage2: dict[str, Any] | None) -> float | None:
     if not stage2:
         return None
     probs = stage2.get("probs") or {}
@@ -58,7 +58,7 @@ def probe_requests(results: Sequence[Sequence[Any]], seed: int = 0) -> tuple[lis
         own = claim.stage2 or {}
         base = {"conversation_id": res.conversation_id, "turn_index": res.turn_index, "claim_index": call.claim_index,
                 "claim": call.claim, "gold": gold_binary, "own_label": own.get("label"),
-                "own_p_verified": _p_verified(own)}
+                "own_p_verified": p_verified(own)}
         if call.request is None:
             continue
         if own.get("label") == VERIFIED:
@@ -95,7 +95,7 @@ def run_probes(results: Sequence[Sequence[Any]], backend: Any, seed: int = 0,
     for r in records:
         if r["probe"] in PROBES:
             label, info, err = label_result(next(answered), STAGE2_LABELS)
-            r.update(label=label, p_verified=_p_verified(info), error=err)
+            r.update(label=label, p_verified=p_verified(info), error=err)
     return records
 
 

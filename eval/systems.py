@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from ..runtime.progress import RequestBar
 from .baselines import BaselineConfig, baseline_programs
 from .efficiency import Meter, cost_per_1k_turns
 from .errors import EvalError
+from .scoring import records_of, run_given_claims, run_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,6 @@ def _baseline_config(recipe: Recipe) -> BaselineConfig:
     cfg = BaselineConfig(speakers=p.speaker_names(), max_claims=p.max_claims)
     cfg.max_new_tokens.update({k: v for k, v in p.max_new_tokens.items() if k in cfg.max_new_tokens})
     return cfg
-
-
-def _records(results: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
-    return [t.to_dict() for turns in results for t in turns]
 
 
 class ModelLoader:
@@ -152,7 +149,6 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
             backend = backends.base()
             if name == "base":
                 cfg = recipe.engine_config("base")
-                programs = [vista_program(c, cfg) for c in conversations]
                 run.description = {**_describe_local(backend, "fewshot"), "stage2": cfg.stage2, "stage3": cfg.stage3}
             else:
                 bcfg = _baseline_config(recipe)
@@ -163,7 +159,6 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
             backend = backends.student()
             cfg = recipe.engine_config("student")
             style = cfg.style
-            programs = [vista_program(c, cfg) for c in conversations]
             adapters = getattr(backend, "adapters", None) or getattr(backend, "stage_models", {})
             run.description = {**_describe_local(backend, style, {k: str(v) for k, v in adapters.items()}),
                                "stage2": cfg.stage2, "stage3": cfg.stage3, "load_s": backends.load_s.get("student")}
@@ -180,26 +175,38 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         log.exception("system %s could not start", name)
         run.status, run.reason = "failed", f"{type(e).__name__}: {e}"
         return run
-    bar = RequestBar(f"eval {name}", backend, enabled=progress and bool(programs), mininterval=1.0)
+    pipeline = name in ("student", "base")   # the path VistaScorer.score takes (.scoring); others: programs
+    bar = RequestBar(f"eval {name}", backend, enabled=progress and bool(conversations if pipeline else programs),
+                     mininterval=1.0)
+    on_issue = bar.on_issue if progress else None
     try:
         with Meter(backend) as meter:
-            results = run_programs(programs, backend, batched=True, on_issue=bar.on_issue if progress else None) \
-                if programs else []
+            if pipeline:
+                run.records = run_pipeline(conversations, cfg, backend, on_issue=on_issue)[0]
+            else:
+                run.records = records_of(run_programs(programs, backend, batched=True, on_issue=on_issue)) \
+                    if programs else []
     except Exception as e:
         log.exception("system %s failed", name)
         run.status, run.reason = "failed", f"{type(e).__name__}: {e}"
         return run
     finally:
         bar.close()
-    run.records = _records(results)
     run.efficiency = meter.report(scored)
     if hasattr(backend, "describe"):   # which label-scoring method ran, replicas set aside and back
         run.description.update({k: v for k, v in backend.describe().items() if k in ("label_method", "replica_events")})
         run.description["label_methods"] = dict(backend.stats.get("label_methods") or {})
-    if recipe.eval.given_claims and name in ("student", "base") and given:
+    if recipe.eval.given_claims and pipeline and given:
         t0 = time.perf_counter()
-        run.given_records, run.evidence_records = _given_claims_records(
-            cfg, given, backend, progress, name, recipe.eval.seed if recipe.eval.evidence else None)
+        has_claims = any(c.turns[i].gold_claims for c in given for i in c.scored_turns)
+        bar = RequestBar(f"eval {name}, human claims given", backend, enabled=progress and has_claims,
+                         mininterval=1.0)
+        try:
+            run.given_records, run.evidence_records = run_given_claims(
+                given, cfg, backend, evidence_seed=recipe.eval.seed if recipe.eval.evidence else None,
+                on_issue=bar.on_issue if progress else None)
+        finally:
+            bar.close()
         run.given_wall_s = time.perf_counter() - t0
     if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)
         how = Counter(str((r.get("judge") or {}).get("parsed_from")) for r in run.records if r["scored"])
@@ -238,29 +245,6 @@ def merge_runs(a: SystemRun, b: SystemRun, recipe: Recipe) -> SystemRun:
                                      + Counter(b.description["label_methods"]))
     return SystemRun(a.name, "ok", None, desc, eff, a.records + b.records, a.given_records + b.given_records,
                      a.evidence_records + b.evidence_records, a.given_wall_s + b.given_wall_s)
-
-
-def _given_claims_records(cfg: Any, conversations: list[Conversation], backend: Any, progress: bool,
-                          name: str, evidence_seed: int | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Stages 2-3 of the same system on the human claims of every turn that has them (no stage 1), and (with
-    ``evidence_seed``) the evidence probes of its stage 2 on them (:mod:`.evidence`)."""
-    import dataclasses
-
-    from .evidence import run_probes
-
-    given = [c for c in conversations if any(c.turns[i].gold_claims for i in c.scored_turns)]
-    if not given:
-        return [], []
-    gcfg = dataclasses.replace(cfg, claims="gold")
-    bar = RequestBar(f"eval {name}, human claims given", backend, enabled=progress, mininterval=1.0)
-    try:
-        results = run_programs([vista_program(c, gcfg) for c in given], backend, batched=True,
-                               on_issue=bar.on_issue if progress else None)
-        probes = run_probes(results, backend, evidence_seed, bar.on_issue if progress else None) \
-            if evidence_seed is not None else []
-    finally:
-        bar.close()
-    return _records(results), probes
 
 
 class _TeacherChain:

@@ -180,3 +180,24 @@ def test_the_scorer_takes_a_pipeline_config_and_named_overrides(sample):
         VistaScorer(backend=LabelsBackend(sample), max_claim=3)
     with pytest.raises(ValueError, match="rule must be one of"):
         VistaScorer(backend=LabelsBackend(sample), rule="lenient")
+
+
+def test_check_is_the_pipelines_stage2_on_a_turns_first_claims(embedded_backend):
+    """``VistaScorer.check(docs, claims)`` (MiniCheck's call) sends the request the pipeline sends for the claims
+    of a conversation's first turn (no background): the same labels and P(VERIFIED), from the real embedded
+    model (to float32 rounding across batch compositions); a docs / claims length mismatch is an error that says so."""
+    from vista_distill.data.schema import ASSISTANT, USER, Claim, Conversation, Turn
+
+    docs = ["The Eiffel Tower is in Paris. It was completed in 1889.", "Bananas are berries, botanically."]
+    claims = ["The Eiffel Tower was completed in 1889.", "The Eiffel Tower is in Rome."]
+    scorer = VistaScorer(backend=embedded_backend)
+    checked = scorer.check([docs[0], docs[0]], claims) + scorer.check([docs[1]], [claims[0]])
+    convs = [Conversation(f"c{k}", "test", turns=[Turn(USER, "Tell me something."),
+                                          Turn(ASSISTANT, claim, reference=doc, gold_claims=[Claim(claim, "VERIFIED")])])
+             for k, (doc, claim) in enumerate([(docs[0], claims[0]), (docs[0], claims[1]), (docs[1], claims[0])])]
+    piped = [r["claims"][0]["stage2"] for r in VistaScorer(backend=embedded_backend, claims="gold").score(convs).records]
+    assert [c["label"] for c in checked] == [p["label"] for p in piped]
+    assert [c["p_verified"] for c in checked] == pytest.approx([p["probs"]["VERIFIED"] for p in piped], abs=1e-4)   # batch padding: float32 rounding
+    assert all(0.0 < c["p_verified"] < 1.0 and c["error"] is None for c in checked)
+    with pytest.raises(ValueError, match="2 references for 1 claims"):
+        scorer.check(docs, claims[:1])

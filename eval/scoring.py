@@ -1,0 +1,100 @@
+"""The one path a VISTA pipeline takes over conversations, for ``VistaScorer.score`` / ``VistaScorer.evidence``
+and for eval's student and base: the whole pipeline (records appended to a journal per chunk, so a killed run
+resumes) and stages 2-3 on the human claims with the evidence probes; and stage 2 alone on (reference, claim)
+pairs (``VistaScorer.check``, MiniCheck's ``score(docs, claims)``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..data.schema import Conversation
+from ..pipeline.engine import (
+    STAGE2_LABELS,
+    EngineConfig,
+    TurnResult,
+    label_result,
+    run_programs,
+    vista_program,
+)
+from ..pipeline.protocol import Request
+from ..pipeline.templates import build_messages, get_template, stage2_input
+from .evidence import p_verified, run_probes
+
+
+def records_of(results: Sequence[Sequence[TurnResult]]) -> list[dict[str, Any]]:
+    """One record per assistant turn, conversation by conversation."""
+    return [t.to_dict() for turns in results for t in turns]
+
+
+def run_pipeline(conversations: Sequence[Conversation], config: EngineConfig, backend: Any, *, batched: bool = True,
+                 on_turn: Callable[[TurnResult | None], None] | None = None,
+                 on_issue: Callable[[str, int], None] | None = None, journal: str | Path | None = None,
+                 chunk_size: int = 16, model: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The pipeline over ``conversations``: (records, journal info or None). ``journal``: a file each
+    ``chunk_size`` conversations' records are appended to as they finish (:mod:`..pipeline.journal`), keyed by the
+    conversations, ``config``, ``model`` (what identifies the backend) and the chunk size; a rerun after a kill
+    skips the chunks it holds (``on_turn(None)`` once per record they hold) and returns what one uninterrupted run
+    returns."""
+    from ..pipeline.journal import Journal, run_fingerprint
+
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    conversations = list(conversations)
+    size = chunk_size if journal is not None else max(1, len(conversations))
+    chunks = [conversations[i:i + size] for i in range(0, len(conversations), size)]
+    log = done = None
+    if journal is not None:
+        log = Journal(journal, run_fingerprint(conversations, config, model, size))
+        done = log.open()
+    by_chunk: list[list[dict[str, Any]]] = []
+    for k, chunk in enumerate(chunks):
+        if done and str(k) in done:
+            by_chunk.append(done[str(k)])
+            for _ in done[str(k)] if on_turn is not None else ():
+                on_turn(None)
+            continue
+        per_conv = run_programs((vista_program(c, config, on_turn) for c in chunk), backend, batched=batched,
+                                on_issue=on_issue)
+        by_chunk.append(records_of(per_conv))
+        if log is not None:
+            log.append(str(k), by_chunk[-1])
+    info = None if journal is None else {"path": str(journal), "chunk_size": size, "chunks": len(chunks),
+                                         "chunks_resumed": len(done or {})}
+    return [r for chunk in by_chunk for r in chunk], info
+
+
+def run_given_claims(conversations: Sequence[Conversation], config: EngineConfig, backend: Any, *,
+                     evidence_seed: int | None = 0, on_issue: Callable[[str, int], None] | None = None,
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Stages 2-3 on the human claims of every turn that has them (no stage 1), and (with ``evidence_seed``) the
+    evidence probes of that stage 2 (:mod:`.evidence`): (records, probe records)."""
+    given = [c for c in conversations if any(c.turns[i].gold_claims for i in c.scored_turns)]
+    if not given:
+        return [], []
+    gcfg = dataclasses.replace(config, claims="gold")
+    results = run_programs([vista_program(c, gcfg) for c in given], backend, batched=True, on_issue=on_issue)
+    probes = run_probes(results, backend, evidence_seed, on_issue) if evidence_seed is not None else []
+    return records_of(results), probes
+
+
+def check_claims(references: Sequence[str], claims: Sequence[str], config: EngineConfig, backend: Any, *,
+                 on_issue: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
+    """Stage 2 alone on each (reference, claim) pair, with no history and no background: the request the engine
+    sends for a turn's first claims. One record per pair: ``label`` (VERIFIED / UNVERIFIABLE), ``p_verified``,
+    ``probs``, ``error``."""
+    if len(references) != len(claims):
+        raise ValueError(f"{len(references)} references for {len(claims)} claims: give one reference per claim")
+    t2 = get_template("stage2", config.style)
+    requests = [Request(t2.name, tuple(build_messages(t2, stage2_input([], ref, claim), config.speakers)),
+                        labels=t2.labels if config.stage2 == "score" else (),
+                        max_new_tokens=config.max_new_tokens["stage2"]) for ref, claim in zip(references, claims)]
+    if requests and on_issue is not None:
+        on_issue("stage2", len(requests))
+    out = []
+    for resp in backend.run(requests) if requests else []:
+        label, info, err = label_result(resp, STAGE2_LABELS)
+        out.append({"label": label, "p_verified": p_verified(info), "probs": info.get("probs"), "error": err})
+    return out
