@@ -220,7 +220,10 @@ def main() -> int:
         return 0 if same else 1
     outputs = collect(served=not args.no_served)
     digests = _digests(outputs)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+    import vista_distill   # the code that ran (PYTHONPATH may point at another commit's worktree)
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(vista_distill.__file__).parent,
+                            capture_output=True,
                             text=True).stdout.strip()
     (OUT / f"{args.tag}.json").write_text(json.dumps({"commit": commit, "digests": digests, "outputs": outputs},
                                                      indent=1, sort_keys=True) + "\n")
