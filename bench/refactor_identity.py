@@ -220,7 +220,7 @@ def main() -> int:
         return 0 if same else 1
     outputs = collect(served=not args.no_served)
     digests = _digests(outputs)
-    import vista_distill   # the code that ran (PYTHONPATH may point at another commit's worktree)
+    import vista_distill  # the code that ran (PYTHONPATH may point at another commit's worktree)
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(vista_distill.__file__).parent,
                             capture_output=True,
