@@ -265,9 +265,7 @@ def _load_file(path: Path, kind: str, lookup, labels: LabelTable, ambiguous: str
     return sink.finish(convs)
 
 
-# What `vista-distill data fetch ais` downloads (data/download/). The commit is the one the
-# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
-# changed the file (or the download broke).
+# What `vista-distill data fetch ais` downloads (the pinned commit and sha256s: data/download/catalogue.py)
 AIS, AIS_HEAD = "google-research-datasets/AIS", "df55dc416715e7cec8e8d2e091d1806d379f1a8d"
 WOW_TGZ = "http://parl.ai/downloads/wizard_of_wikipedia/wizard_of_wikipedia.tgz"
 WOW_TGZ_SHA256 = "2a549627a83fea745efa2076a41d1c0078ad002ab2b54eae6a4e3d3d66ae24b7"  # ParlAI's build.py

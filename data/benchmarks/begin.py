@@ -175,9 +175,7 @@ def build_sample(data: Path, out: Path = SAMPLES) -> list[str]:
     return said
 
 
-# What `vista-distill data fetch begin` downloads (data/download/). The commit is the one the
-# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
-# changed the file (or the download broke).
+# What `vista-distill data fetch begin` downloads (the pinned commit and sha256s: data/download/catalogue.py)
 BEGIN, BEGIN_HEAD, BEGIN_2021 = ("google/BEGIN-dataset", "6e65f0d5a1ed1b9574643a7640ff1678d4e979b5",
                                  "6f881995bca5405918f3138b04f29fdd2a1b73ae")
 

@@ -134,9 +134,7 @@ def _check(rec) -> tuple[str | None, str] | None:
     return None
 
 
-# What `vista-distill data fetch dialfact` downloads (data/download/). The commit is the one the
-# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
-# changed the file (or the download broke).
+# What `vista-distill data fetch dialfact` downloads (the pinned commit and sha256s: data/download/catalogue.py)
 DIALFACT, DIALFACT_HEAD = "salesforce/DialFact", "d400b250147e45c106b18e52254b1060f7c1575d"
 
 FETCH = Source(

@@ -275,9 +275,7 @@ def build_sample(data: Path, out: Path = SAMPLES) -> list[str]:
     return said
 
 
-# What `vista-distill data fetch fade` downloads (data/download/). The commit is the one the
-# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
-# changed the file (or the download broke).
+# What `vista-distill data fetch fade` downloads (the pinned commit and sha256s: data/download/catalogue.py)
 FADE, FADE_HEAD = "souvikdgp16/FADE", "db581a1b677de1626da713a1fb2417d8507c16f1"
 
 FETCH = Source(

@@ -86,9 +86,7 @@ def _load_file(path: Path, on_error: str) -> LoadResult:
     return sink.finish(convs)
 
 
-# What `vista-distill data fetch fhsumbench` downloads (data/download/). The commit is the one the
-# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
-# changed the file (or the download broke).
+# What `vista-distill data fetch fhsumbench` downloads (the pinned commit and sha256s: data/download/catalogue.py)
 FHSUM, FHSUM_DATA = "cece00/FHSumBench", "af1441c56e6fbdb6fdd22ff8f649af86d93be905"
 
 

@@ -178,9 +178,7 @@ def _record(path: Path, i: int, rec: Any, few_shot: bool, ambiguous: str, turn_l
                               "dialogue_id": text_key(*(t for _, t in hist), rec["A"])})
 
 
-# What `vista-distill data fetch finedialfact` downloads (data/download/). The commit is the one the
-# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
-# changed the file (or the download broke).
+# What `vista-distill data fetch finedialfact` downloads (the pinned commit and sha256s: data/download/catalogue.py)
 FINEDIALFACT, FINEDIALFACT_HEAD = "XiangyanChen/FineDialFact", "21957e56650ad1d13b1b6face4e2daa30193a765"
 
 

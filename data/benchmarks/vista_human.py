@@ -59,9 +59,7 @@ def load_vista_human(source: str | os.PathLike, *, split: str | None = None,
     return sink.finish(convs)
 
 
-# What `vista-distill data fetch vista-human` downloads (data/download/). The commit is the one the
-# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
-# changed the file (or the download broke).
+# What `vista-distill data fetch vista-human` downloads (the pinned commit and sha256s: data/download/catalogue.py)
 VISTA, VISTA_HEAD = "ashleylew/VISTA", "44250f49957b10291a24a68d1d0703968df0063a"
 
 

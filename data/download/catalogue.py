@@ -5,7 +5,9 @@ A :class:`Source` lists what goes in one benchmark folder: :class:`Remote` files
 pinned to a commit, a Hugging Face Hub file, or a member of a zip / tar.gz archive), :class:`Subset`
 files cut out of a downloaded file (the development splits of single-file releases: the module's
 ``DEV_KEYS``), and :class:`Manual` files that cannot be downloaded automatically (the entry
-says how to get them). :func:`registry` is the built-in catalogue; :func:`load_registry_file` reads
+says how to get them). An entry's commit is the one the development copies were taken from and its sha256
+values are those copies' hashes, so a mismatch means upstream changed the file (or the download broke).
+:func:`registry` is the built-in catalogue; :func:`load_registry_file` reads
 one from JSON (``data fetch --registry``).
 """
 

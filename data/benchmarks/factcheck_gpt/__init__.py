@@ -385,9 +385,7 @@ def build_sample(data: Path, out: Path = SAMPLES) -> list[str]:
     return [f"factcheck_gpt/{FILE}, factcheck_gpt/LICENSE: copied"]
 
 
-# What `vista-distill data fetch factcheck-gpt` downloads (data/download/). The commit is the one the
-# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
-# changed the file (or the download broke).
+# What `vista-distill data fetch factcheck-gpt` downloads (the pinned commit and sha256s: data/download/catalogue.py)
 FACTCHECK, FACTCHECK_HEAD = "yuxiaw/Factcheck-GPT", "a9e6a04a953ad880806529c504a679dd1ad06528"
 
 FETCH = Source(

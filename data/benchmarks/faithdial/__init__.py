@@ -333,9 +333,7 @@ def build_sample(data: Path, out: Path = SAMPLES) -> list[str]:
     return build_samples(data, out)
 
 
-# What `vista-distill data fetch faithdial` downloads (data/download/). The commit is the one the
-# development copies were taken from; sha256 values are those copies' hashes, so a mismatch means upstream
-# changed the file (or the download broke).
+# What `vista-distill data fetch faithdial` downloads (the pinned commit and sha256s: data/download/catalogue.py)
 FAITHDIAL, FAITHDIAL_HEAD = "McGill-NLP/FaithDial", "25671c6e3aa7d667943b7744a2b91507e7187f83"
 
 FETCH = Source(
