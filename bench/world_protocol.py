@@ -179,28 +179,14 @@ def fhsumbench_sample(per_label: int, seed: int) -> list[dict[str, Any]]:
 
 
 def rescore_world(records: list[dict[str, Any]], adapter: Path) -> list[dict[str, Any]]:
-    """The world stage again on ``records``' LACKING EVIDENCE claims with another world adapter (stages 1-3
-    are the same adapters, so the same claims and categories), and the three-way verdicts from it."""
+    """The world stage again on ``records``' LACKING EVIDENCE claims with another world adapter (stages 1-3 are the
+    same adapters, so the same claims and categories): ``eval.scoring.rerun_world`` with the compact prompts and
+    the model's own knowledge, as the recipe's world stage runs."""
     from vista_distill.backends.transformers import TransformersBackend
-    from vista_distill.pipeline.engine import ClaimResult, world_verdict
-    from vista_distill.pipeline.templates import build_messages, get_template, world_input
+    from vista_distill.eval.scoring import rerun_world
+    from vista_distill.pipeline.engine import EngineConfig
 
-    tw = get_template("world", "compact")
-    backend = TransformersBackend(None, adapters={"world": adapter})
-    jobs = [(i, k) for i, r in enumerate(records) if r.get("scored")
-            for k, c in enumerate(r["claims"]) if c.get("world") is not None]
-    labels = predict(backend, "world", [build_messages(tw, world_input(records[i]["claims"][k]["text"], []))
-                                        for i, k in jobs])
-    out = [json.loads(json.dumps(r)) for r in records]
-    for (i, k), lab in zip(jobs, labels):
-        out[i]["claims"][k]["world"] = {"label": lab}
-    for r in out:
-        if r.get("scored") and "world_verdict" in r:
-            claims = [ClaimResult(text=c["text"], category=c.get("category"), error=c.get("error"),
-                                  world=c.get("world"))
-                      for c in r["claims"]]
-            r["world_verdict"], r["world_reason"] = world_verdict(claims)
-    return out
+    return rerun_world(records, EngineConfig(style="compact"), TransformersBackend(None, adapters={"world": adapter}))
 
 
 def paired_bootstrap(gold: list[str], a: list[str], b: list[str], n: int = 2000, seed: int = 0) -> dict[str, Any]:

@@ -1,26 +1,32 @@
 """The one path a VISTA pipeline takes over conversations, for ``VistaScorer.score`` / ``VistaScorer.evidence``
 and for eval's student and base: the whole pipeline (records appended to a journal per chunk, so a killed run
-resumes) and stages 2-3 on the human claims with the evidence probes; and stage 2 alone on (reference, claim)
-pairs (``VistaScorer.check``, MiniCheck's ``score(docs, claims)``)."""
+resumes) and stages 2-3 on the human claims with the evidence probes; stage 2 alone on (reference, claim)
+pairs (``VistaScorer.check``, MiniCheck's ``score(docs, claims)``); and the world stage again on finished records
+(another world adapter or knowledge source on the same claims)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..data.schema import Conversation
+from ..data.schema import LACKING_EVIDENCE, Conversation
+from ..data.vocabulary import WORLD_LABELS
 from ..pipeline.engine import (
     STAGE2_LABELS,
+    ClaimResult,
     EngineConfig,
     TurnResult,
     label_result,
     run_programs,
     vista_program,
+    world_verdict,
 )
+from ..pipeline.knowledge import evidence_for
 from ..pipeline.protocol import Request
-from ..pipeline.templates import build_messages, get_template, stage2_input
+from ..pipeline.templates import build_messages, get_template, stage2_input, world_input
 from .evidence import p_verified, run_probes
 
 
@@ -97,4 +103,35 @@ def check_claims(references: Sequence[str], claims: Sequence[str], config: Engin
     for resp in backend.run(requests) if requests else []:
         label, info, err = label_result(resp, STAGE2_LABELS)
         out.append({"label": label, "p_verified": p_verified(info), "probs": info.get("probs"), "error": err})
+    return out
+
+
+def rerun_world(records: Sequence[dict[str, Any]], config: EngineConfig, backend: Any, *,
+                on_issue: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
+    """The world stage again on the LACKING EVIDENCE claims of pipeline records that ran it, stages 1-3 kept:
+    the requests the engine sends (``config``'s prompts, knowledge and budgets), answered by ``backend`` (another
+    world adapter, say). Copies of the records with the new ``world`` answers and three-way verdicts. A turn's own
+    reference and background (``world_concurrent``) are not in the records, so that setting is refused."""
+    if config.world_concurrent:
+        raise ValueError("rerun_world: world_concurrent searches the turn's reference and background, which records "
+                         "do not hold; rerun the pipeline instead")
+    out = copy.deepcopy(list(records))
+    jobs = [(i, k) for i, r in enumerate(out) if r.get("scored") and "world_verdict" in r
+            for k, c in enumerate(r["claims"]) if c.get("category") == LACKING_EVIDENCE]
+    tw = get_template("world", config.style)
+    evidence = [evidence_for(out[i]["claims"][k]["text"], config.world_knowledge, config.world_top_k) for i, k in jobs]
+    requests = [Request(tw.name, tuple(build_messages(tw, world_input(out[i]["claims"][k]["text"],
+                                                                      [p.text for p in ev]), config.speakers)),
+                        labels=tw.labels if config.stage3 == "score" else (),
+                        max_new_tokens=config.max_new_tokens.get("world", 64)) for (i, k), ev in zip(jobs, evidence)]
+    if requests and on_issue is not None:
+        on_issue("world", len(requests))
+    for (i, k), ev, resp in zip(jobs, evidence, backend.run(requests) if requests else []):
+        _label, info, err = label_result(resp, WORLD_LABELS)
+        out[i]["claims"][k]["world"] = {**info, "error": err, "evidence": [dataclasses.asdict(p) for p in ev]}
+    fields = [f.name for f in dataclasses.fields(ClaimResult)]
+    for r in out:
+        if r.get("scored") and "world_verdict" in r:
+            claims = [ClaimResult(**{f: c.get(f) for f in fields}) for c in r["claims"]]
+            r["world_verdict"], r["world_reason"] = world_verdict(claims)
     return out

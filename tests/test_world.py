@@ -5,6 +5,7 @@ three-way turn verdict, and records untouched when the stage is off."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -308,3 +309,29 @@ def test_labels_teacher_answers_the_world_stage_from_factcheck_gpt_factuality():
     (unknown,) = backend.run([Request("world", tuple(build_messages(t, world_input("Not a Factcheck-GPT claim."))),
                                       labels=t.labels)])
     assert unknown.label is None and unknown.meta["error"] == "no gold label for this request"
+
+
+def test_rerun_world_on_records_gives_the_pipelines_world_answers_back(embedded_backend, tmp_path):
+    """``eval.scoring.rerun_world`` (the world protocol's rescoring with another world adapter) sends the requests
+    the engine sends: on the records of a run, with the same model, it gives back that run's world answers,
+    evidence and three-way verdicts; records without the stage stay as they were; the turn-context setting,
+    which records cannot serve, is refused."""
+    from conftest import assert_same_records
+    from vista_distill.eval.scoring import rerun_world
+
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text("\n".join(json.dumps(p) for p in PASSAGES))
+    conv = _conversation()
+    scorer = VistaScorer(backend=LabelsBackend([conv], fallback=embedded_backend), world=True, world_knowledge=str(kb))
+    records = scorer.score([conv]).records
+    blank = copy.deepcopy(records)
+    for c in blank[0]["claims"]:
+        c["world"] = None
+    blank[0]["world_verdict"] = "unknown"
+    again = rerun_world(blank, scorer.config, embedded_backend)
+    assert sum(c["world"] is not None for c in again[0]["claims"]) == 2
+    assert_same_records(again, records)
+    off = VistaScorer(backend=LabelsBackend([conv], fallback=embedded_backend)).score([conv]).records
+    assert rerun_world(off, scorer.config, embedded_backend) == off
+    with pytest.raises(ValueError, match="world_concurrent"):
+        rerun_world(records, dataclasses.replace(scorer.config, world_concurrent=True), embedded_backend)
