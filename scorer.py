@@ -142,17 +142,18 @@ class VistaScorer:
             model = self.backend.describe() if hasattr(self.backend, "describe") else {
                 k: str(getattr(self.backend, k, None)) for k in ("name", "model_path", "adapters", "torch_dtype",
                                                                   "batch_size")}
-        bar = on_issue = None
+        bar = on_issue = on_resumed = None
         on_turn = progress if callable(progress) else None
         if progress is True:
-            bar, on_turn = self._progress_bar(conversations)
+            bar, on_turn, on_resumed = self._progress_bar(conversations)
             on_issue = bar.on_issue
         start = time.perf_counter()
         stats_before = dict(self.backend.stats)
         try:
             records, journal_info = run_pipeline(conversations, self.config, self.backend, batched=batched,
                                                  on_turn=on_turn, on_issue=on_issue, journal=journal,
-                                                 chunk_size=chunk_size, model=model)
+                                                 chunk_size=chunk_size, model=model,
+                                                 on_resumed=on_resumed)
         finally:
             if bar is not None:
                 bar.close()
@@ -191,14 +192,16 @@ class VistaScorer:
         UNVERIFIABLE), ``p_verified``, ``probs``, ``error``."""
         return check_claims(list(docs), list(claims), self.config, self.backend)
 
-    def _progress_bar(self, conversations: Sequence[Conversation]) -> tuple[RequestBar, Callable[[TurnResult], None]]:
-        """A bar over model requests (its total grows as claims appear), with turns done as postfix."""
+    def _progress_bar(self, conversations: Sequence[Conversation]
+                      ) -> tuple[RequestBar, Callable[[TurnResult], None], Callable[[int], None]]:
+        """A bar over model requests (its total grows as claims appear), with turns done as postfix; the callbacks
+        for a computed turn and for ``n`` turns taken from the journal."""
         turns_total = sum(t.role == ASSISTANT for c in conversations for t in c.turns)
         done = {"turns": 0}
         bar = RequestBar("score", self.backend, postfix=lambda: f"{bar.stage} | turns {done['turns']}/{turns_total}")
 
-        def on_turn(_res: TurnResult) -> None:
-            done["turns"] += 1
+        def advance(n: int) -> None:
+            done["turns"] += n
             bar.show()
 
-        return bar, on_turn
+        return bar, lambda _res: advance(1), advance

@@ -36,14 +36,15 @@ def records_of(results: Sequence[Sequence[TurnResult]]) -> list[dict[str, Any]]:
 
 
 def run_pipeline(conversations: Sequence[Conversation], config: EngineConfig, backend: Any, *, batched: bool = True,
-                 on_turn: Callable[[TurnResult | None], None] | None = None,
+                 on_turn: Callable[[TurnResult], None] | None = None,
                  on_issue: Callable[[str, int], None] | None = None, journal: str | Path | None = None,
-                 chunk_size: int = 16, model: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+                 chunk_size: int = 16, model: Any = None,
+                 on_resumed: Callable[[int], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The pipeline over ``conversations``: (records, journal info or None). ``journal``: a file each
     ``chunk_size`` conversations' records are appended to as they finish (:mod:`..pipeline.journal`), keyed by the
     conversations, ``config``, ``model`` (what identifies the backend) and the chunk size; a rerun after a kill
-    skips the chunks it holds (``on_turn(None)`` once per record they hold) and returns what one uninterrupted run
-    returns."""
+    skips the chunks it holds (``on_resumed(n)`` with the number of records each holds; ``on_turn`` is told of
+    computed turns only) and returns what one uninterrupted run returns."""
     from ..pipeline.journal import Journal, run_fingerprint
 
     if chunk_size < 1:
@@ -59,8 +60,8 @@ def run_pipeline(conversations: Sequence[Conversation], config: EngineConfig, ba
     for k, chunk in enumerate(chunks):
         if done and str(k) in done:
             by_chunk.append(done[str(k)])
-            for _ in done[str(k)] if on_turn is not None else ():
-                on_turn(None)
+            if on_resumed is not None:
+                on_resumed(len(done[str(k)]))
             continue
         per_conv = run_programs((vista_program(c, config, on_turn) for c in chunk), backend, batched=batched,
                                 on_issue=on_issue)

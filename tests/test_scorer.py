@@ -72,8 +72,11 @@ def test_journal_resumes_after_the_last_finished_chunk(sample, tmp_path, caplog)
     # a run killed while writing chunk 2: two whole chunks and half a line
     journal.write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
     backend = LabelsBackend(convs)
-    again = VistaScorer(backend=backend).score(convs, journal=journal, chunk_size=2)
+    told = []   # a callable progress hears of the computed turns only, each a TurnResult
+    again = VistaScorer(backend=backend).score(convs, journal=journal, chunk_size=2, progress=told.append)
     assert again.records == whole.records
+    assert len(told) == len(whole.records) - sum(len(json.loads(x)["value"]) for x in lines[1:3])
+    assert all(t is not None for t in told)
     assert again.summary["run"]["journal"] == {"path": str(journal), "chunk_size": 2, "chunks": 5, "chunks_resumed": 2}
     # only the three unfinished chunks were asked for
     rest = LabelsBackend(convs)
