@@ -176,6 +176,22 @@ def use_gqa_sdpa(model: Any) -> bool:
     return True
 
 
+def contiguous_head_input(model: Any) -> bool:
+    """Make the LM head's input contiguous before it runs; True if the model has such a head.
+
+    transformers slices the positions whose logits are kept (``hidden[:, -k:, :]``), and torch's linear takes a
+    3D slice through a batched product with the weight expanded to every row: 16 rows of a 135M model's head
+    copied 0.9 GB and took 631 ms in bf16 against 2.6 ms for the same product on a contiguous copy (2-core AMD EPYC
+    with AVX512-BF16). Every label-scoring batch, prefix fill and slot refill paid it."""
+    import torch
+
+    head = model.get_output_embeddings()
+    if not isinstance(head, torch.nn.Module):
+        return False
+    head.register_forward_pre_hook(lambda _module, args: (args[0].contiguous(), *args[1:]))
+    return True
+
+
 @contextlib.contextmanager
 def float32_head(model: Any, keep: dict[str, Any]) -> Iterator[None]:
     """The LM head in float32 while labels are scored: a bf16 head's logits are spaced 0.06-0.125 apart at
@@ -192,13 +208,21 @@ def float32_head(model: Any, keep: dict[str, Any]) -> Iterator[None]:
     if "weight" not in keep and w.numel() * 4 <= 512 * 2**20:
         keep["weight"] = w.detach().float()
 
-    def hook(module, args, output):
-        weight = keep["weight"] if "weight" in keep else module.weight.float()
-        bias = None if module.bias is None else module.bias.float()
-        return torch.nn.functional.linear(args[0].float(), weight, bias)
+    def forward(hidden):
+        # the bf16 head does not run at all (a forward hook would let it run and discard its product), and the
+        # kept positions are folded into one matrix first: a 3D slice of the hidden states made linear take a
+        # batched product with the float32 weight copied once per row (16 x 113 MB, over a second a call)
+        weight = keep["weight"] if "weight" in keep else head.weight.float()
+        bias = None if head.bias is None else head.bias.float()
+        flat = hidden.reshape(-1, hidden.shape[-1]).float()
+        return torch.nn.functional.linear(flat, weight, bias).reshape(*hidden.shape[:-1], weight.shape[0])
 
-    handle = head.register_forward_hook(hook)
+    own = head.__dict__.get("forward")   # a forward set on the instance (accelerate's hooks) is put back after
+    head.forward = forward
     try:
         yield
     finally:
-        handle.remove()
+        if own is None:
+            del head.forward
+        else:
+            head.forward = own

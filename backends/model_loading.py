@@ -203,3 +203,19 @@ def encode_prompt(tokenizer: Any, messages: Sequence[Mapping[str, str]],
         n += 1
     n = min(n, len(ids) - 1)  # the last prompt token must be run to get next-token logits
     return ids[:n], ids[n:]
+
+
+def eos_ids(tokenizer: Any, model: Any) -> list[int]:
+    """Every token id that ends a turn: the tokenizer's end of sequence, the generation config's, and the chat
+    end markers the vocabulary holds."""
+    ids = {tokenizer.eos_token_id}
+    extra = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(extra, int):
+        ids.add(extra)
+    elif extra:
+        ids.update(extra)
+    for tok in ("<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "</s>", "<end_of_turn>"):
+        tid = tokenizer.convert_tokens_to_ids(tok)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id and tok in tokenizer.get_vocab():
+            ids.add(tid)
+    return sorted(i for i in ids if i is not None)

@@ -23,8 +23,16 @@ from ..pipeline.render import THINKING_OFF
 from .adapters import find_stage_adapters
 from .evidence_head import EvidenceHead, claim_and_twin
 from .list_generation import _ListMarkerFormat, _RepeatedLineStop, list_stop_reason
-from .model_calls import GQA_SDPA, cache_keyword, float32_head, output_cache, shared_prefix, use_gqa_sdpa
-from .model_loading import encode_prompt
+from .model_calls import (
+    GQA_SDPA,
+    cache_keyword,
+    contiguous_head_input,
+    float32_head,
+    output_cache,
+    shared_prefix,
+    use_gqa_sdpa,
+)
+from .model_loading import encode_prompt, eos_ids
 from .slot_decoding import decode_in_slots, slots_supported, static_prefix_cache
 
 log = logging.getLogger(__name__)
@@ -84,6 +92,7 @@ class TransformersBackend:
             model_obj.to(self.device)
         if self.device == "cpu" and not attn_implementation:
             use_gqa_sdpa(model_obj)
+        contiguous_head_input(model_obj)
         self.adapters = find_stage_adapters(adapters)
         if self.adapters:
             from peft import PeftModel
@@ -95,7 +104,7 @@ class TransformersBackend:
         self.model = model_obj.eval()
         self.heads = {st: h for st, p in self.adapters.items() if (h := EvidenceHead.load(p)) is not None}
         self.evidence_features = evidence_features
-        self.eos_ids = self._eos_ids()
+        self.eos_ids = eos_ids(self.tokenizer, self.model)
         self.cache_kw = cache_keyword(self.model)
         self.max_context: int | None = getattr(self.model.config, "max_position_embeddings", None)
         self._label_cache: dict[tuple[str, ...], list[list[int]]] = {}
@@ -116,20 +125,6 @@ class TransformersBackend:
             self.model.set_adapter(stage)
             return contextlib.nullcontext()
         return self.model.disable_adapter()
-
-    def _eos_ids(self) -> list[int]:
-        ids = {self.tokenizer.eos_token_id}
-        gen_cfg = getattr(self.model, "generation_config", None)
-        extra = getattr(gen_cfg, "eos_token_id", None)
-        if isinstance(extra, int):
-            ids.add(extra)
-        elif extra:
-            ids.update(extra)
-        for tok in ("<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "</s>", "<end_of_turn>"):
-            tid = self.tokenizer.convert_tokens_to_ids(tok)
-            if isinstance(tid, int) and tid != self.tokenizer.unk_token_id and tok in self.tokenizer.get_vocab():
-                ids.add(tid)
-        return sorted(i for i in ids if i is not None)
 
     # -- tokenisation ------------------------------------------------------------------------
     def _encode(self, request: Request) -> tuple[list[int], list[int]]:

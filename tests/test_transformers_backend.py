@@ -98,10 +98,18 @@ def test_bf16_label_scoring_reads_the_head_in_float32(embedded_backend):
     seen = []
     hook = bf16.model.register_forward_hook(lambda m, a, out: seen.append(out.logits.dtype))
     try:
-        low = bf16.run(reqs)
+        with torch.profiler.profile(record_shapes=True) as prof:
+            low = bf16.run(reqs)
     finally:
         hook.remove()
     assert torch.float32 in seen   # the logits the labels are read from (the shared prefix's pass reads none)
+    # the head's weight is never copied once per row (a 3D slice of hidden states made linear do that: 0.6 s a
+    # batch) and the bf16 head does not run beside the float32 one: no product has the vocabulary as last dim
+    vocab = bf16.model.get_output_embeddings().weight.shape[0]
+    head_products = [(e.name, s) for e in prof.events() if e.name in ("aten::mm", "aten::bmm", "aten::copy_")
+                     for s in e.input_shapes if len(s) >= 2 and s[-1] == vocab]
+    assert all(name == "aten::mm" and len(s) == 2 for name, s in head_products), head_products
+    assert len(head_products) == len(seen)   # one head product per forward (the prefix fill too)
     assert bf16.model.get_output_embeddings().weight.dtype == torch.bfloat16   # the model itself stays bf16
     high = embedded_backend.run(reqs)
     margin = lambda r: r.meta["logprobs"]["VERIFIED"] - r.meta["logprobs"]["UNVERIFIABLE"]
