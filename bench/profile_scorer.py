@@ -6,9 +6,11 @@ three LoRA adapters) on the same conversations, in one process:
 * wall seconds per scored turn, and the backend's forward seconds (model calls) beside the rest;
 * tokens the model computed per turn: prompt tokens less those served from the prefix cache plus those
   encoded to fill it, generated tokens, and the extra label tokens of label scoring;
-* the prefill bound: those tokens divided by the forward throughput measured in the same process
-  (tokens/s of a plain batched forward, 8 x 256 tokens, last-position logits, the run's dtype and threads;
-  for the student with an adapter active), and wall / bound;
+* the prefill bound: those tokens divided by the forward throughput measured in the same process just before
+  and just after the run (their mean: the host's pace drifts; tokens/s of a plain batched forward, 8 x 256
+  tokens, last-position logits, the run's dtype and threads; for the student with an adapter active), and
+  wall / bound. Computed tokens include the empty-reference twins an evidence head scores beside each label
+  request (``twin_requests``);
 * the cProfile functions with the most self time (what is not model compute shows up there).
 
     python bench/profile_scorer.py --adapters /path/to/demo/checkpoints [--input ../shared/data/vista_human/dev.json]
@@ -65,7 +67,7 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
     counter = StageCounter(scorer.backend)
     scorer.backend = counter
     stage = "stage2" if counter.inner.adapters else None
-    tput = forward_throughput(counter.inner, stage)
+    before = forward_throughput(counter.inner, stage)
     prof = cProfile.Profile()
     with LoadSampler() as load:
         t0 = time.perf_counter()
@@ -73,6 +75,8 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
         res = scorer.score(convs)
         prof.disable()
         wall = time.perf_counter() - t0
+    after = forward_throughput(counter.inner, stage)
+    tput = (before + after) / 2   # the host's pace drifts: the rate measured on both sides of the run
     facts = run_facts(res.records)
     if records_dir:
         Path(records_dir).mkdir(parents=True, exist_ok=True)
@@ -91,6 +95,7 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
         "scored_turns": turns, "scored_claims": facts["scored_claims"],
         "s_per_turn": round(wall / turns, 3),
         "forward_tokens_per_s": round(tput, 1),
+        "forward_tokens_per_s_before_after": [round(before, 1), round(after, 1)],
         "computed_tokens_per_turn": round(computed / turns, 1),
         "computed_prompt_tokens_per_turn": round(tot["computed_prompt_tokens"] / turns, 1),
         "generated_tokens_per_turn": round(tot["generated_tokens"] / turns, 1),
@@ -113,8 +118,9 @@ def report(out: dict[str, Any]) -> str:
         f"one process, {out['date']}. Command: `{out['command']}`."),
         "",
         ("Bound = tokens the model computed per turn (uncached prompt tokens + generated + label tokens) / "
-        "the forward throughput measured in the same process (8 x 256 tokens, no cache, last-position "
-        "logits; the run's dtype and threads). Decoding and attention over long cached prefixes cost more "
+        "the forward throughput measured in the same process, just before and just after the run (their mean; "
+        "8 x 256 tokens, no cache, last-position logits; the run's dtype and threads). Computed tokens include the "
+        "empty-reference twins an evidence head scores beside each label request. Decoding and attention over long cached prefixes cost more "
         "per token than that throughput, so wall / bound above 1 is partly model compute the bound does not count."),
         "",
         "| pipeline | dtype | threads | scored turns | wall s | s / turn | forward s | outside forward s | tokens computed / turn | forward tok/s | bound s / turn | wall / bound | load (mean) |",
@@ -127,10 +133,10 @@ def report(out: dict[str, Any]) -> str:
                      f"{p['load']['mean']:.2f} |")
     for p in out["pipelines"]:
         lines += ["", f"## {p['pipeline']}: per stage", "",
-                  "| stage | requests | prompt tokens | computed prompt tokens | generated | label tokens | forward s |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "| stage | requests | twins | prompt tokens | computed prompt tokens | generated | label tokens | forward s |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for s, d in p["per_stage"].items():
-            lines.append(f"| {s} | {int(d['requests'])} | {int(d['prompt_tokens'])} | {int(d['computed_prompt_tokens'])} | "
+            lines.append(f"| {s} | {int(d['requests'])} | {int(d.get('twin_requests', 0))} | {int(d['prompt_tokens'])} | {int(d['computed_prompt_tokens'])} | "
                          f"{int(d['generated_tokens'])} | {int(d['label_tokens'])} | {d['forward_s']:.1f} |")
         d = p.get("decoding")
         if d:

@@ -44,8 +44,8 @@ CONFIGS: dict[str, tuple[bool, bool, str]] = {
     "authors": (False, False, "score"),
     "authors-gen": (False, False, "generate"),
 }
-TOKEN_KEYS = ("requests", "prompt_tokens", "prefix_tokens_reused", "prefix_tokens_encoded",
-              "computed_prompt_tokens", "generated_tokens", "label_tokens", "forward_s")
+TOKEN_KEYS = ("requests", "twin_requests", "prompt_tokens", "model_prompt_tokens", "prefix_tokens_reused",
+              "prefix_tokens_encoded", "computed_prompt_tokens", "generated_tokens", "label_tokens", "forward_s")
 
 
 def agreement(a: list[dict], b: list[dict]) -> dict[str, float]:
@@ -98,9 +98,10 @@ def run_facts(records: list[dict]) -> dict[str, Any]:
 class StageCounter:
     """Wraps a ``TransformersBackend``: counts requests and tokens per stage; everything else is delegated.
 
-    ``computed_prompt_tokens`` = prompt tokens the model actually ran: all of them, less the prefix
-    tokens served from the cache, plus the prefix tokens encoded to fill it. ``label_tokens`` are the
-    extra forward tokens of label scoring (label continuation tokens after the first).
+    ``computed_prompt_tokens`` = prompt tokens the model actually ran: all of them (``model_prompt_tokens``: the
+    requests' and, where a stage has an evidence head, their empty-reference twins', ``twin_requests``), less
+    the prefix tokens served from the cache, plus the prefix tokens encoded to fill it. ``label_tokens`` are the
+    extra forward tokens of label scoring (label continuation tokens after the first), twins' included.
     """
 
     def __init__(self, inner: Any) -> None:
@@ -121,8 +122,11 @@ class StageCounter:
         return sum(self._label_len[lab] - 1 for lab in labels)
 
     def run(self, requests: list[Any]) -> list[Any]:
+        from vista_distill.backends.evidence_head import claim_and_twin
+
         stats0, keys0 = dict(self.inner.stats), set(self.inner._prefixes)
         out = self.inner.run(requests)
+        heads, every = getattr(self.inner, "heads", {}), getattr(self.inner, "evidence_features", False)
         encoded = sum(len(k[1]) for k in self.inner._prefixes if k not in keys0)
         reused = self.inner.stats["prefix_tokens_reused"] - stats0["prefix_tokens_reused"]
         fwd = self.inner.stats["forward_s"] - stats0["forward_s"]
@@ -133,15 +137,18 @@ class StageCounter:
             s["prompt_tokens"] += resp.prompt_tokens
             s["generated_tokens"] += resp.completion_tokens
             if r.labels:
-                s["label_tokens"] += self._extra_label_tokens(r.labels)
+                twin = (every or r.stage in heads) and claim_and_twin(r.messages[-1]["content"]) is not None
+                s["twin_requests"] += twin
+                s["label_tokens"] += self._extra_label_tokens(r.labels) * (1 + twin)
         # run_programs sends one stage per call; should several come together, charge the first.
         s = self.per_stage[requests[0].stage] if len(stages) == 1 else self.per_stage[sorted(stages)[0]]
         s["prefix_tokens_reused"] += reused
+        s["model_prompt_tokens"] += self.inner.stats["prompt_tokens"] - stats0["prompt_tokens"]
         s["prefix_tokens_encoded"] += encoded
         s["forward_s"] += fwd
         for st in stages:
             p = self.per_stage[st]
-            p["computed_prompt_tokens"] = (p["prompt_tokens"] - p["prefix_tokens_reused"]
+            p["computed_prompt_tokens"] = (p["model_prompt_tokens"] - p["prefix_tokens_reused"]
                                            + p["prefix_tokens_encoded"])
         return out
 
