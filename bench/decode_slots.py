@@ -1,0 +1,61 @@
+"""Stage 1's lists decoded in slots with different slot counts, back to back, on the same requests.
+
+Builds every stage-1 request of the conversations (the pipeline's own first round), then runs them through the
+backend with each slot count in turn, ``--reps`` times, and writes seconds, decode steps and rows per step.
+
+    python bench/decode_slots.py --adapters /path/to/demo/checkpoints [--slots 16,32,24] [--reps 2]
+
+Writes ``bench/results/decode_slots_<cpu>.json``. Run it with the cores idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--adapters", default=None, help="the student's stage adapters (none: the few-shot base)")
+    ap.add_argument("--input", default=str(ROOT.parent / "shared" / "data" / "vista_human" / "dev.json"))
+    ap.add_argument("--slots", default="16,32,24")
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+
+    from vista_distill.data.io import read_conversations
+    from vista_distill.pipeline.engine import vista_program
+    from vista_distill.runtime.hardware import detect, short_cpu_label
+    from vista_distill.scorer import VistaScorer
+
+    convs = read_conversations(a.input)
+    scorer = VistaScorer(adapters=a.adapters, threads=a.threads, batch_size=16)
+    backend = scorer.backend
+    requests = [r for c in convs for r in next(vista_program(c, scorer.config))]
+    backend.run(requests[:4])   # warm-up: prefix cache, adapters
+    runs = []
+    for rep in range(a.reps):
+        for slots in (int(x) for x in a.slots.split(",")):
+            backend.batch_size = slots
+            before, t0 = dict(backend.stats), time.perf_counter()
+            answers = backend.run(requests)
+            seconds = time.perf_counter() - t0
+            steps = backend.stats["decode_steps"] - before["decode_steps"]
+            rows = backend.stats["decode_rows"] - before["decode_rows"]
+            runs.append({"rep": rep, "slots": slots, "seconds": round(seconds, 1), "steps": steps,
+                         "rows_per_step": round(rows / max(steps, 1), 1),
+                         "generated": sum(x.completion_tokens for x in answers)})
+            print(json.dumps(runs[-1]), flush=True)
+    out = {"cpu": detect("cpu").describe(), "input": a.input, "requests": len(requests),
+           "adapters": a.adapters, "date": time.strftime("%Y-%m-%d %H:%M"), "runs": runs}
+    path = ROOT / "bench" / "results" / f"decode_slots_{short_cpu_label()}.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(path)
+
+
+if __name__ == "__main__":
+    main()
