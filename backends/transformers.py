@@ -114,7 +114,7 @@ class TransformersBackend:
         self._static_ok: bool | None = None   # slot_decoding.slots_supported(model), asked once
         self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "prefix_tokens_reused": 0, "forward_s": 0.0,
-                      "decode_steps": 0, "decode_rows": 0, "refills": 0}
+                      "decode_steps": 0, "decode_rows": 0, "refills": 0, "twin_requests": 0}
 
     # -- adapters -----------------------------------------------------------------------------
     def _adapter_context(self, stage: str):
@@ -194,6 +194,7 @@ class TransformersBackend:
                         extra.append(dataclasses.replace(
                             r, messages=(*r.messages[:-1], {**r.messages[-1], "content": ct[1]})))
             requests = [*requests, *extra]
+            self.stats["twin_requests"] += len(extra)
         encoded = [self._encode(r) for r in requests]
         groups: dict[tuple, list[int]] = {}
         out: list[Response | None] = [None] * len(requests)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import harness
+
+ROOT = harness.ROOT
 
 
 def main() -> None:
@@ -29,7 +30,7 @@ def main() -> None:
 
     from vista_distill.data.io import read_conversations
     from vista_distill.pipeline.engine import vista_program
-    from vista_distill.runtime.hardware import detect, short_cpu_label
+    from vista_distill.runtime.hardware import short_cpu_label
     from vista_distill.scorer import VistaScorer
 
     convs = read_conversations(a.input)
@@ -50,10 +51,8 @@ def main() -> None:
                          "rows_per_step": round(rows / max(steps, 1), 1),
                          "generated": sum(x.completion_tokens for x in answers)})
             print(json.dumps(runs[-1]), flush=True)
-    out = {"cpu": detect("cpu").describe(), "input": a.input, "requests": len(requests),
-           "adapters": a.adapters, "date": time.strftime("%Y-%m-%d %H:%M"), "runs": runs}
-    path = ROOT / "bench" / "results" / f"decode_slots_{short_cpu_label()}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    path = harness.save(ROOT / "bench" / "results", f"decode_slots_{short_cpu_label()}", {
+        **harness.machine(), "input": a.input, "requests": len(requests), "adapters": a.adapters, "runs": runs})
     print(path)
 
 

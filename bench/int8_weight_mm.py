@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import harness
+
+ROOT = harness.ROOT
 SHAPES = ((1536, 576), (576, 576), (576, 1536), (49152, 576))   # (out, in): gate/up, q/o, down, head
 
 
@@ -24,7 +25,7 @@ def main() -> None:
     a = ap.parse_args()
 
     import torch
-    from vista_distill.runtime.hardware import detect, short_cpu_label
+    from vista_distill.runtime.hardware import short_cpu_label
 
     torch.set_num_threads(a.threads)
 
@@ -47,10 +48,8 @@ def main() -> None:
             int8 = micros(lambda: torch.ops.aten._weight_int8pack_mm(x, wi, scales))
             rows_out.append({"rows": rows, "out": n, "in": k, "bf16_us": round(bf16), "int8_us": round(int8)})
             print(json.dumps(rows_out[-1]), flush=True)
-    out = {"cpu": detect("cpu").describe(), "torch": torch.__version__, "threads": a.threads,
-           "date": time.strftime("%Y-%m-%d %H:%M"), "products": rows_out}
-    path = ROOT / "bench" / "results" / f"int8_weight_mm_{short_cpu_label()}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    path = harness.save(ROOT / "bench" / "results", f"int8_weight_mm_{short_cpu_label()}", {
+        **harness.machine(), "torch": torch.__version__, "products": rows_out})
     print(path)
 
 

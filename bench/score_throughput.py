@@ -122,11 +122,8 @@ class StageCounter:
         return sum(self._label_len[lab] - 1 for lab in labels)
 
     def run(self, requests: list[Any]) -> list[Any]:
-        from vista_distill.backends.evidence_head import claim_and_twin
-
         stats0, keys0 = dict(self.inner.stats), set(self.inner._prefixes)
         out = self.inner.run(requests)
-        heads, every = getattr(self.inner, "heads", {}), getattr(self.inner, "evidence_features", False)
         encoded = sum(len(k[1]) for k in self.inner._prefixes if k not in keys0)
         reused = self.inner.stats["prefix_tokens_reused"] - stats0["prefix_tokens_reused"]
         fwd = self.inner.stats["forward_s"] - stats0["forward_s"]
@@ -137,13 +134,15 @@ class StageCounter:
             s["prompt_tokens"] += resp.prompt_tokens
             s["generated_tokens"] += resp.completion_tokens
             if r.labels:
-                twin = (every or r.stage in heads) and claim_and_twin(r.messages[-1]["content"]) is not None
-                s["twin_requests"] += twin
-                s["label_tokens"] += self._extra_label_tokens(r.labels) * (1 + twin)
+                s["label_tokens"] += self._extra_label_tokens(r.labels)
         # run_programs sends one stage per call; should several come together, charge the first.
         s = self.per_stage[requests[0].stage] if len(stages) == 1 else self.per_stage[sorted(stages)[0]]
         s["prefix_tokens_reused"] += reused
         s["model_prompt_tokens"] += self.inner.stats["prompt_tokens"] - stats0["prompt_tokens"]
+        twins = self.inner.stats.get("twin_requests", 0) - stats0.get("twin_requests", 0)
+        if twins:   # a twin is a label request of its stage: the same labels
+            s["twin_requests"] += twins
+            s["label_tokens"] += twins * self._extra_label_tokens(next(r.labels for r in requests if r.labels))
         s["prefix_tokens_encoded"] += encoded
         s["forward_s"] += fwd
         for st in stages:
