@@ -44,12 +44,15 @@ def forward_throughput(backend: Any, stage: str | None, batch: int = 8, length: 
     import torch
 
     ids = torch.randint(100, 40000, (batch, length), device=backend.device)
+    sync = torch.cuda.synchronize if str(backend.device).startswith("cuda") else (lambda: None)
     with backend._adapter_context(stage or "none"), torch.inference_mode():
         backend.model(input_ids=ids, use_cache=False, logits_to_keep=1)
         times = []
         for _ in range(repeats):
+            sync()
             t = time.perf_counter()
             backend.model(input_ids=ids, use_cache=False, logits_to_keep=1)
+            sync()
             times.append(time.perf_counter() - t)
     return batch * length / sorted(times)[len(times) // 2]
 
@@ -67,6 +70,10 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
     counter = StageCounter(scorer.backend)
     scorer.backend = counter
     stage = "stage2" if counter.inner.adapters else None
+    cuda = str(counter.inner.device).startswith("cuda")
+    if cuda:
+        import torch
+        torch.cuda.reset_peak_memory_stats()
     before = forward_throughput(counter.inner, stage)
     prof = cProfile.Profile()
     with LoadSampler() as load:
@@ -107,6 +114,7 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
         "verdicts_safe": facts["verdicts_safe"], "categories": facts["categories"],
         "load": load.summary(), "top_self_time": top_self_time(prof),
         "decoding": {k: counter.inner.stats.get(k, 0) for k in ("decode_steps", "decode_rows", "refills")},
+        "peak_cuda_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
     }
 
 
@@ -114,7 +122,8 @@ def report(out: dict[str, Any]) -> str:
     lines = [
         "# In-process scorer: seconds per scored turn against the prefill bound",
         "",
-        (f"CPU: {out['cpu']}. {out['torch']}; {out['conversations']} conversations of `{out['input']}`, "
+        (f"CPU: {out['cpu']}; device: {out.get('device', 'cpu')}; model: {out.get('model', 'embedded')}. "
+        f"{out['torch']}; {out['conversations']} conversations of `{out['input']}`, "
         f"one process, {out['date']}. Command: `{out['command']}`."),
         "",
         ("Bound = tokens the model computed per turn (uncached prompt tokens + generated + label tokens) / "
@@ -141,6 +150,9 @@ def report(out: dict[str, Any]) -> str:
         d = p.get("decoding")
         if d:
             lines += ["", f"Stage-1 decoding: {d['decode_steps']} steps, {d['decode_rows']} rows, {d['refills']} refills."]
+        if p.get("peak_cuda_gib") is not None:
+            lines += ["", f"Peak CUDA memory (torch.cuda.max_memory_allocated, the run and both rate measurements): "
+                          f"{p['peak_cuda_gib']} GiB."]
         lines += ["", "Most self time (cProfile):", "", "| function | calls | self s | cumulative s |", "| --- | ---: | ---: | ---: |"]
         lines += [f"| `{r['function']}` | {r['calls']} | {r['self_s']} | {r['cumulative_s']} |" for r in p["top_self_time"][:10]]
     return "\n".join(lines) + "\n"
@@ -149,6 +161,9 @@ def report(out: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--adapters", required=True, help="folder with stage1/ stage2/ stage3/ adapters (the student)")
+    ap.add_argument("--model", default=None, help="base model folder or hub id (default: the embedded SmolLM2-135M)")
+    ap.add_argument("--load-in-4bit", action="store_true", help="NF4 base weights (bitsandbytes), as QLoRA recipes score")
+    ap.add_argument("--claims", default=None, help="gold: the input's human claims replace stage 1")
     ap.add_argument("--input", default=str(DEFAULT_INPUT))
     ap.add_argument("--limit", type=int, default=None, help="first N conversations")
     ap.add_argument("--threads", type=int, default=2)
@@ -167,13 +182,14 @@ def main() -> None:
 
     convs = read_conversations(a.input)[: a.limit]
     out: dict[str, Any] = {
-        "cpu": detect("cpu").describe(), "torch": f"torch {torch.__version__}", "input": a.input,
+        "cpu": detect("cpu").describe(), "device": detect().describe(), "model": a.model or "embedded SmolLM2-135M", "torch": f"torch {torch.__version__}", "input": a.input,
         "conversations": len(convs), "date": time.strftime("%Y-%m-%d %H:%M"),
         "command": "python bench/profile_scorer.py " + " ".join(sys.argv[1:]), "pipelines": [],
     }
     for name in a.pipelines.split(","):
-        scorer = VistaScorer(adapters=a.adapters if name == "student" else None, threads=a.threads, dtype=a.dtype,
-                             batch_size=a.batch_size)
+        scorer = VistaScorer(a.model, adapters=a.adapters if name == "student" else None, threads=a.threads,
+                             dtype=a.dtype, batch_size=a.batch_size, load_in_4bit=a.load_in_4bit,
+                             **({"claims": a.claims} if a.claims else {}))
         out["pipelines"].append(profile_pipeline(name, scorer, convs, a.threads, a.records))
         print(json.dumps({k: v for k, v in out["pipelines"][-1].items() if k not in ("top_self_time", "per_stage")}),
               flush=True)

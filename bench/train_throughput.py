@@ -45,14 +45,15 @@ ARCHS: dict[str, dict] = {
 }
 
 
-def random_model(arch: str, folder: Path, layers: int | None, hidden: int | None) -> tuple[str, str]:
-    """Save a randomly initialised model of ``arch`` (optionally shrunk) with the embedded tokenizer;
-    returns (folder, note on any departure from the real architecture)."""
+def random_model(arch: str, folder: Path, layers: int | None, hidden: int | None,
+                 tokenizer: str | None = None) -> tuple[str, str]:
+    """Save a randomly initialised model of ``arch`` (optionally shrunk) with ``tokenizer`` (a folder; default
+    the embedded model's); returns (folder, note on any departure from the real architecture)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from vista_distill.backends.model_loading import resolve_model
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(None))
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer or resolve_model(None))
     spec = dict(ARCHS[arch])
     note = f"{arch}: real architecture, random weights"
     if len(tokenizer) > spec["vocab_size"]:
@@ -134,6 +135,7 @@ def main() -> None:
     ap.add_argument("--variant", action="append", default=[],
                     help="NAME or NAME=override[,override...]; repeatable (default: the recipe as is)")
     ap.add_argument("--arch", choices=sorted(ARCHS), help="random-init model of this architecture (GPU benchmark)")
+    ap.add_argument("--model-dir", help="a model saved before (e.g. by --arch in an earlier run): train it")
     ap.add_argument("--layers", type=int, help="with --arch: fewer layers (smoke test)")
     ap.add_argument("--hidden", type=int, help="with --arch: smaller hidden size (smoke test)")
     ap.add_argument("--output", default=None, help="markdown table to write (and .json beside it)")
@@ -145,9 +147,9 @@ def main() -> None:
         print("RESULT " + json.dumps(run_variant(**job)), flush=True)
         return
 
-    model_dir, note = None, ""
+    model_dir, note = a.model_dir, (f"model {a.model_dir}" if a.model_dir else "")
     tmp_model = None
-    if a.arch:
+    if a.arch and not a.model_dir:
         tmp_model = tempfile.TemporaryDirectory(prefix=f"rand-{a.arch}-")
         model_dir, note = random_model(a.arch, Path(tmp_model.name), a.layers, a.hidden)
         print(note)
