@@ -279,6 +279,9 @@ class TransformersBackend:
             seqs = self.model.generate(
                 input_ids=ids, attention_mask=mask, **{self.cache_kw: cache}, max_new_tokens=max_new,
                 do_sample=False, temperature=None, top_p=None, top_k=None, stopping_criteria=stopping,
+                # on a GPU a static cache makes generate torch.compile the forward, again for every new cache
+                # length: minutes per stage-1 call on a random-init Qwen3-8B (bench/results/gpu_random_8b)
+                disable_compile=True,
                 logits_processor=processors,
                 pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_ids,
             )

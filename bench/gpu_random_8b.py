@@ -107,7 +107,7 @@ def estimates(model_dir: str, recipe: str, tokens_per_step: float | None) -> dic
            "recipe_gib": round(training_estimate(shape, batch=t.per_device_train_batch_size, length=t.max_length,
                                                  **kw).total, 2)}
     if tokens_per_step:
-        length = round(tokens_per_step / t.per_device_train_batch_size)
+        length = round(tokens_per_step / (t.per_device_train_batch_size * t.gradient_accumulation_steps))
         out.update(measured_shape=[t.per_device_train_batch_size, length],
                    measured_shape_gib=round(training_estimate(shape, batch=t.per_device_train_batch_size,
                                                               length=length, **kw).total, 2))
