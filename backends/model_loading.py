@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,16 @@ def embedded_model_path() -> Path:
 def is_embedded(name: str | None) -> bool:
     """Does this model name mean the embedded SmolLM2-135M-Instruct (``None``, ``""``, ``"embedded"``)?"""
     return name in (None, "", "embedded", EMBEDDED_NAME)
+
+
+@contextlib.contextmanager
+def quiet_peft_wrap():
+    """Wrapping a model, PEFT 0.21 reads ``model.is_gradient_checkpointing``, which transformers 5 deprecates with a
+    FutureWarning on every adapter load and every training stage; PEFT's default keeps working after the removal,
+    so the warning tells a user nothing they can act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
 
 
 def resolve_model(name: str | None) -> str:

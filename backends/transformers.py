@@ -32,7 +32,7 @@ from .model_calls import (
     shared_prefix,
     use_gqa_sdpa,
 )
-from .model_loading import encode_prompt, eos_ids
+from .model_loading import encode_prompt, eos_ids, quiet_peft_wrap
 from .slot_decoding import decode_in_slots, slots_supported, static_prefix_cache
 
 log = logging.getLogger(__name__)
@@ -98,9 +98,10 @@ class TransformersBackend:
             from peft import PeftModel
 
             first, *rest = self.adapters.items()
-            model_obj = PeftModel.from_pretrained(model_obj, str(first[1]), adapter_name=first[0])
-            for stage, path in rest:
-                model_obj.load_adapter(str(path), adapter_name=stage)
+            with quiet_peft_wrap():
+                model_obj = PeftModel.from_pretrained(model_obj, str(first[1]), adapter_name=first[0])
+                for stage, path in rest:
+                    model_obj.load_adapter(str(path), adapter_name=stage)
         self.model = model_obj.eval()
         self.heads = {st: h for st, p in self.adapters.items() if (h := EvidenceHead.load(p)) is not None}
         self.evidence_features = evidence_features

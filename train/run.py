@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..backends.model_loading import quiet_peft_wrap
 from ..config import Recipe, RecipeError
 from ..runtime.progress import QUIET_ENV, training_bar
 from .balance import CLASS_BALANCE, class_weights
@@ -145,11 +146,12 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
         _check_same_run(out, {"silver_fingerprint": fingerprint, "base_model": recipe.student.model})
     args = build_sft_config(recipe, out, eot, has_eval=eval_ds is not None, resuming=resume is not None,
                             precision=precision)
-    trainer = trainer_class()(
-        model=model_path, args=args, train_dataset=train_ds, eval_dataset=eval_ds, processing_class=tokenizer,
-        peft_config=build_lora_config(recipe), sample_weights=sample_weights,
-        quantization_config=build_quantization_config(recipe, precision),
-    )
+    with quiet_peft_wrap():
+        trainer = trainer_class()(
+            model=model_path, args=args, train_dataset=train_ds, eval_dataset=eval_ds, processing_class=tokenizer,
+            peft_config=build_lora_config(recipe), sample_weights=sample_weights,
+            quantization_config=build_quantization_config(recipe, precision),
+        )
     return StageRun(recipe, stage, trainer, out, root, manifest, dd, eot, mode, weights,
                     (dropped_train, dropped_test), resume, fingerprint, hw.to_dict())
 
