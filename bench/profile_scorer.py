@@ -57,6 +57,35 @@ def forward_throughput(backend: Any, stage: str | None, batch: int = 8, length: 
     return batch * length / sorted(times)[len(times) // 2]
 
 
+def forward_throughput_after_prefix(backend: Any, stage: str | None, prefix_len: int, batch: int = 8,
+                                    length: int = 256, repeats: int = 3) -> float:
+    """Tokens/s of a batched forward of ``batch`` x ``length`` new tokens continuing a cached shared prefix of
+    ``prefix_len`` tokens, through the backend's own prefix cache and attention paths: what a prefill of the run's
+    uncached tokens costs where they sit, their attention over the shared prefix included."""
+    import torch
+
+    if prefix_len < 1:
+        return forward_throughput(backend, stage, batch, length, repeats)
+    g = torch.Generator().manual_seed(0)
+    prefix = tuple(torch.randint(100, 40000, (prefix_len,), generator=g).tolist())
+    suffixes = [torch.randint(100, 40000, (length,), generator=g).tolist() for _ in range(batch)]
+    sync = torch.cuda.synchronize if str(backend.device).startswith("cuda") else (lambda: None)
+    name = stage or "none"
+    times = []
+    with backend._adapter_context(name), torch.inference_mode(), backend._shared(prefix):
+        for i in range(repeats + 1):   # the first fills the prefix cache and warms up
+            ids, mask, cache = backend._batch_inputs(name, prefix, suffixes)
+            positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+            sync()
+            t = time.perf_counter()
+            backend.model(input_ids=ids[:, prefix_len:], attention_mask=mask, position_ids=positions[:, prefix_len:],
+                          **{backend.cache_kw: cache}, use_cache=True, logits_to_keep=1)
+            sync()
+            if i:
+                times.append(time.perf_counter() - t)
+    return batch * length / sorted(times)[len(times) // 2]
+
+
 def top_self_time(prof: cProfile.Profile, n: int = 15) -> list[dict[str, Any]]:
     stats = pstats.Stats(prof, stream=io.StringIO())
     rows = []
@@ -84,6 +113,13 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
         wall = time.perf_counter() - t0
     after = forward_throughput(counter.inner, stage)
     tput = (before + after) / 2   # the host's pace drifts: the rate measured on both sides of the run
+    # each stage's tokens priced at the rate of a prefill after that stage's mean shared prefix (measured after the run)
+    context: dict[str, dict[str, float]] = {}
+    for st, d in sorted(counter.per_stage.items()):
+        p = round(d["prefix_tokens_reused"] / max(d["requests"] + d.get("twin_requests", 0), 1))
+        rate = forward_throughput_after_prefix(counter.inner, st if counter.inner.adapters else stage, p)
+        tokens = d["computed_prompt_tokens"] + d["generated_tokens"] + d["label_tokens"]
+        context[st] = {"mean_prefix_tokens": p, "tokens_per_s": round(rate, 1), "bound_s": round(tokens / rate, 2)}
     facts = run_facts(res.records)
     if records_dir:
         Path(records_dir).mkdir(parents=True, exist_ok=True)
@@ -110,6 +146,9 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
         "prompt_tokens_per_turn": round(tot["prompt_tokens"] / turns, 1),
         "bound_s_per_turn": round(bound / turns, 3),
         "wall_over_bound": round(wall / bound, 2),
+        "bound_at_context": context,
+        "bound_at_context_s_per_turn": round(sum(c["bound_s"] for c in context.values()) / turns, 3),
+        "wall_over_bound_at_context": round(wall / max(sum(c["bound_s"] for c in context.values()), 1e-9), 2),
         "per_stage": {s: {k: round(v, 2) for k, v in d.items()} for s, d in sorted(counter.per_stage.items())},
         "verdicts_safe": facts["verdicts_safe"], "categories": facts["categories"],
         "load": load.summary(), "top_self_time": top_self_time(prof),
@@ -140,6 +179,16 @@ def report(out: dict[str, Any]) -> str:
                      f"{p['s_per_turn']} | {p['forward_s']} | {p['outside_forward_s']} | {p['computed_tokens_per_turn']} | "
                      f"{p['forward_tokens_per_s']} | {p['bound_s_per_turn']} | {p['wall_over_bound']} | "
                      f"{p['load']['mean']:.2f} |")
+    if all("bound_at_context" in p for p in out["pipelines"]):
+        lines += ["", ("Bound at context: each stage's computed tokens priced at the rate of a batched prefill "
+                       "(8 x 256 tokens) that continues a cached shared prefix as long as that stage's mean (the "
+                       "attention over the prefix is counted; measured once, just after the run)."), "",
+                  "| pipeline | stage | mean shared prefix | tok/s after it | bound s | bound at context s / turn "
+                  "| wall / bound at context |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for p in out["pipelines"]:
+            for st, c in p["bound_at_context"].items():
+                lines.append(f"| {p['pipeline']} | {st} | {c['mean_prefix_tokens']} | {c['tokens_per_s']} | "
+                             f"{c['bound_s']} | {p['bound_at_context_s_per_turn']} | {p['wall_over_bound_at_context']} |")
     for p in out["pipelines"]:
         lines += ["", f"## {p['pipeline']}: per stage", "",
                   "| stage | requests | twins | prompt tokens | computed prompt tokens | generated | label tokens | forward s |",
