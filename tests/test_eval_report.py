@@ -34,12 +34,13 @@ def _identity_adapters(root: Path) -> None:
     enough to exercise adapter loading and the student's prompts without a training run."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
-    from vista_distill.backends.model_loading import resolve_model
+    from vista_distill.backends.model_loading import quiet_peft_wrap, resolve_model
 
     path = resolve_model(None)
     for stage in ("stage1", "stage2", "stage3"):
-        model = get_peft_model(AutoModelForCausalLM.from_pretrained(path),
-                               LoraConfig(r=2, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+        with quiet_peft_wrap():
+            model = get_peft_model(AutoModelForCausalLM.from_pretrained(path),
+                                   LoraConfig(r=2, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
         model.save_pretrained(root / stage)
 
 

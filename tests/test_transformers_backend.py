@@ -265,11 +265,13 @@ def test_pipeline_batched_equals_one_at_a_time_on_real_model(embedded_backend, s
 def _random_lora(base_path, out_dir, seed):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
+    from vista_distill.backends.model_loading import quiet_peft_wrap
 
     torch.manual_seed(seed)
     base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
     cfg = LoraConfig(r=8, lora_alpha=64, target_modules="all-linear", init_lora_weights=False)
-    get_peft_model(base, cfg).save_pretrained(out_dir)
+    with quiet_peft_wrap():
+        get_peft_model(base, cfg).save_pretrained(out_dir)
 
 
 @pytest.fixture(scope="module")
