@@ -39,29 +39,38 @@ from score_throughput import LoadSampler, StageCounter, run_facts
 DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "vista_human" / "dev.json"
 
 
+def _median_rate(backend: Any, forward: Any, tokens: int, repeats: int) -> float:
+    """Tokens/s of ``forward()`` (one warm-up call, then the median of ``repeats``), the GPU synchronised around it."""
+    import torch
+
+    sync = torch.cuda.synchronize if str(backend.device).startswith("cuda") else (lambda: None)
+    forward()
+    times = []
+    for _ in range(repeats):
+        sync()
+        t = time.perf_counter()
+        forward()
+        sync()
+        times.append(time.perf_counter() - t)
+    return tokens / sorted(times)[len(times) // 2]
+
+
 def forward_throughput(backend: Any, stage: str | None, batch: int = 8, length: int = 256, repeats: int = 3) -> float:
     """Tokens/s of one plain forward (no cache, last-position logits) with ``stage``'s adapter active."""
     import torch
 
     ids = torch.randint(100, 40000, (batch, length), device=backend.device)
-    sync = torch.cuda.synchronize if str(backend.device).startswith("cuda") else (lambda: None)
     with backend._adapter_context(stage or "none"), torch.inference_mode():
-        backend.model(input_ids=ids, use_cache=False, logits_to_keep=1)
-        times = []
-        for _ in range(repeats):
-            sync()
-            t = time.perf_counter()
-            backend.model(input_ids=ids, use_cache=False, logits_to_keep=1)
-            sync()
-            times.append(time.perf_counter() - t)
-    return batch * length / sorted(times)[len(times) // 2]
+        return _median_rate(backend, lambda: backend.model(input_ids=ids, use_cache=False, logits_to_keep=1),
+                            batch * length, repeats)
 
 
 def forward_throughput_after_prefix(backend: Any, stage: str | None, prefix_len: int, batch: int = 8,
                                     length: int = 256, repeats: int = 3) -> float:
     """Tokens/s of a batched forward of ``batch`` x ``length`` new tokens continuing a cached shared prefix of
     ``prefix_len`` tokens, through the backend's own prefix cache and attention paths: what a prefill of the run's
-    uncached tokens costs where they sit, their attention over the shared prefix included."""
+    uncached tokens costs where they sit, their attention over the shared prefix included. The prefix cache's
+    per-call batch copy is made outside the timed forward."""
     import torch
 
     if prefix_len < 1:
@@ -69,21 +78,17 @@ def forward_throughput_after_prefix(backend: Any, stage: str | None, prefix_len:
     g = torch.Generator().manual_seed(0)
     prefix = tuple(torch.randint(100, 40000, (prefix_len,), generator=g).tolist())
     suffixes = [torch.randint(100, 40000, (length,), generator=g).tolist() for _ in range(batch)]
-    sync = torch.cuda.synchronize if str(backend.device).startswith("cuda") else (lambda: None)
     name = stage or "none"
-    times = []
     with backend._adapter_context(name), torch.inference_mode(), backend._shared(prefix):
-        for i in range(repeats + 1):   # the first fills the prefix cache and warms up
-            ids, mask, cache = backend._batch_inputs(name, prefix, suffixes)
-            positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
-            sync()
-            t = time.perf_counter()
+        batches = [backend._batch_inputs(name, prefix, suffixes) for _ in range(repeats + 1)]  # fills the prefix cache
+        ids, mask, _ = batches[0]
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+
+        def forward() -> None:
             backend.model(input_ids=ids[:, prefix_len:], attention_mask=mask, position_ids=positions[:, prefix_len:],
-                          **{backend.cache_kw: cache}, use_cache=True, logits_to_keep=1)
-            sync()
-            if i:
-                times.append(time.perf_counter() - t)
-    return batch * length / sorted(times)[len(times) // 2]
+                          **{backend.cache_kw: batches.pop()[2]}, use_cache=True, logits_to_keep=1)
+
+        return _median_rate(backend, forward, batch * length, repeats)
 
 
 def top_self_time(prof: cProfile.Profile, n: int = 15) -> list[dict[str, Any]]:
@@ -99,9 +104,10 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
     counter = StageCounter(scorer.backend)
     scorer.backend = counter
     stage = "stage2" if counter.inner.adapters else None
+    import torch
+
     cuda = str(counter.inner.device).startswith("cuda")
     if cuda:
-        import torch
         torch.cuda.reset_peak_memory_stats()
     before = forward_throughput(counter.inner, stage)
     prof = cProfile.Profile()
