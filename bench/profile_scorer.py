@@ -11,6 +11,10 @@ three LoRA adapters) on the same conversations, in one process:
   tokens, last-position logits, the run's dtype and threads; for the student with an adapter active), and
   wall / bound. Computed tokens include the empty-reference twins an evidence head scores beside each label
   request (``twin_requests``);
+* the compute floor: the floating-point work those tokens need (the decoder's weight products, attention over each
+  token's whole context, the LM head where logits are read), priced at the FLOP rate of the bound's own
+  measurement: what a perfect implementation at the plain prefill's efficiency would take, decoding's
+  memory-bound steps credited at that rate too (so a lower bound on this CPU), and floor / bound;
 * the cProfile functions with the most self time (what is not model compute shows up there).
 
     python bench/profile_scorer.py --adapters /path/to/demo/checkpoints [--input ../shared/data/vista_human/dev.json]
@@ -91,6 +95,47 @@ def forward_throughput_after_prefix(backend: Any, stage: str | None, prefix_len:
         return _median_rate(backend, forward, batch * length, repeats)
 
 
+def model_shape(model: Any) -> dict[str, float]:
+    """FLOPs of the model a token costs: ``linear`` (the decoder layers' weight products, LoRA excluded),
+    ``head`` (the LM head, per position whose logits are read) and ``attention`` (per token per key it attends to:
+    scores and values over every query head)."""
+    import torch
+
+    cfg = model.config
+    linear = sum(m.in_features * m.out_features for name, m in model.named_modules()
+                 if isinstance(m, torch.nn.Linear) and ".layers." in name and "lora_" not in name)
+    heads = cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    return {"linear": 2.0 * linear, "head": 2.0 * cfg.hidden_size * cfg.vocab_size,
+            "attention": 4.0 * heads * head_dim * cfg.num_hidden_layers}
+
+
+def compute_floor(shape: dict[str, float], pipeline: dict[str, Any], batch: int = 8, length: int = 256) -> dict[str, Any]:
+    """Seconds the pipeline's computed tokens need at the FLOP rate the plain bound measured (``batch`` x ``length``
+    tokens, no cache, last-position logits), per stage and in all. Each stage's requests are taken at their means
+    (shared prefix P, computed suffix S, G generated tokens): a prompt token attends over P + S/2 keys, a generated
+    one over P + S + G/2, a label token over P + S; logits are read once per request, per generated and per label
+    token. Means understate the attention of uneven lengths, and decoding is credited at prefill's efficiency:
+    the floor is a lower bound."""
+    plain = (batch * length * (shape["linear"] + shape["attention"] * (length + 1) / 2) + batch * shape["head"])
+    flop_rate = pipeline["forward_tokens_per_s"] * plain / (batch * length)
+    stages: dict[str, dict[str, float]] = {}
+    for st, d in pipeline["per_stage"].items():
+        n = max(d["requests"] + d.get("twin_requests", 0), 1)
+        p = pipeline["bound_at_context"][st]["mean_prefix_tokens"]
+        prompt, gen, label = d["computed_prompt_tokens"], d["generated_tokens"], d["label_tokens"]
+        suffix = prompt / n
+        keys = prompt * (p + suffix / 2) + gen * (p + suffix + gen / n / 2) + label * (p + suffix)
+        flops = (prompt + gen + label) * shape["linear"] + keys * shape["attention"] + (n + gen + label) * shape["head"]
+        stages[st] = {"tflop": round(flops / 1e12, 3), "attention_share": round(keys * shape["attention"] / flops, 3),
+                      "floor_s": round(flops / flop_rate, 2), "forward_s": d["forward_s"]}
+    floor = sum(x["floor_s"] for x in stages.values())
+    bound = pipeline["bound_s_per_turn"] * pipeline["scored_turns"]
+    return {"gflop_per_s": round(flop_rate / 1e9, 1), "stages": stages,
+            "floor_s_per_turn": round(floor / pipeline["scored_turns"], 3),
+            "floor_over_bound": round(floor / bound, 2), "wall_over_floor": round(pipeline["wall_s"] / floor, 2)}
+
+
 def top_self_time(prof: cProfile.Profile, n: int = 15) -> list[dict[str, Any]]:
     stats = pstats.Stats(prof, stream=io.StringIO())
     rows = []
@@ -136,7 +181,7 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
     tot = counter.totals()
     computed = tot["computed_prompt_tokens"] + tot["generated_tokens"] + tot["label_tokens"]
     bound = computed / tput
-    return {
+    out = {
         "pipeline": name, "style": scorer.config.style, "adapters": {k: str(v) for k, v in counter.inner.adapters.items()},
         "dtype": str(counter.inner.torch_dtype).replace("torch.", ""), "threads": threads,
         "wall_s": round(wall, 1), "forward_s": round(tot["forward_s"], 1),
@@ -160,7 +205,10 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
         "load": load.summary(), "top_self_time": top_self_time(prof),
         "decoding": {k: counter.inner.stats.get(k, 0) for k in ("decode_steps", "decode_rows", "refills")},
         "peak_cuda_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
+        "model_shape": model_shape(counter.inner.model),
     }
+    out["floor"] = compute_floor(out["model_shape"], out)
+    return out
 
 
 def report(out: dict[str, Any]) -> str:
@@ -195,6 +243,20 @@ def report(out: dict[str, Any]) -> str:
             for st, c in p["bound_at_context"].items():
                 lines.append(f"| {p['pipeline']} | {st} | {c['mean_prefix_tokens']} | {c['tokens_per_s']} | "
                              f"{c['bound_s']} | {p['bound_at_context_s_per_turn']} | {p['wall_over_bound_at_context']} |")
+    if all("floor" in p for p in out["pipelines"]):
+        lines += ["", ("Compute floor: the FLOPs the computed tokens need (weight products, attention over each token's "
+                       "whole context, the LM head where logits are read; `compute_floor` says how) at the FLOP rate "
+                       "of the bound's own 8 x 256 measurement. Decoding is credited at that rate although its steps "
+                       "are memory-bound here, so the floor is a lower bound: floor / bound above 1 is work the bound "
+                       "leaves out, wall / floor what the implementation adds."), "",
+                  "| pipeline | stage | TFLOP | attention share | floor s | forward s | floor s / turn | floor / bound "
+                  "| wall / floor |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for p in out["pipelines"]:
+            f = p["floor"]
+            for st, x in f["stages"].items():
+                lines.append(f"| {p['pipeline']} | {st} | {x['tflop']} | {x['attention_share']:.0%} | {x['floor_s']} | "
+                             f"{x['forward_s']:.1f} | {f['floor_s_per_turn']} | {f['floor_over_bound']} | "
+                             f"{f['wall_over_floor']} |")
     for p in out["pipelines"]:
         lines += ["", f"## {p['pipeline']}: per stage", "",
                   "| stage | requests | twins | prompt tokens | computed prompt tokens | generated | label tokens | forward s |",
@@ -213,6 +275,22 @@ def report(out: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def add_floor(path: Path) -> None:
+    """The compute floor of a profile saved before it was measured, from the embedded model's shape."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from vista_distill.backends.model_loading import embedded_model_path
+
+    out = json.loads(path.read_text())
+    with __import__("torch").device("meta"):
+        shape = model_shape(AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(embedded_model_path())))
+    for p in out["pipelines"]:
+        p["model_shape"] = p.get("model_shape") or shape
+        p["floor"] = compute_floor(p["model_shape"], p)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    path.with_suffix(".md").write_text(report(out))
+    print(path.with_suffix(".md"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--adapters", required=True, help="folder with stage1/ stage2/ stage3/ adapters (the student)")
@@ -228,7 +306,12 @@ def main() -> None:
     ap.add_argument("--tag", default="")
     ap.add_argument("--records", default=None, help="folder to write each pipeline's records to (<pipeline>.jsonl)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--floor-of", default=None,
+                    help="a saved profile JSON: add the compute floor to it (the embedded model's shape) and rewrite "
+                         "its .md, running nothing else")
     a = ap.parse_args()
+    if a.floor_of:
+        return add_floor(Path(a.floor_of))
 
     import torch
     from vista_distill.data.io import read_conversations
