@@ -277,11 +277,12 @@ def report(out: dict[str, Any]) -> str:
 
 def add_floor(path: Path) -> None:
     """The compute floor of a profile saved before it was measured, from the embedded model's shape."""
+    import torch
     from transformers import AutoConfig, AutoModelForCausalLM
     from vista_distill.backends.model_loading import embedded_model_path
 
     out = json.loads(path.read_text())
-    with __import__("torch").device("meta"):
+    with torch.device("meta"):
         shape = model_shape(AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(embedded_model_path())))
     for p in out["pipelines"]:
         p["model_shape"] = p.get("model_shape") or shape
@@ -293,7 +294,7 @@ def add_floor(path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--adapters", required=True, help="folder with stage1/ stage2/ stage3/ adapters (the student)")
+    ap.add_argument("--adapters", default=None, help="folder with stage1/ stage2/ stage3/ adapters (the student)")
     ap.add_argument("--model", default=None, help="base model folder or hub id (default: the embedded SmolLM2-135M)")
     ap.add_argument("--load-in-4bit", action="store_true", help="NF4 base weights (bitsandbytes), as QLoRA recipes score")
     ap.add_argument("--claims", default=None, help="gold: the input's human claims replace stage 1")
@@ -312,6 +313,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.floor_of:
         return add_floor(Path(a.floor_of))
+    if not a.adapters:
+        ap.error("--adapters is required: the student's stage adapters (e.g. a demo run's checkpoints folder)")
 
     import torch
     from vista_distill.data.io import read_conversations
