@@ -83,7 +83,17 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
 def test_pyproject_lists_every_package():
     import tomllib
 
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    data = tool["package-data"]
+    listed = set(tool["packages"]) - set(data)
     found = {"vista_distill"} | {"vista_distill." + ".".join(p.parent.relative_to(ROOT).parts)
                                  for p in ROOT.rglob("__init__.py") if p.relative_to(ROOT).parts[0] in LAYERS}
     assert found == listed
+    # data folders are packages of their own (setuptools drops unlisted ones): every folder of the shipped data
+    # is listed, and each listed one ships files
+    folders = {"vista_distill." + ".".join(d.relative_to(ROOT).parts)
+               for top in ("data/samples", "recipes") for d in [ROOT / top, *(ROOT / top).rglob("*")] if d.is_dir()}
+    assert folders == set(data) <= set(tool["packages"])
+    for name, globs in data.items():
+        folder = ROOT.joinpath(*name.split(".")[1:])
+        assert any(f.is_file() for g in globs for f in folder.glob(g)), name
