@@ -157,45 +157,63 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary_tables(results: dict) -> list:
-    """The closing tables: each system's accuracy (turns under each rule, claims at stage 2, speed) and the
-    majority label; then student against base with McNemar p-values."""
-    from rich import box
-    from rich.table import Table
+def _student_tests(results: dict) -> list[tuple[str, str, float, int, float]]:
+    """(level, other system, student's accuracy minus the other's, n, McNemar p) for the student against every
+    other system: claims (stage 2, human claims) and turns under each rule."""
+    from .eval.metrics import OVERALL
 
+    rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
+    levels = [("claims (stage 2)", (results.get("given_claims") or {}).get("significance", {}).get("stage2", {})),
+              *((f"turns ({rule})", results.get("significance", {}).get("by_rule", {}).get(rule, {})) for rule in rules)]
+    out = []
+    for label, pairs in levels:
+        for p in pairs.get(OVERALL, []):
+            if "student" in (p["system_1"], p["system_2"]):
+                other = p["system_2"] if p["system_1"] == "student" else p["system_1"]
+                delta = (p.get("delta") or 0) * (1 if p["system_1"] == "student" else -1)
+                out.append((label, other, delta, p["n"], p["pvalue"]))
+    return out
+
+
+def _system_rows(results: dict) -> list[tuple[str, list[str], str]]:
+    """(system, [turn accuracy per rule..., claim accuracy (stage 2)], speed or why it did not run)."""
     from .eval.metrics import OVERALL
 
     rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
     given = (results.get("given_claims") or {}).get("systems", {})
-    systems = Table(title="held-out dialogues: accuracy", box=box.SIMPLE, title_justify="left")
-    for col in ("system", *(f"turns {r}" for r in rules), "claims (stage 2)", "turns/s"):
-        systems.add_column(col, justify="left" if col == "system" else "right")
+    rows = []
     for name, sysres in (results.get("systems") or {}).items():
         if sysres.get("status") != "ok":
-            systems.add_row(name, *(["-"] * (len(rules) + 1)), f"{sysres.get('status')}: {sysres.get('reason')}")
+            rows.append((name, ["-"] * (len(rules) + 1), f"{sysres.get('status')}: {sysres.get('reason')}"))
             continue
         turn = results.get("metrics", {}).get(name, {}).get(OVERALL, {}).get("turn") or {}
         claims = (given.get(name) or {}).get(OVERALL) or {}
         eff = sysres.get("efficiency") or {}
         speed = f"{eff.get('turns_per_s') or 0:.2f}" + (f" ({eff['cache_hit_share']:.0%} from the call cache)"
                                                         if eff.get("cache_hit_share") else "")
-        systems.add_row(name, *(_num(turn.get(r, {}).get("accuracy")) for r in rules),
-                        _num(claims.get("binary_accuracy")), speed)
-    maj = results.get("majority", {}).get(OVERALL, {})
-    if maj.get("turn") or maj.get("claim"):
-        t, c = maj.get("turn") or {}, maj.get("claim") or {}
-        systems.add_row(f"majority ({t.get('label', '-')} / {c.get('binary_label', '-')})",
-                        *([_num(t.get("accuracy"))] * len(rules)), _num(c.get("binary_accuracy")), "")
-    tests = Table(title="student - base (McNemar, exact)", box=box.SIMPLE, title_justify="left")
-    for col in ("level", "accuracy difference", "n", "p"):
-        tests.add_column(col, justify="left" if col == "level" else "right")
-    for label, pairs in (("claims (stage 2)", (results.get("given_claims") or {}).get("significance", {}).get("stage2", {})),
-                         *((f"turns ({rule})", results.get("significance", {}).get("by_rule", {}).get(rule, {}))
-                           for rule in rules)):
-        for p in pairs.get(OVERALL, []):
-            if {p["system_1"], p["system_2"]} == {"student", "base"}:
-                delta = p.get("delta") if p["system_1"] == "student" else -(p.get("delta") or 0)
-                tests.add_row(label, f"{delta:+.3f}", str(p["n"]), f"{p['pvalue']:.2g}")
+        rows.append((name, [*(_num(turn.get(r, {}).get("accuracy")) for r in rules),
+                            _num(claims.get("binary_accuracy"))], speed))
+    return rows
+
+
+def _summary_tables(results: dict) -> list:
+    """The closing tables: each system's accuracy (turns under each rule, claims at stage 2, speed), the cheap rules
+    (majority, overlap, pmi) among them; the student against every other system with McNemar p-values; and whether
+    each reads its evidence."""
+    from rich import box
+    from rich.table import Table
+
+    rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
+    systems = Table(title="held-out dialogues: accuracy", box=box.SIMPLE, title_justify="left")
+    for col in ("system", *(f"turns {r}" for r in rules), "claims (stage 2)", "turns/s"):
+        systems.add_column(col, justify="left" if col == "system" else "right")
+    for name, cells, speed in _system_rows(results):
+        systems.add_row(name, *cells, speed)
+    tests = Table(title="student - other system (McNemar, exact)", box=box.SIMPLE, title_justify="left")
+    for col in ("level", "other", "accuracy difference", "n", "p"):
+        tests.add_column(col, justify="left" if col in ("level", "other") else "right")
+    for label, other, delta, n, p in _student_tests(results):
+        tests.add_row(label, other, f"{delta:+.3f}", str(n), f"{p:.2g}")
     from .eval.html_report import EVIDENCE_HEADER, evidence_rows
 
     evidence = Table(title="does it read its evidence? (stage 2, human claims; eval/evidence.py)", box=box.SIMPLE,
@@ -217,42 +235,28 @@ def _loss_line(summary: dict) -> str:
 
 
 def _headline(results: dict) -> list[str]:
-    """Per system: turn accuracy under each rule and claim accuracy on the human claims; then the
-    student against the base with McNemar p-values, and the majority label."""
-    from .eval.metrics import OVERALL
-
+    """Per system: turn accuracy under each rule and claim accuracy on the human claims, the edit probe and the
+    overlap-disagreement strata; then the student against every other system with McNemar p-values."""
     rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
-    given = (results.get("given_claims") or {}).get("systems", {})
     lines = []
-    for name, sysres in (results.get("systems") or {}).items():
+    for name, cells, speed in _system_rows(results):
+        sysres = results["systems"][name]
         if sysres.get("status") != "ok":
-            lines.append(f"{name:8s} {sysres.get('status')}: {sysres.get('reason')}")
+            lines.append(f"{name:8s} {speed}")
             continue
-        turn = results.get("metrics", {}).get(name, {}).get(OVERALL, {}).get("turn") or {}
-        parts = [f"turn accuracy {rule} {_num(turn.get(rule, {}).get('accuracy'))}" for rule in rules]
-        claims = (given.get(name) or {}).get(OVERALL) or {}
-        if claims:
-            parts.append(f"claims (stage 2) {_num(claims.get('binary_accuracy'))}")
+        parts = [f"turn accuracy {rule} {v}" for rule, v in zip(rules, cells)] + [f"claims (stage 2) {cells[-1]}"]
         ev = sysres.get("evidence") or {}
         if ev:
-            parts += [f"deletion flip rate {_num(ev.get('deletion_flip_rate'))}",
-                      f"own vs foreign reference AUC {_num(ev.get('foreign_reference_auc'))}",
-                      f"claim-only accuracy {_num(ev.get('claim_only_accuracy'))}"]
-        eff = sysres.get("efficiency") or {}
-        lines.append(f"{name:8s} " + ", ".join(parts) + f", {eff.get('turns_per_s') or 0:.2f} turns/s"
-                     + (f" ({eff['cache_hit_share']:.0%} from the call cache)" if eff.get("cache_hit_share") else ""))
-    maj = results.get("majority", {}).get(OVERALL, {})
-    if maj.get("turn") or maj.get("claim"):
-        t, c = maj.get("turn") or {}, maj.get("claim") or {}
-        lines.append(f"majority turn accuracy {_num(t.get('accuracy'))} ({t.get('label', '-')}), claims (stage 2) "
-                     f"{_num(c.get('binary_accuracy'))} ({c.get('binary_label', '-')})")
-    for label, pairs in (("claims (stage 2)", (results.get("given_claims") or {}).get("significance", {}).get("stage2", {})),
-                         *((f"turns ({rule})", results.get("significance", {}).get("by_rule", {}).get(rule, {}))
-                           for rule in rules)):
-        for p in pairs.get(OVERALL, []):
-            if {p["system_1"], p["system_2"]} == {"student", "base"}:
-                delta = p.get("delta") if p["system_1"] == "student" else -(p.get("delta") or 0)
-                lines.append(f"student - base, {label}: {delta:+.3f} over {p['n']}, McNemar p = {p['pvalue']:.2g}")
+            strata = ev.get("strata") or {}
+            parts += [f"edit flip rate {_num(ev.get('edit_flip_rate'))}",
+                      f"VERIFIED low overlap {_num((strata.get('verified_low_overlap') or {}).get('accuracy'))}",
+                      f"unverifiable high overlap "
+                      f"{_num((strata.get('unverifiable_high_overlap') or {}).get('accuracy'))}",
+                      f"deletion flip rate {_num(ev.get('deletion_flip_rate'))}",
+                      f"own vs foreign reference AUC {_num(ev.get('foreign_reference_auc'))}"]
+        lines.append(f"{name:8s} " + ", ".join(parts) + f", {speed} turns/s")
+    for label, other, delta, n, p in _student_tests(results):
+        lines.append(f"student - {other}, {label}: {delta:+.3f} over {n}, McNemar p = {p:.2g}")
     return lines
 
 

@@ -9,11 +9,14 @@ prompt, empty reference)`` (PMI-Faith, Nandwani et al. 2023, for knowledge-groun
 in process: the claim is already the end of the stage 2 prompt, so one forward gives both the label and the
 claim's log-probabilities, and the empty-reference twin is a short prompt.
 
-The head is logistic: ``P(VERIFIED) = sigmoid(w_margin * margin + w_pmi * pmi + bias)``, ``margin`` the adapter's
-log-probability of VERIFIED minus UNVERIFIABLE. Its three numbers are fitted after training on the stage's silver
-validation split (examples the adapter never trained on; the teacher's labels) and saved beside the adapter as
-``evidence_head.json``; the in-process backend applies it wherever the file is. Served students (llama.cpp, vLLM)
-score without it (their label methods see no claim log-probabilities).
+The head is logistic: ``P(VERIFIED) = sigmoid(w_margin * margin + w_pmi * pmi + w_overlap * overlap + bias)``,
+``margin`` the adapter's log-probability of VERIFIED minus UNVERIFIABLE, ``overlap`` the share of the claim's content
+words the reference holds (:func:`pipeline.evidence.coverage`, the overlap rule's own signal). Its numbers are fitted
+after training on the stage's silver validation split (examples the adapter never trained on; the teacher's labels)
+and saved beside the adapter as ``evidence_head.json``; the in-process backend applies it wherever the file is. A
+head with ``w_margin = 0`` and no overlap is the ``pmi`` baseline (the base model's PMI alone, backends/rules.py).
+Served students apply it where the server returns the prompt's log-probabilities (backends/server.py); elsewhere
+their records say it was not applied.
 """
 
 from __future__ import annotations
@@ -36,13 +39,14 @@ class EvidenceHead:
     w_pmi: float
     bias: float
     fitted: dict[str, Any] = field(default_factory=dict)   # on what, how many, their accuracy
+    w_overlap: float = 0.0
 
-    def p_verified(self, margin: float, pmi: float) -> float:
-        z = self.w_margin * margin + self.w_pmi * pmi + self.bias
+    def p_verified(self, margin: float, pmi: float, overlap: float = 0.0) -> float:
+        z = self.w_margin * margin + self.w_pmi * pmi + self.w_overlap * overlap + self.bias
         return 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
 
-    def save(self, folder: str | Path) -> Path:
-        path = Path(folder) / HEAD_FILE
+    def save(self, folder: str | Path, name: str = HEAD_FILE) -> Path:
+        path = Path(folder) / name
         path.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
         return path
 
@@ -50,11 +54,14 @@ class EvidenceHead:
     def load(cls, folder: str | Path) -> EvidenceHead | None:
         """The head saved in an adapter folder, or None; a damaged file names itself."""
         path = Path(folder) / HEAD_FILE
-        if not path.exists():
-            return None
+        return cls.load_file(path) if path.exists() else None
+
+    @classmethod
+    def load_file(cls, path: str | Path) -> EvidenceHead:
         try:
-            d = json.loads(path.read_text(encoding="utf-8"))
-            return cls(float(d["w_margin"]), float(d["w_pmi"]), float(d["bias"]), dict(d.get("fitted") or {}))
+            d = json.loads(Path(path).read_text(encoding="utf-8"))
+            return cls(float(d["w_margin"]), float(d["w_pmi"]), float(d["bias"]), dict(d.get("fitted") or {}),
+                       float(d.get("w_overlap", 0.0)))
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path}: not an evidence head ({e}); delete it or fit it again") from e
 
@@ -67,19 +74,44 @@ def claim_and_twin(content: str) -> tuple[str, str] | None:
     return m["claim"], content[:m.start(2)] + content[m.end(2):]
 
 
-def fit(margins: Sequence[float], pmis: Sequence[float], verified: Sequence[bool], **about: Any) -> EvidenceHead:
-    """The logistic head on (margin, pmi) -> VERIFIED (scikit-learn, default L2), with what it was fitted on and
-    its accuracy there (and the adapter's alone, margin > 0, for comparison)."""
+def claim_overlap(content: str) -> float:
+    """The share of the claim's content words that the stage 2 message's REFERENCE TEXT holds (0 for none)."""
+    from ..pipeline.evidence import coverage
+
+    m = _REFERENCE.search(content)
+    return 0.0 if m is None else (coverage(m["claim"], m.group(2)) or 0.0)
+
+
+FEATURES = ("margin", "pmi", "overlap")
+
+
+def fit(features: dict[str, Sequence[float]], verified: Sequence[bool], **about: Any) -> EvidenceHead:
+    """The logistic head on the named ``features`` (any of ``FEATURES``; the others weigh 0) -> VERIFIED
+    (scikit-learn, default L2), with what it was fitted on, its accuracy there, and each feature's accuracy alone
+    there (margin > 0, the overlap rule, a PMI threshold fitted alone) for comparison."""
     from sklearn.linear_model import LogisticRegression
 
-    x = [[m, p] for m, p in zip(margins, pmis)]
+    unknown = set(features) - set(FEATURES)
+    if unknown or not features:
+        raise ValueError(f"evidence head features must be among {FEATURES}, got {sorted(features)}")
+    names = [f for f in FEATURES if f in features]
+    rows = list(zip(*(features[f] for f in names)))
     y = [int(v) for v in verified]
     if len(set(y)) < 2:
         raise ValueError(f"an evidence head needs both labels to fit; got {len(y)} examples of one")
-    lr = LogisticRegression().fit(x, y)
-    (w_m, w_p), b = lr.coef_[0].tolist(), float(lr.intercept_[0])
-    head = EvidenceHead(w_m, w_p, b)
-    acc = sum((head.p_verified(m, p) > 0.5) == bool(v) for m, p, v in zip(margins, pmis, y)) / len(y)
-    alone = sum((m > 0) == bool(v) for m, v in zip(margins, y)) / len(y)
-    return EvidenceHead(w_m, w_p, b, {**about, "examples": len(y), "verified": sum(y), "accuracy": round(acc, 4),
-                                      "adapter_alone_accuracy": round(alone, 4)})
+    lr = LogisticRegression().fit(rows, y)
+    w = dict(zip(names, lr.coef_[0].tolist()))
+    head = EvidenceHead(w.get("margin", 0.0), w.get("pmi", 0.0), float(lr.intercept_[0]), {}, w.get("overlap", 0.0))
+    feats = lambda r: {"margin": 0.0, "pmi": 0.0, **dict(zip(names, r))}  # noqa: E731
+    acc = sum((head.p_verified(**feats(r)) > 0.5) == bool(v) for r, v in zip(rows, y)) / len(y)
+    alone: dict[str, float] = {}
+    if "margin" in features:
+        alone["adapter_alone_accuracy"] = sum((m > 0) == bool(v) for m, v in zip(features["margin"], y)) / len(y)
+    if "overlap" in features:
+        alone["overlap_rule_accuracy"] = sum((o >= 0.5) == bool(v) for o, v in zip(features["overlap"], y)) / len(y)
+    if "pmi" in features and len(names) > 1:
+        pmi_lr = LogisticRegression().fit([[p] for p in features["pmi"]], y)
+        alone["pmi_alone_accuracy"] = float(pmi_lr.score([[p] for p in features["pmi"]], y))
+    return EvidenceHead(head.w_margin, head.w_pmi, head.bias,
+                        {**about, "features": names, "examples": len(y), "verified": sum(y),
+                         "accuracy": round(acc, 4), **{k: round(v, 4) for k, v in alone.items()}}, head.w_overlap)

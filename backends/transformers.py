@@ -21,7 +21,7 @@ from ..data.schema import UNVERIFIABLE, VERIFIED
 from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF
 from .adapters import find_stage_adapters
-from .evidence_head import EvidenceHead, claim_and_twin
+from .evidence_head import EvidenceHead, claim_and_twin, claim_overlap
 from .list_generation import _ListMarkerFormat, _RepeatedLineStop, list_stop_reason
 from .model_calls import (
     GQA_SDPA,
@@ -229,7 +229,7 @@ class TransformersBackend:
                         self.stats["completion_tokens"] += r.completion_tokens
                         out[i] = r
         for i, j in twins.items():
-            self._weigh_evidence(requests[i].stage, out[i], out[j])
+            self._weigh_evidence(requests[i], out[i], out[j])
         return out[:n_asked]  # type: ignore[return-value]
 
     def _too_long(self, request: Request, prompt_tokens: int) -> str | None:
@@ -249,19 +249,20 @@ class TransformersBackend:
             self._label_cache[key] = [self.tokenizer(lab, add_special_tokens=False)["input_ids"] for lab in key]
         return self._label_cache[key]
 
-    def _weigh_evidence(self, stage: str, own: Response, twin: Response) -> None:
-        """The claim's PMI with the reference and the label margin in ``meta["evidence"]``; with the stage's
-        head, the probabilities and label it gives."""
+    def _weigh_evidence(self, request: Request, own: Response, twin: Response) -> None:
+        """The claim's PMI with the reference, the label margin and the claim's word overlap with the reference in
+        ``meta["evidence"]``; with the stage's head, the probabilities and label it gives."""
         lp_own, lp_twin = own.meta.get("claim_logprob"), twin.meta.get("claim_logprob")
         logprobs = own.meta.get("logprobs") or {}
         if lp_own is None or lp_twin is None or VERIFIED not in logprobs or UNVERIFIABLE not in logprobs:
             own.meta["evidence"] = {"error": "claim tokens not found in the prompt"}
             return
         margin, pmi = logprobs[VERIFIED] - logprobs[UNVERIFIABLE], lp_own - lp_twin
-        own.meta["evidence"] = {"margin": margin, "pmi": pmi}
-        head = self.heads.get(stage)
+        overlap = claim_overlap(request.messages[-1]["content"])
+        own.meta["evidence"] = {"margin": margin, "pmi": pmi, "overlap": overlap}
+        head = self.heads.get(request.stage)
         if head is not None:
-            p = head.p_verified(margin, pmi)
+            p = head.p_verified(margin, pmi, overlap)
             own.probs = {VERIFIED: p, UNVERIFIABLE: 1.0 - p}
             own.label = own.text = VERIFIED if p > 0.5 else UNVERIFIABLE
             own.meta["evidence"]["head"] = True

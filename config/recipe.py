@@ -196,7 +196,8 @@ class TrainSettings:
 class EvalSettings:
     output_dir: str = "runs/{name}/eval"
     rules: list[Rule] = field(default_factory=lambda: [SAFE, STRICT])
-    systems: list[str] = field(default_factory=lambda: ["student", "base", "teacher", "llm_judge", "factscore"])
+    systems: list[str] = field(default_factory=lambda: ["student", "base", "teacher", "llm_judge", "factscore", "pmi",
+                                                        "overlap", "majority"])
     batch_size: int = 16
     bootstrap: int = 1000
     seed: int = 0

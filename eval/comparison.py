@@ -41,13 +41,16 @@ def significance(runs: dict[str, SystemRun], rules: Sequence[str], variant: str)
             for rule in rules}
 
 
-def given_claims_section(runs: dict[str, SystemRun], variant: str, n_bins: int = 10) -> dict[str, Any] | None:
-    """Claim level with the human claims given: each system's claim metrics per benchmark, and McNemar for
+def given_claims_section(runs: dict[str, SystemRun], variant: str, n_bins: int = 10,
+                         rules: Sequence[str] = ()) -> dict[str, Any] | None:
+    """Claim level with the human claims given: each system's claim metrics per benchmark, its turn verdicts from
+    those claims under each rule (``turns``: what a system that got the claims right would score), and McNemar for
     every pair of systems over the same claims (stage 2: VERIFIED vs not; and the five categories)."""
     given = {n: r.given_records for n, r in runs.items() if r.status == "ok" and r.given_records}
     if not given:
         return None
     out: dict[str, Any] = {"systems": {n: M.given_claims_metrics(rs, n_bins) for n, rs in given.items()},
+                           "turns": {n: {rule: M.turn_summary(rs, rule) for rule in rules} for n, rs in given.items()},
                            "significance": {}}
     for level, binary in (("stage2", True), ("category", False)):
         correct = {n: M.claim_correctness(rs, binary) for n, rs in given.items()}

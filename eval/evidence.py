@@ -12,6 +12,17 @@ request with only its REFERENCE TEXT changed (background, prompt and claim as th
   human labels so; beside it ``accuracy``, the same claims with their references. A system that reads its
   evidence loses accuracy without it.
 
+Those three a word-overlap rule passes by construction (deletion takes the overlapping sentences away, the foreign
+reference shares under half of the words, an empty one none). Two measures it cannot pass:
+
+* ``edit``: every claim labelled VERIFIED by the humans, against its reference with the sentence that holds most of
+  its words changed to contradict it (one number, date or entity the claim repeats swapped, or its verb negated:
+  :func:`distill.contrast.edit_sentence`, VitaminC-style; most words stay). ``edit_flip_rate``: the share then called
+  UNVERIFIABLE; ``edit_auc``: P(VERIFIED) own reference against edited.
+* the overlap-disagreement strata of the human claims (``strata``): VERIFIED claims whose reference phrases them
+  otherwise (under half of their content words in it) and unverifiable claims whose words it does hold; the
+  system's stage 2 accuracy on each. The overlap rule is wrong on every one of them.
+
 A served system without label probabilities is ranked by its labels (ties count half in the AUC).
 """
 
@@ -24,9 +35,31 @@ from typing import Any
 
 from ..data.schema import UNVERIFIABLE, VERIFIED
 from ..pipeline.engine import STAGE2_LABELS, label_result
-from ..pipeline.evidence import foreign_reference, stage2_calls, support
+from ..pipeline.evidence import SUPPORTED, content_words, coverage, foreign_reference, sentences, stage2_calls, support
 
-PROBES = ("deletion", "foreign", "claim_only")
+PROBES = ("deletion", "foreign", "claim_only", "edit")
+STRATA = {"verified_low_overlap": "human VERIFIED, reference holds under half of the claim's content words",
+          "unverifiable_high_overlap": "human unverifiable, reference holds at least half of them"}
+
+
+def edited_reference(claim: str, reference: str, rng: random.Random) -> tuple[str, dict[str, str]] | None:
+    """``reference`` with the sentence holding most of the claim's content words changed to contradict the claim
+    (:func:`distill.contrast.edit_sentence`), and what changed; None when no sentence holds any of them or none of
+    its values or verbs can be changed."""
+    from ..distill.contrast import edit_sentence
+
+    words = content_words(claim)
+    sents = sentences(reference)
+    if not words or not sents:
+        return None
+    best = max(sents, key=lambda x: len(words & content_words(x)))
+    if not words & content_words(best):
+        return None
+    edited = edit_sentence(best, claim, reference, rng)
+    if edited is None:
+        return None
+    at = reference.find(best)
+    return reference[:at] + edited[0] + reference[at + len(best):], {**edited[1], "sentence": best}
 
 
 def _with_input(req: Any, text: str) -> Any:
@@ -58,7 +91,7 @@ def probe_requests(results: Sequence[Sequence[Any]], seed: int = 0) -> tuple[lis
         own = claim.stage2 or {}
         base = {"conversation_id": res.conversation_id, "turn_index": res.turn_index, "claim_index": call.claim_index,
                 "claim": call.claim, "gold": gold_binary, "own_label": own.get("label"),
-                "own_p_verified": p_verified(own)}
+                "own_p_verified": p_verified(own), "overlap": coverage(call.claim, call.reference)}
         if call.request is None:
             continue
         if own.get("label") == VERIFIED:
@@ -75,11 +108,20 @@ def probe_requests(results: Sequence[Sequence[Any]], seed: int = 0) -> tuple[lis
             if other is not None:
                 records.append({**base, "probe": "foreign", "foreign_reference": other[:200]})
                 requests.append(_with_input(call.request, call.with_reference(other)))
+            rng = random.Random(f"edit:{seed}:{res.conversation_id}:{res.turn_index}:{call.claim}")
+            edit = edited_reference(call.claim, call.reference, rng)
+            if edit is None:
+                why = "edit:no value or verb of the claim to change"
+                skipped[why] = skipped.get(why, 0) + 1
+            else:
+                records.append({**base, "probe": "edit", "edit": edit[1]})
+                requests.append(_with_input(call.request, call.with_reference(edit[0])))
         if gold_binary is not None:
             records.append({**base, "probe": "claim_only"})
             requests.append(_with_input(call.request, call.with_reference("")))
     for why, n in skipped.items():
-        records.append({"probe": "deletion_skipped", "reason": why, "claims": n})
+        probe, _, reason = why.partition(":") if why.startswith("edit:") else ("deletion", "", why)
+        records.append({"probe": f"{probe}_skipped", "reason": reason, "claims": n})
     return records, requests
 
 
@@ -99,37 +141,65 @@ def run_probes(results: Sequence[Sequence[Any]], backend: Any, seed: int = 0,
     return records
 
 
-def evidence_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """``deletion_flip_rate``, ``foreign_reference_auc`` and ``claim_only_accuracy`` (stage 2), with their counts,
-    from :func:`run_probes` records (several rounds' records may be joined)."""
+def _auc(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """ROC AUC of the first scores (positive) against the second (negative)."""
     from sklearn.metrics import roc_auc_score
 
-    by = {p: [r for r in records if r.get("probe") == p] for p in PROBES}
-    dele = by["deletion"]
-    flips = sum(r["label"] == UNVERIFIABLE for r in dele)
-    pairs = [(r["own_p_verified"], r["p_verified"]) for r in by["foreign"]
-             if r["own_p_verified"] is not None and r["p_verified"] is not None]
-    auc = None
-    if pairs:
-        own, foreign = zip(*pairs)
-        auc = float(roc_auc_score([1] * len(own) + [0] * len(foreign), [*own, *foreign]))
-    co = [r for r in by["claim_only"] if r["gold"] is not None]
-    skipped: dict[str, int] = {}
+    if not pairs:
+        return None
+    own, other = zip(*pairs)
+    return float(roc_auc_score([1] * len(own) + [0] * len(other), [*own, *other]))
+
+
+def _skipped(records: Sequence[dict[str, Any]], probe: str) -> dict[str, int]:
+    out: dict[str, int] = {}
     for r in records:
-        if r.get("probe") == "deletion_skipped":
-            skipped[r["reason"]] = skipped.get(r["reason"], 0) + r["claims"]
+        if r.get("probe") == f"{probe}_skipped":
+            out[r["reason"]] = out.get(r["reason"], 0) + r["claims"]
+    return out
+
+
+def strata_metrics(claim_only: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Stage 2 accuracy (the system's own answer, with its reference) on each overlap-disagreement stratum."""
+    out = {}
+    for name in STRATA:
+        want = VERIFIED if name == "verified_low_overlap" else UNVERIFIABLE
+        rs = [r for r in claim_only if r["gold"] == want and r.get("overlap") is not None
+              and (r["overlap"] < SUPPORTED) == (want == VERIFIED)]
+        out[name] = {"claims": len(rs), "accuracy": sum(r["own_label"] == r["gold"] for r in rs) / len(rs) if rs else None}
+    return out
+
+
+def evidence_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``deletion_flip_rate``, ``foreign_reference_auc``, ``claim_only_accuracy``, ``edit_flip_rate``, ``edit_auc``
+    and the overlap-disagreement ``strata`` (stage 2), with their counts, from :func:`run_probes` records (several
+    rounds' records may be joined)."""
+    by = {p: [r for r in records if r.get("probe") == p] for p in PROBES}
+    dele, edit = by["deletion"], by["edit"]
+    flips = sum(r["label"] == UNVERIFIABLE for r in dele)
+    scored = lambda rs: [(r["own_p_verified"], r["p_verified"]) for r in rs
+                         if r["own_p_verified"] is not None and r["p_verified"] is not None]
+    foreign, edited = scored(by["foreign"]), scored(edit)
+    co = [r for r in by["claim_only"] if r["gold"] is not None]
+    edit_flips = sum(r["label"] == UNVERIFIABLE for r in edit)
     return {
         "stage": "stage2",
         "deletion_flip_rate": flips / len(dele) if dele else None,
-        "deletion": {"claims": len(dele), "flipped": flips, "not_placed": skipped},
-        "foreign_reference_auc": auc,
-        "foreign": {"claims": len(pairs),
+        "deletion": {"claims": len(dele), "flipped": flips, "not_placed": _skipped(records, "deletion")},
+        "foreign_reference_auc": _auc(foreign),
+        "foreign": {"claims": len(foreign),
                     "said_verified_own": sum(r["own_label"] == VERIFIED for r in by["foreign"]),
                     "said_verified_foreign": sum(r["label"] == VERIFIED for r in by["foreign"])},
         "claim_only_accuracy": sum(r["label"] == r["gold"] for r in co) / len(co) if co else None,
         "accuracy": sum(r["own_label"] == r["gold"] for r in co) / len(co) if co else None,
         "claim_only": {"claims": len(co), "said_verified": sum(r["label"] == VERIFIED for r in co)},
+        "edit_flip_rate": edit_flips / len(edit) if edit else None,
+        "edit_auc": _auc(edited),
+        "edit": {"claims": len(edit), "flipped": edit_flips,
+                 "both_right": sum(r["own_label"] == VERIFIED and r["label"] == UNVERIFIABLE for r in edit),
+                 "not_edited": _skipped(records, "edit")},
+        "strata": strata_metrics(co),
     }
 
 
-__all__ = ["PROBES", "evidence_metrics", "probe_requests", "run_probes"]
+__all__ = ["PROBES", "STRATA", "edited_reference", "evidence_metrics", "probe_requests", "run_probes", "strata_metrics"]

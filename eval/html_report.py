@@ -199,19 +199,30 @@ def eval_headline(results: Mapping[str, Any]) -> tuple[list[str], list[list[Any]
     return header, rows
 
 
-EVIDENCE_HEADER = ["system", "deletion flip rate", "own vs foreign reference AUC", "stage 2 accuracy",
-                   "claim-only accuracy", "claims (deleted / foreign / claim-only)"]
+EVIDENCE_HEADER = ["system", "edit flip rate", "edit AUC", "VERIFIED, low overlap", "unverifiable, high overlap",
+                   "deletion flip rate", "own vs foreign reference AUC", "stage 2 accuracy", "claim-only accuracy",
+                   "claims (edited / low / high / deleted / foreign / claim-only)"]
 
 
 def evidence_rows(evidence: Mapping[str, Mapping[str, Any] | None]) -> list[list[Any]]:
-    """One row per system of its evidence metrics (eval/evidence.py), for report.md and report.html."""
+    """One row per system of its evidence metrics (eval/evidence.py), for report.md, report.html and the demo: the
+    measures word overlap cannot pass first (edit probe, overlap-disagreement strata), then the three it passes."""
     def f(x: float | None) -> str:
         return "–" if x is None else f"{x:.3f}"
 
-    return [[name, f(e.get("deletion_flip_rate")), f(e.get("foreign_reference_auc")), _pct(e.get("accuracy")),
-             _pct(e.get("claim_only_accuracy")),
-             f"{e['deletion']['claims']} / {e['foreign']['claims']} / {e['claim_only']['claims']}"]
-            for name, e in evidence.items() if e]
+    rows = []
+    for name, e in evidence.items():
+        if not e:
+            continue
+        strata = e.get("strata") or {}
+        low, high = strata.get("verified_low_overlap") or {}, strata.get("unverifiable_high_overlap") or {}
+        edit = e.get("edit") or {}
+        rows.append([name, f(e.get("edit_flip_rate")), f(e.get("edit_auc")), _pct(low.get("accuracy")),
+                     _pct(high.get("accuracy")), f(e.get("deletion_flip_rate")), f(e.get("foreign_reference_auc")),
+                     _pct(e.get("accuracy")), _pct(e.get("claim_only_accuracy")),
+                     f"{edit.get('claims', 0)} / {low.get('claims', 0)} / {high.get('claims', 0)} / "
+                     f"{e['deletion']['claims']} / {e['foreign']['claims']} / {e['claim_only']['claims']}"])
+    return rows
 
 
 EVIDENCE_TITLE = "Does it read its evidence? (stage 2 on the human claims, eval/evidence.py)"

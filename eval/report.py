@@ -91,7 +91,15 @@ def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
                    f"{_pct(maj.get('accuracy'))} ({maj.get('label', '–')})")
         rows.append(row)
     out += [markdown_table(["benchmark", "claims", *[f"{n}: stage 2 / category / macro-F1" for n in names],
-                            "majority: stage 2 / category"], rows), ""]
+                            "majority of the test labels: stage 2 / category"], rows), ""]
+    turns = given.get("turns") or {}
+    rules = results["settings"]["rules"]
+    if turns:
+        out += ["Turn verdicts from the human claims (each system's own labels of them, under each rule):", "",
+                markdown_table(["system", *(f"turn accuracy {r}" for r in rules), "gold turns"],
+                               [[n, *(_pct((turns[n].get(r) or {}).get("accuracy")) for r in rules),
+                                 next(((turns[n].get(r) or {}).get("n_gold") for r in rules), "–")] for n in turns]),
+                ""]
     rows = []
     for level in ("stage2", "category"):
         for g in groups:
@@ -112,7 +120,13 @@ def _evidence_markdown(results: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     return [f"## {EVIDENCE_TITLE}", "",
-            "Each system's own stage 2 request with only its reference changed. Deletion flip rate: of the claims it "
+            "Each system's own stage 2 request with only its reference changed. Edit flip rate: of the human-VERIFIED "
+            "claims, the share called UNVERIFIABLE once the sentence holding most of their words is changed to "
+            "contradict them (a number, date, name or a negation; most words stay), with the AUC of P(VERIFIED) own "
+            "against edited. Low / high overlap: stage 2 accuracy on the human-VERIFIED claims whose reference holds "
+            "under half of their content words, and on the unverifiable claims whose reference holds at least half "
+            "(the overlap rule is wrong on all of them). These the overlap rule cannot pass; the next three it "
+            "passes by construction. Deletion flip rate: of the claims it "
             "calls VERIFIED, the share it calls UNVERIFIABLE once the sentences that support them (token overlap) are "
             "removed. Own vs foreign AUC: P(VERIFIED) of the human-VERIFIED claims with their own reference ranked "
             "against another turn's (0.5: the reference makes no difference). Claim-only: the claims with an empty "

@@ -9,7 +9,8 @@ then the systems (``eval.systems``, in that order in the report; :mod:`.systems`
 * ``teacher``: the recipe's teacher through the distill call cache (``<distill.output_dir>/calls``):
   cached answers are reused, missing ones are asked live (a ``labels`` teacher answers from the
   human claims of the test material itself, so it is an upper bound rather than a competitor);
-* ``llm_judge`` and ``factscore``: the baselines (:mod:`.baselines`) on the base model's backend.
+* ``llm_judge`` and ``factscore``: the baselines (:mod:`.baselines`) on the base model's backend;
+* ``majority``, ``overlap``, ``pmi``: the cheap rules a student must beat (:mod:`..backends.rules`).
 
 A system whose prerequisites are missing (no adapters, no teacher server) is reported as skipped
 with the reason. Each system's wall time, tokens and peak memory are measured separately
@@ -46,7 +47,16 @@ from .comparison import (
 from .errors import EvalError
 from .evidence import evidence_metrics
 from .significance import MCNEMAR_VARIANTS
-from .systems import FIVE_LABEL_SYSTEMS, SYSTEMS, ModelLoader, SystemRun, merge_runs, run_system
+from .systems import (
+    FIVE_LABEL_SYSTEMS,
+    PIPELINE_SYSTEMS,
+    RUN_ORDER,
+    SYSTEMS,
+    ModelLoader,
+    SystemRun,
+    merge_runs,
+    run_system,
+)
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +229,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
 
     backends = ModelLoader(recipe, cache_root=out_dir)
     runs: dict[str, SystemRun] = {}
-    # base-model systems first (one model load), then the student, then the teacher
-    order = sorted(names, key=lambda n: ("base", "llm_judge", "factscore", "world_judge", "student", "teacher").index(n))
+    order = sorted(names, key=RUN_ORDER.index)
     import torch
 
     from ..runtime.hardware import prepare_run
@@ -258,7 +267,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
             for name in order:
                 if name in runs and runs[name].status != "ok":
                     continue
-                if not part and not (e.given_claims and name in ("student", "base")):
+                if not part and not (e.given_claims and name in PIPELINE_SYSTEMS):
                     continue
                 key = f"{rounds}:{name}"
                 if key in saved:
@@ -342,7 +351,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     world = M.world_section({n: r.records for n, r in runs.items() if r.status == "ok"}, e.seed)
     if world is not None:   # data with three-way labels (FHSumBench): the mixed-context study's metric
         results["world"] = world
-    given = given_claims_section(runs, e.mcnemar, e.calibration_bins)
+    given = given_claims_section(runs, e.mcnemar, e.calibration_bins, e.rules)
     if given is not None:
         results["given_claims"] = given
     results["fingerprint"] = fingerprint(results)

@@ -6,7 +6,10 @@
 * ``teacher``: the recipe's teacher through the distill call cache (``<distill.output_dir>/calls``):
   cached answers are reused, missing ones are asked live (a ``labels`` teacher answers from the
   human claims of the test material itself, so it is an upper bound rather than a competitor);
-* ``llm_judge`` and ``factscore``: the baselines (:mod:`.baselines`) on the base model's backend.
+* ``llm_judge`` and ``factscore``: the baselines (:mod:`.baselines`) on the base model's backend;
+* ``majority``, ``overlap`` and ``pmi``: the cheap rules a scorer must beat (:mod:`..backends.rules`): the silver
+  training data's majority label, the word-overlap rule, the base model's claim PMI with a threshold fitted on the
+  silver validation split; each turn's sentences are its claims where the human claims are not given.
 
 A system whose prerequisites are missing (no adapters, no teacher server) is reported as skipped
 with the reason. Each system's wall time, tokens and peak memory are measured separately.
@@ -14,6 +17,7 @@ with the reason. Each system's wall time, tokens and peak memory are measured se
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter
@@ -34,8 +38,13 @@ from .scoring import records_of, run_given_claims, run_pipeline
 
 log = logging.getLogger(__name__)
 
-SYSTEMS = ("student", "base", "teacher", "llm_judge", "factscore", "world_judge")
-FIVE_LABEL_SYSTEMS = {"student", "base", "teacher"}   # VISTA pipelines; factscore has 2 labels, the judge none
+SYSTEMS = ("student", "base", "teacher", "llm_judge", "factscore", "world_judge", "majority", "overlap", "pmi")
+RULE_SYSTEMS = ("majority", "overlap", "pmi")
+PIPELINE_SYSTEMS = ("student", "base", *RULE_SYSTEMS)   # run the VISTA pipeline, so the human claims can be given
+# VISTA pipelines (the rules answer stage 3 too); factscore has 2 labels, the judge none
+FIVE_LABEL_SYSTEMS = {"student", "base", "teacher", *RULE_SYSTEMS}
+# the order systems run in: base-model systems first (one model load), then the student, then the teacher
+RUN_ORDER = ("majority", "overlap", "base", "pmi", "llm_judge", "factscore", "world_judge", "student", "teacher")
 
 
 class SystemSkipped(Exception):
@@ -116,6 +125,31 @@ class ModelLoader:
         return self._build("student", {st: root / st for st in want})
 
 
+def _rule_backend(name: str, recipe: Recipe, backends: ModelLoader) -> Any:
+    """The cheap rule ``name`` as a backend; skipped (with the reason) where it has nothing to stand on."""
+    from ..backends.rules import RuleBackend, majority_labels
+    from ..data.silver import SilverDataError
+    from ..train.silver_data import silver_root
+
+    if name == "overlap":
+        return RuleBackend("overlap")
+    if name == "majority":
+        try:
+            return RuleBackend("majority", majority=majority_labels(silver_root(recipe)))
+        except (SilverDataError, ValueError) as e:
+            raise SystemSkipped(f"no majority label: {e}") from e
+    if recipe.student.servers:
+        raise SystemSkipped("pmi needs the base model in process (claim log-probabilities); student.servers is set")
+    from ..train.evidence_fit import load_pmi_head
+    from ..train.silver_data import TrainError
+
+    try:
+        head = load_pmi_head(recipe)
+    except (SilverDataError, TrainError, ValueError) as e:
+        raise SystemSkipped(f"no PMI threshold: {e}") from e
+    return RuleBackend("pmi", model=backends.base(), head=head)
+
+
 def _free_memory() -> None:
     import gc
 
@@ -162,6 +196,10 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
             adapters = getattr(backend, "adapters", None) or getattr(backend, "stage_models", {})
             run.description = {**_describe_local(backend, style, {k: str(v) for k, v in adapters.items()}),
                                "stage2": cfg.stage2, "stage3": cfg.stage3, "load_s": backends.load_s.get("student")}
+        elif name in RULE_SYSTEMS:
+            backend = _rule_backend(name, recipe, backends)
+            cfg = dataclasses.replace(recipe.engine_config("student"), stage2="score", stage3="score", world=False)
+            run.description = {**_describe_local(backend, cfg.style), "stage2": cfg.stage2, "stage3": cfg.stage3}
         elif name == "teacher":
             backend, programs, run.description = _teacher(recipe, conversations, out_dir)
         else:
@@ -175,7 +213,7 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         log.exception("system %s could not start", name)
         run.status, run.reason = "failed", f"{type(e).__name__}: {e}"
         return run
-    pipeline = name in ("student", "base")   # the path VistaScorer.score takes (.scoring); others: programs
+    pipeline = name in PIPELINE_SYSTEMS   # the path VistaScorer.score takes (.scoring); others: programs
     bar = RequestBar(f"eval {name}", backend, enabled=progress and bool(conversations if pipeline else programs),
                      mininterval=1.0)
     on_issue = bar.on_issue if progress else None

@@ -219,8 +219,9 @@ def truncated(resp: Response) -> bool:
 
 
 def label_result(resp: Response, labels: Sequence[str]) -> tuple[str | None, dict[str, Any], str | None]:
-    # served models say how the label was scored (backends/server.py); in-process records stay as they were
-    how = {k: resp.meta[k] for k in ("label_method", "bounded") if k in resp.meta}
+    # served models say how the label was scored (backends/server.py); a backend that weighed the evidence gives its
+    # signals (backends/evidence_head.py: margin, PMI, overlap, whether a head decided)
+    how = {k: resp.meta[k] for k in ("label_method", "bounded", "evidence") if k in resp.meta}
     if resp.label is not None:
         return resp.label, {"label": resp.label, "probs": resp.probs, "raw": resp.text, **how}, None
     parsed = parse_label(resp.text, labels)

@@ -60,6 +60,13 @@ def coverage(claim: str, text: str) -> float | None:
     return len(words & content_words(text)) / len(words) if words else None
 
 
+def overlap_says_verified(claim: str, reference: str) -> bool:
+    """The overlap rule, the cheapest baseline a scorer must beat: VERIFIED when ``reference`` holds at least
+    ``SUPPORTED`` (half) of the claim's content words; a claim without content words is not verified."""
+    share = coverage(claim, reference)
+    return share is not None and share >= SUPPORTED
+
+
 @dataclass(frozen=True)
 class Support:
     """The sentences of a reference that support a claim, and the reference without them."""

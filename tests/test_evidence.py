@@ -40,6 +40,51 @@ def test_metrics_by_hand():
     assert m["claim_only"] == {"claims": 4, "said_verified": 1}
     empty = evidence_metrics([])
     assert empty["deletion_flip_rate"] is None and empty["foreign_reference_auc"] is None
+    assert empty["edit_flip_rate"] is None and empty["strata"]["verified_low_overlap"]["accuracy"] is None
+
+
+def test_edit_probe_and_overlap_strata_by_hand():
+    rec = lambda probe, **kw: {"probe": probe, **kw}  # noqa: E731
+    records = [
+        # edit: 2 of 3 flip; own 0.9 / 0.8 / 0.4 against edited 0.1 / 0.85 / 0.2
+        *(rec("edit", gold=V, own_label=ol, own_p_verified=o, label=lab, p_verified=e)
+          for o, e, ol, lab in ((0.9, 0.1, V, U), (0.8, 0.85, V, V), (0.4, 0.2, U, U))),
+        rec("edit_skipped", reason="no value or verb of the claim to change", claims=5),
+        # strata: VERIFIED with low overlap (2: one right), unverifiable with high overlap (1: wrong); others ignored
+        *(rec("claim_only", gold=g, own_label=ol, overlap=ov, label=U, own_p_verified=None, p_verified=None)
+          for g, ol, ov in ((V, V, 0.2), (V, U, 0.0), (V, V, 0.9), (U, V, 0.6), (U, U, 0.1), (V, V, None))),
+    ]
+    m = evidence_metrics(records)
+    assert m["edit_flip_rate"] == pytest.approx(2 / 3)
+    assert m["edit"] == {"claims": 3, "flipped": 2, "both_right": 1,
+                         "not_edited": {"no value or verb of the claim to change": 5}}
+    # own scores above edited ones in 7 of the 9 pairs (0.9 > all; 0.8 > 0.1, 0.2; 0.4 > 0.1, 0.2)
+    assert m["edit_auc"] == pytest.approx(7 / 9)
+    assert m["strata"] == {"verified_low_overlap": {"claims": 2, "accuracy": 0.5},
+                           "unverifiable_high_overlap": {"claims": 1, "accuracy": 0.0}}
+
+
+def test_the_overlap_rule_fails_the_edit_probe_and_both_strata():
+    """The rule passes the deletion probe by construction and fails the edit probe and the strata by construction:
+    the measures say whether a system reads, not whether it counts words."""
+    import random
+
+    from vista_distill.backends.rules import RuleBackend
+    from vista_distill.eval.evidence import edited_reference
+    from vista_distill.pipeline.protocol import Request
+    from vista_distill.pipeline.templates import build_messages, get_template
+
+    ref = "The Louvre opened in 1793. It holds about 380,000 objects."
+    claim = "The Louvre opened in 1793."
+    edited, how = edited_reference(claim, ref, random.Random(0))
+    assert how["old"] in claim and edited != ref and "380,000 objects" in edited
+    t = get_template("stage2", "compact")
+    ask = lambda r, c: Request("stage2", tuple(build_messages(t, stage2_input([], r, c))), labels=t.labels)  # noqa: E731
+    rule = RuleBackend("overlap")
+    own, after_edit, paraphrased = rule.run([ask(ref, claim), ask(edited, claim),
+                                              ask(ref, "The famous Paris museum first admitted visitors in 1793.")])
+    assert own.label == V and after_edit.label == V   # most words stay: the rule still says VERIFIED
+    assert paraphrased.label == U and paraphrased.probs[V] < 0.5
 
 
 def _given(sample):
@@ -51,7 +96,7 @@ def test_probes_change_only_the_reference_of_the_engines_requests(sample_path):
     sample = read_conversations(sample_path)
     results = _given(sample)
     records, requests = probe_requests(results, seed=0)
-    probes = [r for r in records if r["probe"] != "deletion_skipped"]
+    probes = [r for r in records if not r["probe"].endswith("_skipped")]
     assert len(probes) == len(requests)
     turns = {(r.conversation_id, r.turn_index): r for conv in results for r in conv}
     references = {r.reference for r in turns.values() if r.scored and r.reference}
@@ -67,7 +112,12 @@ def test_probes_change_only_the_reference_of_the_engines_requests(sample_path):
         assert text.split("REFERENCE TEXT:\n")[0] == own_input.split("REFERENCE TEXT:\n")[0]
         assert text.endswith("\n\nCLAIM:\n" + rec["claim"]) and text != own_input
         reference = text.split("REFERENCE TEXT:\n", 1)[1].rsplit("\n\nCLAIM:\n", 1)[0]
-        if rec["probe"] == "deletion":
+        if rec["probe"] == "edit":
+            # one sentence changed: the reference keeps most of its words, the claim's value or verb is gone
+            assert rec["gold"] == V and reference != res.reference
+            assert reference.replace(rec["edit"]["new"], rec["edit"]["old"], 1) == res.reference \
+                or rec["edit"]["rule"] == "negation"
+        elif rec["probe"] == "deletion":
             assert rec["own_label"] == V   # only claims the system calls VERIFIED
             sup, _ = support(rec["claim"], res.reference)
             assert reference == sup.remainder and all(s not in reference for s in rec["removed"])
@@ -77,7 +127,7 @@ def test_probes_change_only_the_reference_of_the_engines_requests(sample_path):
             assert rec["gold"] == V and reference in references and reference != res.reference
         else:
             assert reference == ""
-    assert {r["probe"] for r in probes} == {"deletion", "foreign", "claim_only"}
+    assert {r["probe"] for r in probes} >= {"deletion", "foreign", "claim_only"}
     # seeded: the same foreign references again
     assert probe_requests(results, seed=0)[1] == requests
 

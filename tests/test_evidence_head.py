@@ -32,9 +32,9 @@ def test_fit_weighs_what_separates_and_saves(tmp_path):
     margins = [0.3, -0.2, 0.1, 0.0, 0.2, -0.1, 0.05, -0.3]
     pmis = [1.2, 1.0, 0.9, 1.5, -0.2, 0.0, 0.1, -0.4]
     verified = [True, True, True, True, False, False, False, False]
-    head = fit(margins, pmis, verified, split="toy")
+    head = fit({"margin": margins, "pmi": pmis}, verified, split="toy")
     assert head.w_pmi > 0 and head.fitted["accuracy"] == 1.0 and head.fitted["examples"] == 8
-    assert head.fitted["adapter_alone_accuracy"] == 0.5
+    assert head.fitted["adapter_alone_accuracy"] == 0.5 and head.w_overlap == 0.0
     assert head.p_verified(0.0, 1.0) > 0.5 > head.p_verified(0.0, -0.5)
     head.save(tmp_path)
     assert EvidenceHead.load(tmp_path) == head and EvidenceHead.load(tmp_path / "none") is None
@@ -42,7 +42,25 @@ def test_fit_weighs_what_separates_and_saves(tmp_path):
     with pytest.raises(ValueError, match="not an evidence head"):
         EvidenceHead.load(tmp_path)
     with pytest.raises(ValueError, match="both labels"):
-        fit([0.1], [0.2], [True])
+        fit({"margin": [0.1], "pmi": [0.2]}, [True])
+    with pytest.raises(ValueError, match="features must be among"):
+        fit({"length": [0.1, 0.2]}, [True, False])
+
+
+def test_fit_with_overlap_reports_each_signal_alone_and_loads_old_files(tmp_path):
+    # overlap separates, PMI half, margin not at all: the head weighs overlap most and says what each scores alone
+    overlap = [0.9, 0.8, 0.7, 0.6, 0.2, 0.1, 0.3, 0.0]
+    pmis = [0.5, -0.1, 0.4, -0.2, 0.3, -0.3, 0.2, -0.4]
+    margins = [0.1, -0.1, 0.1, -0.1, 0.1, -0.1, 0.1, -0.1]
+    verified = [True] * 4 + [False] * 4
+    head = fit({"margin": margins, "pmi": pmis, "overlap": overlap}, verified)
+    assert head.fitted["features"] == ["margin", "pmi", "overlap"] and head.fitted["accuracy"] == 1.0
+    assert head.fitted["overlap_rule_accuracy"] == 1.0 and head.fitted["adapter_alone_accuracy"] == 0.5
+    assert head.w_overlap > abs(head.w_margin) and head.p_verified(0.0, 0.0, 0.9) > 0.5 > head.p_verified(0.0, 0.0, 0.1)
+    # a head saved before the overlap weight existed loads with it at 0
+    (tmp_path / "evidence_head.json").write_text('{"w_margin": 1.0, "w_pmi": 2.0, "bias": 0.5}')
+    old = EvidenceHead.load(tmp_path)
+    assert old.w_overlap == 0.0 and old.p_verified(0.0, 0.0, 1.0) == old.p_verified(0.0, 0.0)
 
 
 def test_backend_reads_the_claim_logprob_and_applies_the_head(tmp_path):
@@ -79,6 +97,12 @@ def test_backend_reads_the_claim_logprob_and_applies_the_head(tmp_path):
         p = 1 / (1 + math.exp(-(0.5 * e["margin"] + 2.0 * e["pmi"] - 1.0)))
         assert o.probs["VERIFIED"] == pytest.approx(p, abs=1e-4) and o.meta["evidence"]["head"] is True
         assert o.label == ("VERIFIED" if p > 0.5 else "UNVERIFIABLE")
+    # the overlap feature is the claim's content-word share in the reference, weighed when the head has a weight
+    assert ev[0]["overlap"] == 1.0 and ev[1]["overlap"] == 0.0
+    EvidenceHead(w_margin=0.0, w_pmi=0.0, bias=-2.0, w_overlap=4.0).save(tmp_path / "stage2")
+    by_overlap = TransformersBackend(adapters={"stage2": tmp_path / "stage2"}, dtype="float32", batch_size=4).run(
+        _requests())
+    assert [o.label for o in by_overlap] == ["VERIFIED", "UNVERIFIABLE"]
     # a stage without a head, and requests without a reference layout, are scored as before
     plain = TransformersBackend(dtype="float32", batch_size=4).run(_requests())
     assert all("evidence" not in o.meta for o in plain)
@@ -100,6 +124,8 @@ def test_fit_after_training_reads_the_silver_validation_split(tmp_path):
     _identity_adapters(tmp_path / "ad")
     info = fit_evidence_head(recipe, tmp_path / "ad" / "stage2")
     head = EvidenceHead.load(tmp_path / "ad" / "stage2")
-    assert info["split"] == "silver test split" and info["examples"] >= 40 and info["skipped"] == 0
-    assert (head.w_margin, head.w_pmi, head.bias) == (info["w_margin"], info["w_pmi"], info["bias"])
+    assert info["split"] == "silver validation split" and info["examples"] >= 40 and info["skipped"] == 0
+    assert (head.w_margin, head.w_pmi, head.w_overlap, head.bias) == (info["w_margin"], info["w_pmi"],
+                                                                       info["w_overlap"], info["bias"])
+    assert info["features"] == ["margin", "pmi", "overlap"] and 0 <= info["overlap_rule_accuracy"] <= 1
     assert 0 <= info["accuracy"] <= 1 and 0 <= info["adapter_alone_accuracy"] <= 1

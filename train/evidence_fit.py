@@ -1,6 +1,11 @@
-"""Fitting a stage 2 adapter's evidence head (:mod:`..backends.evidence_head`) after training: the adapter scores
-the silver validation split (the teacher's labels on dialogues it never trained on) with and without each
-example's reference, and a logistic fit on (label margin, claim PMI) is saved beside it."""
+"""Fitting evidence heads (:mod:`..backends.evidence_head`) on the silver validation split (the teacher's labels on
+dialogues no adapter trained on), each example scored with and without its reference:
+
+* :func:`fit_evidence_head`: the stage 2 adapter's head on (label margin, claim PMI, word overlap), saved beside the
+  adapter as ``evidence_head.json``;
+* :func:`fit_pmi_head`: the ``pmi`` baseline's threshold, a logistic fit on the *base* model's claim PMI alone (no
+  adapter, nothing trained), saved as ``pmi_head.json`` in the adapters' folder (``train.output_dir``).
+"""
 
 from __future__ import annotations
 
@@ -13,17 +18,19 @@ from ..config import Recipe
 from .silver_data import load_silver, select_sources, silver_root
 
 MAX_EXAMPLES = 256
+PMI_HEAD_FILE = "pmi_head.json"
 
 
-def fit_evidence_head(recipe: Recipe, adapter_dir: str | Path, stage: str = "stage2") -> dict[str, Any]:
-    """Fit and save the head of ``adapter_dir``; returns what it was fitted on (for the training summary)."""
-    from ..backends.evidence_head import fit
+def _validation_features(recipe: Recipe, adapter_dir: str | Path | None, stage: str = "stage2"
+                         ) -> tuple[list[dict[str, float]], list[bool], str, str, int]:
+    """(features per scored example, VERIFIED per example, split name, silver folder, examples not scored) of the
+    stage's silver validation split (its train split when the validation split is too small), scored by the
+    student's model with ``adapter_dir``'s adapter, or bare with None."""
     from ..backends.transformers import TransformersBackend
     from ..data.schema import VERIFIED
     from ..pipeline.protocol import Request
     from ..pipeline.templates import get_template
 
-    t0 = time.perf_counter()
     root = silver_root(recipe)
     dd = select_sources(load_silver(root, stage), recipe.train.sources, root / stage)
     split = "test" if "test" in dd and len(set(dd["test"]["label"])) == 2 and len(dd["test"]) >= 40 else "train"
@@ -31,22 +38,62 @@ def fit_evidence_head(recipe: Recipe, adapter_dir: str | Path, stage: str = "sta
     if len(rows) > MAX_EXAMPLES:
         rows = random.Random(recipe.train.seed).sample(rows, MAX_EXAMPLES)
     labels = get_template(stage, recipe.pipeline.student_prompt_style).labels
-    requests = [Request(stage, tuple({"role": m["role"], "content": m["content"]} for m in row["prompt"]), labels=labels,
-                        max_new_tokens=8) for row in rows]
+    requests = [Request(stage, tuple({"role": m["role"], "content": m["content"]} for m in row["prompt"]),
+                        labels=labels, max_new_tokens=8) for row in rows]
     s = recipe.student
-    backend = TransformersBackend(s.model, adapters={stage: adapter_dir}, dtype=s.dtype, load_in_4bit=s.load_in_4bit,
-                                  batch_size=recipe.eval.batch_size, chat_template_kwargs=s.chat_template_kwargs,
+    backend = TransformersBackend(s.model, adapters={stage: adapter_dir} if adapter_dir else None, dtype=s.dtype,
+                                  load_in_4bit=s.load_in_4bit, batch_size=recipe.eval.batch_size,
+                                  chat_template_kwargs=s.chat_template_kwargs,
                                   attn_implementation=s.attn_implementation, evidence_features=True)
     backend.heads.pop(stage, None)   # a head left from an earlier fit must not score the features of this one
     out = backend.run(requests)
-    feats = [(o.meta["evidence"]["margin"], o.meta["evidence"]["pmi"], row["label"] == VERIFIED)
-             for o, row in zip(out, rows) if "pmi" in (o.meta.get("evidence") or {})]
+    scored = [(o.meta["evidence"], row["label"] == VERIFIED) for o, row in zip(out, rows)
+              if "pmi" in (o.meta.get("evidence") or {})]
+    return ([f for f, _ in scored], [v for _, v in scored], f"silver {'validation' if split == 'test' else split} split",
+            str(root / stage), len(rows) - len(scored))
+
+
+def _fit(recipe: Recipe, adapter_dir: str | Path | None, names: tuple[str, ...], stage: str = "stage2"):
+    from ..backends.evidence_head import fit
+
+    feats, verified, split, silver, skipped = _validation_features(recipe, adapter_dir, stage)
+    head = fit({n: [f[n] for f in feats] for n in names}, verified, split=split, silver=silver, skipped=skipped)
+    return head
+
+
+def fit_evidence_head(recipe: Recipe, adapter_dir: str | Path, stage: str = "stage2") -> dict[str, Any]:
+    """Fit and save the head of ``adapter_dir`` on (margin, pmi, overlap); returns what it was fitted on (for the
+    training summary)."""
+    t0 = time.perf_counter()
     try:
-        head = fit([f[0] for f in feats], [f[1] for f in feats], [f[2] for f in feats],
-                   split=f"silver {split} split", silver=str(root / stage), skipped=len(rows) - len(feats))
+        head = _fit(recipe, adapter_dir, ("margin", "pmi", "overlap"), stage)
     except ValueError as e:   # too little material (a shrunk recipe): the adapter scores on its own, and says so
-        return {"not_fitted": str(e), "split": f"silver {split} split", "examples": len(feats),
-                "seconds": round(time.perf_counter() - t0, 1)}
+        return {"not_fitted": str(e), "seconds": round(time.perf_counter() - t0, 1)}
     head.save(adapter_dir)
-    return {**head.fitted, "w_margin": head.w_margin, "w_pmi": head.w_pmi, "bias": head.bias,
+    return {**head.fitted, "w_margin": head.w_margin, "w_pmi": head.w_pmi, "w_overlap": head.w_overlap,
+            "bias": head.bias, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def pmi_head_path(recipe: Recipe) -> Path:
+    return Path(recipe.resolve(recipe.train.output_dir)) / PMI_HEAD_FILE
+
+
+def fit_pmi_head(recipe: Recipe) -> dict[str, Any]:
+    """Fit the ``pmi`` baseline's head on the base model (no adapter) and save it at :func:`pmi_head_path`."""
+    t0 = time.perf_counter()
+    head = _fit(recipe, None, ("pmi",))
+    path = pmi_head_path(recipe)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head.save(path.parent, PMI_HEAD_FILE)
+    return {**head.fitted, "w_pmi": head.w_pmi, "bias": head.bias, "path": str(path),
             "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def load_pmi_head(recipe: Recipe):
+    """The ``pmi`` baseline's head of the recipe (fitted now when its file is missing)."""
+    from ..backends.evidence_head import EvidenceHead
+
+    path = pmi_head_path(recipe)
+    if not path.exists():
+        fit_pmi_head(recipe)
+    return EvidenceHead.load_file(path)

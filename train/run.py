@@ -278,13 +278,18 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
 
     summary = stage_summary(run, result, runtime)
     if recipe.train.evidence_head and stage == "stage2" and trainer.accelerator.is_main_process:
-        from .evidence_fit import fit_evidence_head
+        from .evidence_fit import fit_evidence_head, fit_pmi_head
 
         h = summary["evidence_head"] = fit_evidence_head(recipe, out, stage)
         trainer.accelerator.print(
             f"[{stage}] evidence head not fitted ({h['not_fitted']}): the adapter scores alone" if "not_fitted" in h
             else f"[{stage}] evidence head fitted on {h['examples']} {h['split']} examples: accuracy "
-                 f"{h['accuracy']:.3f} (adapter alone {h['adapter_alone_accuracy']:.3f})")
+                 f"{h['accuracy']:.3f} (adapter alone {h['adapter_alone_accuracy']:.3f}, overlap rule "
+                 f"{h['overlap_rule_accuracy']:.3f}, PMI alone {h['pmi_alone_accuracy']:.3f})")
+        if "not_fitted" not in h:   # the pmi baseline's threshold, on the same examples with the bare model
+            p = summary["pmi_head"] = fit_pmi_head(recipe)
+            trainer.accelerator.print(f"[{stage}] pmi baseline (base model, no adapter) fitted: accuracy "
+                                      f"{p['accuracy']:.3f} there")
     if budget is not None:
         summary["time_budget"] = budget.record(trainer.state.max_steps)
         if budget.stopped_at is not None and trainer.accelerator.is_main_process:

@@ -1,0 +1,119 @@
+"""The cheap rules a user could write in ten lines, as backends, so they run through the same engine, records,
+metrics and significance tests as the student and the base:
+
+* ``overlap``: stage 2 says VERIFIED when the REFERENCE TEXT holds at least half of the claim's content words
+  (:func:`pipeline.evidence.overlap_says_verified`, the one place the rule is written), with that share as
+  P(VERIFIED); stage 3 says LACKING EVIDENCE;
+* ``majority``: stage 2 and stage 3 always give the most common label of the silver *training* rows
+  (:func:`majority_labels`);
+* ``pmi``: stage 2 by the base model's claim PMI with its reference (PMI-Faith), thresholded by a logistic fit on the
+  silver validation split (``train/evidence_fit.py: fit_pmi_head``); the model itself is not trained. Built with
+  :class:`RuleBackend` ``(rule="pmi", model=...)``: stage 2 goes to the model, the other stages to the rules.
+
+Stage 1 (where the human claims are not given) is the same for all three: each sentence of the target turn is a
+claim (:func:`pipeline.evidence.sentences`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..data.schema import LACKING_EVIDENCE, UNVERIFIABLE, VERIFIED
+from ..pipeline.evidence import coverage, overlap_says_verified, sentences
+from ..pipeline.protocol import Request, Response
+from .human_labels import message_fields
+
+RULES = ("overlap", "majority", "pmi")
+
+
+def majority_labels(silver_dir: str | Path) -> dict[str, str]:
+    """The most common label of each of stages 2 and 3 in the silver data's train split (ties: the label that sorts
+    first, so the choice is reproducible); data.silver.SilverDataError names the folder when there is none."""
+    from ..data.silver import load_silver
+
+    out = {}
+    for stage in ("stage2", "stage3"):
+        dd = load_silver(Path(silver_dir), stage)
+        counts = Counter(dd["train"]["label"])
+        if not counts:
+            raise ValueError(f"{silver_dir}/{stage}: no training rows to take a majority label from")
+        out[stage] = min(counts, key=lambda lab: (-counts[lab], lab))
+    return out
+
+
+def decompose(target: str) -> list[str]:
+    """Stage 1 of the rules: the target turn's sentences."""
+    return sentences(target) or ([target.strip()] if target.strip() else [])
+
+
+class RuleBackend:
+    """A :class:`~vista_distill.pipeline.protocol.Backend` that answers by rule (see the module's docstring)."""
+
+    def __init__(self, rule: str, *, majority: dict[str, str] | None = None, model: Any = None,
+                 head: Any = None) -> None:
+        if rule not in RULES:
+            raise ValueError(f"unknown rule {rule!r}; valid: {', '.join(RULES)}")
+        if rule == "majority" and not majority:
+            raise ValueError("the majority rule needs its labels (majority_labels(silver_dir))")
+        if rule == "pmi" and (model is None or head is None):
+            raise ValueError("the pmi rule needs the base model's backend and its fitted PMI head")
+        self.rule, self.majority, self.model, self.head = rule, majority or {}, model, head
+        self.name = f"rule:{rule}"
+        self.stats: dict[str, Any] = {"requests": 0, "model_requests": 0}
+        self.progress: Callable[[int], None] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"backend": self.name, "rule": self.rule}
+        if self.rule == "majority":
+            d["labels"] = dict(self.majority)
+        if self.rule == "pmi":
+            d.update(model_path=str(getattr(self.model, "model_path", "")),
+                     head={"w_pmi": self.head.w_pmi, "bias": self.head.bias, "fitted": self.head.fitted})
+        return d
+
+    def _answer(self, req: Request) -> Response:
+        content = req.messages[-1]["content"]
+        fields = message_fields(content)
+        if not req.labels:   # stage 1: one claim per sentence
+            target = fields.get("TARGET TURN", "").split(": ", 1)[-1]
+            return Response(text="\n".join(f"{i}. {c}" for i, c in enumerate(decompose(target), 1)))
+        if req.stage == "stage2" and self.rule == "overlap":
+            claim, reference = fields.get("CLAIM", ""), fields.get("REFERENCE TEXT", "")
+            share = coverage(claim, reference)
+            p = 0.0 if share is None else share
+            label = VERIFIED if overlap_says_verified(claim, reference) else UNVERIFIABLE
+            return Response(text=label, label=label, probs={VERIFIED: p, UNVERIFIABLE: 1.0 - p})
+        if req.stage == "stage3":
+            label = self.majority.get("stage3") if self.rule == "majority" else LACKING_EVIDENCE
+        else:
+            label = self.majority.get(req.stage)
+        if label not in req.labels:
+            return Response(text="", meta={"error": f"rule {self.rule} has no answer for stage {req.stage}"})
+        return Response(text=label, label=label, probs={lab: float(lab == label) for lab in req.labels})
+
+    def run(self, requests: Sequence[Request]) -> list[Response]:
+        requests = list(requests)
+        self.stats["requests"] += len(requests)
+        to_model = [i for i, r in enumerate(requests) if self.rule == "pmi" and r.stage == "stage2" and r.labels]
+        out: list[Response | None] = [None] * len(requests)
+        if to_model:
+            saved = dict(self.model.heads)
+            self.model.heads = {"stage2": self.head}
+            try:
+                for i, resp in zip(to_model, self.model.run([requests[i] for i in to_model])):
+                    out[i] = resp
+            finally:
+                self.model.heads = saved
+            self.stats["model_requests"] += len(to_model)
+        for i, r in enumerate(requests):
+            if out[i] is None:
+                out[i] = self._answer(r)
+        if self.progress is not None and requests:
+            self.progress(len(requests))
+        return out  # type: ignore[return-value]
+
+
+__all__ = ["RULES", "RuleBackend", "decompose", "majority_labels"]

@@ -1,0 +1,120 @@
+"""backends/rules.py: the cheap rules a student must beat (majority, overlap, pmi) as backends, run through the same
+engine, records and evaluation as the student."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import pytest
+from vista_distill.backends.evidence_head import EvidenceHead
+from vista_distill.backends.rules import RuleBackend, decompose, majority_labels
+from vista_distill.data.io import read_conversations
+from vista_distill.eval.scoring import run_given_claims, run_pipeline
+from vista_distill.pipeline.engine import EngineConfig
+from vista_distill.pipeline.evidence import coverage
+from vista_distill.pipeline.protocol import Request
+from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+
+V, U = "VERIFIED", "UNVERIFIABLE"
+
+
+def test_overlap_rule_through_the_whole_pipeline(sample_path):
+    """Stage 1 is the turn's sentences, stage 2 the overlap rule on the reference, stage 3 LACKING EVIDENCE; turn
+    verdicts follow from them under VISTA's rules like any system's."""
+    convs = read_conversations(sample_path)
+    records, _ = run_pipeline(convs, EngineConfig(style="compact"), RuleBackend("overlap"))
+    scored = [r for r in records if r["scored"] and r["reference"]]
+    assert scored
+    for r in scored:
+        texts = [c["text"] for c in r["claims"]]
+        assert texts and set(texts) <= set(decompose(r["text"]))   # its sentences (the parser drops fillers)
+        for c in r["claims"]:
+            share = coverage(c["text"], r["reference"])
+            assert (c["category"] == V) == (share is not None and share >= 0.5)
+            if c["category"] != V:
+                assert c["category"] == "LACKING EVIDENCE"
+        assert (r["verdicts"]["strict"] == "faithful") == all(c["category"] == V for c in r["claims"])
+
+
+def test_overlap_and_majority_on_the_human_claims_with_probes(sample_path):
+    convs = read_conversations(sample_path)
+    cfg = EngineConfig(style="compact")
+    records, probes = run_given_claims(convs, cfg, RuleBackend("overlap"), evidence_seed=0)
+    claims = [(r, c) for r in records if r["scored"] and r.get("gold_claims") for c in r["claims"]]
+    assert [c["text"] for _, c in claims] == [g["text"] for r in records if r["scored"] and r.get("gold_claims")
+                                                for g in r["gold_claims"]]
+    # the probe records carry the overlap share the strata are cut by, and the rule's answers to the probes
+    assert any(p["probe"] == "claim_only" and p["overlap"] is not None for p in probes)
+    assert all(p["label"] == U for p in probes if p["probe"] == "claim_only")   # empty reference: no words
+    majority = RuleBackend("majority", majority={"stage2": U, "stage3": "OUT-OF-SCOPE"})
+    records, _ = run_given_claims(convs, cfg, majority, evidence_seed=None)
+    cats = {c["category"] for r in records if r["scored"] for c in r["claims"]}
+    assert cats == {"OUT-OF-SCOPE"}   # every claim unverifiable, then out of scope: every turn safe
+    assert all(r["verdicts"]["safe"] == "faithful" for r in records if r["scored"] and r["claims"])
+
+
+def test_majority_labels_are_the_silver_training_majority(tmp_path):
+    from datasets import load_from_disk
+    from test_train import distill_sample
+
+    silver = distill_sample(tmp_path / "silver")
+    labels = majority_labels(silver)
+    for stage in ("stage2", "stage3"):
+        counts = Counter(load_from_disk(str(silver / stage))["train"]["label"])
+        top = max(counts.values())
+        assert counts[labels[stage]] == top and labels[stage] == min(k for k, v in counts.items() if v == top)
+    with pytest.raises(ValueError, match="needs its labels"):
+        RuleBackend("majority")
+    with pytest.raises(ValueError, match="unknown rule"):
+        RuleBackend("coin")
+
+
+def test_pmi_rule_labels_by_the_base_models_pmi_and_leaves_its_heads_alone(embedded_backend):
+    t = get_template("stage2", "compact")
+    ref = "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was completed in 1889."
+    claims = ["The Eiffel Tower was completed in 1889.", "i love going to the beach in summer , it is so relaxing !"]
+    reqs = [Request("stage2", tuple(build_messages(t, stage2_input([], ref, c))), labels=t.labels) for c in claims]
+    head = EvidenceHead(w_margin=0.0, w_pmi=5.0, bias=0.0)
+    before = dict(embedded_backend.heads)
+    out = RuleBackend("pmi", model=embedded_backend, head=head).run(reqs)
+    assert embedded_backend.heads == before
+    for o in out:
+        pmi = o.meta["evidence"]["pmi"]
+        assert o.label == (V if pmi > 0 else U) and o.probs[V] == pytest.approx(head.p_verified(0.0, pmi))
+    assert out[0].meta["evidence"]["pmi"] > out[1].meta["evidence"]["pmi"]
+
+
+def test_eval_runs_the_cheap_rules_beside_the_student_with_mcnemar(tmp_path, sample_path):
+    """run_eval with majority, overlap and pmi: each a system with records, turn and claim metrics, and a McNemar
+    test against every other; pmi's threshold is fitted on the silver validation split and saved."""
+    from test_eval_report import RECIPE, _overrides
+    from test_train import distill_sample
+    from vista_distill.config import load_recipe
+    from vista_distill.eval.run import run_eval
+
+    silver = distill_sample(tmp_path / "silver")
+    recipe = load_recipe(RECIPE, [*_overrides(tmp_path), f"distill.output_dir={silver}", "eval.given_claims=true"])
+    result = run_eval(recipe, input_path=str(sample_path), output_dir=tmp_path / "out",
+                      systems=["majority", "overlap", "pmi"])
+    systems = result.results["systems"]
+    assert all(systems[n]["status"] == "ok" for n in ("majority", "overlap", "pmi")), systems
+    assert (tmp_path / "checkpoints" / "pmi_head.json").exists()
+    assert systems["pmi"]["description"]["head"]["fitted"]["features"] == ["pmi"]
+    assert systems["majority"]["description"]["labels"] == majority_labels(silver)
+    pairs = {(p["system_1"], p["system_2"]) for p in result.results["given_claims"]["significance"]["stage2"]["overall"]}
+    assert pairs == {("majority", "overlap"), ("majority", "pmi"), ("overlap", "pmi")}
+    turns = result.results["given_claims"]["turns"]["overlap"]["safe"]
+    assert turns["n_gold"] > 0 and 0 <= turns["accuracy"] <= 1
+    ev = systems["overlap"]["evidence"]
+    assert ev["strata"]["verified_low_overlap"]["accuracy"] in (0.0, None)
+    assert ev["strata"]["unverifiable_high_overlap"]["accuracy"] in (0.0, None)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "edit flip rate" in report and "Turn verdicts from the human claims" in report
+    # with no silver data the rules that need it are skipped, with the reason
+    bare = dataclasses.replace(recipe, distill=dataclasses.replace(recipe.distill, output_dir=str(tmp_path / "none")),
+                               train=dataclasses.replace(recipe.train, output_dir=str(tmp_path / "none-ck")))
+    skipped = run_eval(bare, input_path=str(sample_path), output_dir=tmp_path / "out2", systems=["majority", "pmi"])
+    for n in ("majority", "pmi"):
+        assert skipped.results["systems"][n]["status"] == "skipped" and "silver" in skipped.results["systems"][n][
+            "reason"].lower()
