@@ -33,7 +33,8 @@ def backend_for(recipe: Recipe, role: Role = "student", *,
     if servers or s.servers:
         from .server import server_backend
 
-        return server_backend(recipe, role, servers=servers, cache_dir=cache_dir)
+        folder = adapters if isinstance(adapters, (str, Path)) else None   # where the evidence heads are
+        return server_backend(recipe, role, servers=servers, cache_dir=cache_dir, adapters=folder)
     from .transformers import TransformersBackend
 
     return TransformersBackend(s.model, adapters=adapters if role == "student" else None, dtype=dtype or s.dtype,

@@ -20,6 +20,12 @@ Stages 2-3 keep label scoring. Each label's log-likelihood comes from the server
 
 ``auto`` tries them in that order on the first label request and keeps the first the server supports.
 Which method ran is recorded with every answer (``meta["label_method"]``).
+
+A stage whose adapter folder carries an evidence head (``evidence_head.json``, :mod:`.evidence_head`) is scored with
+it where the server echoes prompt log-probabilities (``echo``): the claim's mean log-probability is read from the
+echoed prompt, once more from an echo of the same prompt with an empty reference, and the head weighs that PMI with
+the label margin and the claim's word overlap, as in process. With ``top_logprobs`` or ``generate`` the head cannot be
+applied, and each answer says so (``meta["evidence"]["not_applied"]``).
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from ..data.schema import UNVERIFIABLE, VERIFIED
 from ..data.vocabulary import ALL_STAGES
 from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF, render
 from .cache import CallCache, call_key
+from .evidence_head import EvidenceHead, claim_and_twin, claim_overlap
 from .list_generation import _RepeatedLineStop, list_stop_reason
 from .openai_compat import OpenAIBackend, ServerError, _Retryable, redact_url
 
@@ -63,10 +72,11 @@ class ServerBackend(OpenAIBackend):
                  stage_models: Mapping[str, str] | None = None, *, label_scoring: str = "auto",
                  top_logprobs: int = 20, chat_template_kwargs: Mapping[str, Any] | None = None,
                  role: str = "student", cache: CallCache | None = None, echo_concurrency: int = 1,
-                 **kwargs: Any) -> None:
+                 heads: Mapping[str, EvidenceHead] | None = None, **kwargs: Any) -> None:
         """``tokenizer``: the model's tokenizer (renders prompts, splits labels into tokens); ``model``: the
         base model's served name; ``stage_models``: the served name of each stage's adapter;
-        ``echo_concurrency``: echo requests in flight over all replicas (``ServingSettings.echo_concurrency``)."""
+        ``echo_concurrency``: echo requests in flight over all replicas (``ServingSettings.echo_concurrency``);
+        ``heads``: the evidence head of each stage that has one (applied where the label method is echo)."""
         if label_scoring not in LABEL_METHODS:
             raise ServerError(f"{role}: label_scoring must be one of {LABEL_METHODS}, got {label_scoring!r}")
         bad = sorted(set(stage_models or {}) - set(ALL_STAGES))
@@ -82,6 +92,7 @@ class ServerBackend(OpenAIBackend):
         self.name = f"server:{self.model}"
         self.stats["label_methods"] = {}
         self.echo_concurrency = echo_concurrency
+        self.heads = dict(heads or {})
 
     def _echoed(self, jobs: list[tuple[Request, dict[str, Any]]]) -> list[Response]:
         """Echo (prompt-logprob) jobs, at most ``echo_concurrency`` in flight over all replicas."""
@@ -93,7 +104,8 @@ class ServerBackend(OpenAIBackend):
     def describe(self) -> dict[str, Any]:
         return {"backend": "server", "servers": [redact_url(u) for u in self.base_urls], "model": self.model,
                 "stage_models": self.stage_models, "label_scoring": self.label_scoring,
-                "label_method": self.method, "replica_events": self.replicas.events}
+                "label_method": self.method, "replica_events": self.replicas.events,
+                "evidence_heads": sorted(self.heads)}
 
     # ------------------------------------------------------------------ requests
 
@@ -185,6 +197,11 @@ class ServerBackend(OpenAIBackend):
             res = self._generate_labels(requests, prompts)
         counts = self.stats["label_methods"]
         counts[method] = counts.get(method, 0) + len(res)
+        if method != "echo":
+            for r, resp in zip(requests, res):
+                if r.stage in self.heads:
+                    resp.meta["evidence"] = {"head": False, "not_applied": f"label method {method}: the server gives "
+                                             "no prompt log-probabilities, so the evidence head was not applied"}
         return res
 
     def _probe(self, req: Request, prompt: str) -> str:
@@ -212,18 +229,48 @@ class ServerBackend(OpenAIBackend):
     def _echo(self, requests: list[Request], prompts: list[str]) -> list[Response]:
         jobs = [(r, self.completion(r, p + lab, 1, echo=True, logprobs=1)) for r, p in zip(requests, prompts)
                 for lab in r.labels]
-        answers = iter(self._echoed(jobs))
-        out = []
-        for r, p in zip(requests, prompts):
-            scores = []
+        twins: dict[int, tuple[str, str]] = {}   # request -> (claim, its prompt with an empty reference)
+        for i, r in enumerate(requests):
+            ct = claim_and_twin(r.messages[-1]["content"]) if r.stage in self.heads else None
+            if ct is not None:
+                twin = (*r.messages[:-1], {**r.messages[-1], "content": ct[1]})
+                twins[i] = (ct[0], self.prompt(Request(r.stage, twin, labels=r.labels)))
+        jobs += [(requests[i], self.completion(requests[i], tp + requests[i].labels[0], 1, echo=True, logprobs=1))
+                 for i, (_, tp) in twins.items()]
+        answers = self._echoed(jobs)
+        out, k = [], 0
+        for i, (r, p) in enumerate(zip(requests, prompts)):
+            scores, first = [], answers[k]
             for lab in r.labels:
-                s = _echo_logprobs(next(answers), len(p), len(p + lab))
+                s = _echo_logprobs(answers[k], len(p), len(p + lab))
+                k += 1
                 if s is None:
                     raise ServerError(f"{self.role} server stopped returning prompt logprobs (echo) for "
                                        f"{self.served_name(r.stage)!r}; set label_scoring: top_logprobs")
                 scores.append(s)
-            out.append(self._scored(r.labels, scores, "echo"))
+            resp = self._scored(r.labels, scores, "echo")
+            if i in twins:
+                self._weigh_evidence(r, resp, first, p, answers[len(jobs) - len(twins) + list(twins).index(i)],
+                                     *twins[i])
+            out.append(resp)
         return out
+
+    def _weigh_evidence(self, req: Request, resp: Response, own: Response, prompt: str, twin: Response, claim: str,
+                        twin_prompt: str) -> None:
+        """The stage's evidence head on the echoed claim log-probabilities (as :mod:`.transformers` does)."""
+        at, at_twin = prompt.rfind(claim), twin_prompt.rfind(claim)
+        lp_own = _echo_mean(own, at, at + len(claim)) if at >= 0 else None
+        lp_twin = _echo_mean(twin, at_twin, at_twin + len(claim)) if at_twin >= 0 else None
+        logprobs = resp.meta["logprobs"]
+        if lp_own is None or lp_twin is None or VERIFIED not in logprobs or UNVERIFIABLE not in logprobs:
+            resp.meta["evidence"] = {"head": False, "not_applied": "claim tokens not found in the echoed prompt"}
+            return
+        margin, pmi = logprobs[VERIFIED] - logprobs[UNVERIFIABLE], lp_own - lp_twin
+        overlap = claim_overlap(req.messages[-1]["content"])
+        p = self.heads[req.stage].p_verified(margin, pmi, overlap)
+        resp.probs = {VERIFIED: p, UNVERIFIABLE: 1.0 - p}
+        resp.label = resp.text = VERIFIED if p > 0.5 else UNVERIFIABLE
+        resp.meta["evidence"] = {"margin": margin, "pmi": pmi, "overlap": overlap, "head": True}
 
     def _label_pieces(self, label: str) -> list[str]:
         """The label's text split at its token boundaries (the model's tokenizer)."""
@@ -296,10 +343,21 @@ def _echo_logprobs(a: Response, start: int, end: int) -> float | None:
     return total if seen else None
 
 
+def _echo_mean(a: Response, start: int, end: int) -> float | None:
+    """Mean of the echoed prompt logprobs of the tokens that start in text ``[start, end)``; None without them."""
+    lp = a.meta.get("logprobs_raw") or {}
+    offsets, values = lp.get("text_offset"), lp.get("token_logprobs")
+    if not offsets or not values or len(offsets) != len(values):
+        return None
+    got = [float(v) for off, v in zip(offsets, values) if start <= off < end and v is not None]
+    return sum(got) / len(got) if got else None
+
+
 def server_backend(recipe: Any, role: str = "student", servers: Sequence[str] | None = None,
-                   cache_dir: str | None = None) -> ServerBackend:
+                   cache_dir: str | None = None, adapters: str | Path | None = None) -> ServerBackend:
     """The recipe's student (its adapters' served names) or base model (``role="base"``) on
-    ``servers`` (default ``student.servers``); answers cached under ``cache_dir`` when given."""
+    ``servers`` (default ``student.servers``); answers cached under ``cache_dir`` when given. The student's
+    evidence heads are read from ``adapters`` (the folder of its stage adapters; default ``train.output_dir``)."""
     from transformers import AutoTokenizer
 
     from .model_loading import resolve_model
@@ -311,9 +369,11 @@ def server_backend(recipe: Any, role: str = "student", servers: Sequence[str] | 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(s.model))
     # every stage with an adapter (the world stage's too when the recipe runs it), under its served name
     stage_models = {st: v.adapters.get(st, st) for st in recipe.adapter_stages()} if role == "student" else {}
+    root = Path(adapters or recipe.resolve(recipe.train.output_dir))
+    heads = {st: h for st in stage_models if (h := EvidenceHead.load(root / st)) is not None}
     return ServerBackend(tokenizer, urls, v.base_model, stage_models, label_scoring=v.label_scoring,
                          top_logprobs=v.top_logprobs, chat_template_kwargs=s.chat_template_kwargs, role=role,
                          cache=CallCache(cache_dir) if cache_dir else None, concurrency=v.concurrency,
-                         echo_concurrency=v.echo_concurrency,
+                         echo_concurrency=v.echo_concurrency, heads=heads,
                          api_key_env=v.api_key_env, timeout_s=v.timeout_s, max_retries=v.max_retries,
                          backoff_s=v.retry_backoff_s, backoff_max_s=v.retry_backoff_max_s)

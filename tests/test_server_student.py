@@ -140,6 +140,28 @@ def test_served_adapter_log_likelihoods_match_in_process(served, reference, stag
     assert all(g.meta["label_method"] == "top_logprobs" for g in got)
 
 
+def test_served_head_on_llama_cpp_says_it_was_not_applied(served, reference, tmp_path):
+    """llama.cpp's label method (top_logprobs) gives no prompt log-probabilities: adapters that carry an evidence head
+    are scored without it, and every answer of that stage says so."""
+    from test_vllm_student import _adapters_with_head
+    from vista_distill.backends.llama_server import LlamaServer
+    from vista_distill.backends.server import server_backend
+    from vista_distill.pipeline.protocol import Request
+    from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+
+    recipe, adapters, written = served
+    with_head = _adapters_with_head(adapters, tmp_path / "ad")
+    t = get_template("stage2", "compact")
+    reqs = [Request("stage2", tuple(build_messages(t, stage2_input([], "Paris is in France.", c))), labels=t.labels)
+            for c in ("Paris is in France.", "Paris is in Spain.")]
+    with LlamaServer(models=_models(written), n_threads=1) as srv:
+        backend = server_backend(reference[0], "student", servers=[srv.base_url], adapters=with_head)
+        got = backend.run(reqs)
+    assert backend.heads and backend.method == "top_logprobs"
+    for g in got:
+        assert g.meta["evidence"]["head"] is False and "not applied" in g.meta["evidence"]["not_applied"]
+
+
 def test_replica_sigkilled_and_restarted_mid_run(served, reference, tmp_path):
     from vista_distill.backends.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend

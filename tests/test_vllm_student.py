@@ -176,3 +176,42 @@ def test_vllm_replica_sigkilled_mid_run_loses_and_doubles_nothing(vllm_served, s
     assert_same_records(out["records"], reference)
     assert [r["turn_index"] for r in out["records"]] == [r["turn_index"] for r in reference]
     assert "set aside" in [e["event"] for e in backend.replicas.events]
+
+
+def _adapters_with_head(adapters: Path, out: Path) -> Path:
+    """A copy of the trained adapters whose stage 2 carries an evidence head (the served tests' own adapters have
+    none): the served student reads its head from there, the server serves the same weights."""
+    import shutil
+
+    from vista_distill.backends.evidence_head import EvidenceHead
+
+    for stage in ("stage1", "stage2", "stage3"):
+        shutil.copytree(adapters / stage, out / stage, ignore=shutil.ignore_patterns("checkpoint-*"))
+    EvidenceHead(w_margin=0.8, w_pmi=1.5, bias=-0.4, w_overlap=1.2).save(out / "stage2")
+    return out
+
+
+def test_vllm_student_applies_the_evidence_head_as_in_process(vllm_served, tmp_path):
+    """Adapters that carry an evidence head: with echo the served student reads the claim's log-probabilities from the
+    echoed prompt and its empty-reference twin and gives the in-process verdicts and probabilities."""
+    from vista_distill.backends.server import server_backend
+    from vista_distill.backends.transformers import TransformersBackend
+
+    recipe, adapters, server = vllm_served
+    with_head = _adapters_with_head(adapters, tmp_path / "ad")
+    recipe = dataclasses.replace(recipe, student=dataclasses.replace(recipe.student, serving=dataclasses.replace(
+        recipe.student.serving, label_scoring="echo", concurrency=4)))
+    backend = server_backend(recipe, "student", servers=[server.base_url], adapters=with_head)
+    assert backend.describe()["evidence_heads"] == ["stage2"]
+    served = score_sample(backend, recipe)
+    local = score_sample(TransformersBackend(None, adapters=with_head, dtype="float32", threads=1), recipe)
+    pairs = [(s, x) for a, b in zip(served, local) if a["scored"] for s, x in zip(a["claims"], b["claims"])]
+    assert pairs and all(x["stage2"]["evidence"]["head"] is True for _, x in pairs)
+    for s, x in pairs:
+        ev, ex = s["stage2"]["evidence"], x["stage2"]["evidence"]
+        assert ev["head"] is True and ev["overlap"] == ex["overlap"]
+        assert abs(ev["pmi"] - ex["pmi"]) < 0.02 and abs(ev["margin"] - ex["margin"]) < 0.01, (x["text"], ev, ex)
+        assert abs(s["stage2"]["probs"]["VERIFIED"] - x["stage2"]["probs"]["VERIFIED"]) < 0.01
+        if abs(x["stage2"]["probs"]["VERIFIED"] - 0.5) > 0.01:
+            assert s["stage2"]["label"] == x["stage2"]["label"]
+    assert [r["verdicts"] for r in served if r["scored"]] == [r["verdicts"] for r in local if r["scored"]]
