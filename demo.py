@@ -193,6 +193,9 @@ def _system_rows(results: dict) -> list[tuple[str, list[str], str]]:
                                                         if eff.get("cache_hit_share") else "")
         rows.append((name, [*(_num(turn.get(r, {}).get("accuracy")) for r in rules),
                             _num(claims.get("binary_accuracy"))], speed))
+        parts = ((results.get("given_claims") or {}).get("parts") or {}).get(name)
+        if name == "student" and parts and parts["head_applied"]:   # where the accuracy comes from
+            rows.append(("  adapter alone (no head)", ["-"] * len(rules) + [_num(parts["adapter_alone"])], ""))
     return rows
 
 
@@ -240,7 +243,10 @@ def _headline(results: dict) -> list[str]:
     rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
     lines = []
     for name, cells, speed in _system_rows(results):
-        sysres = results["systems"][name]
+        sysres = results["systems"].get(name)
+        if sysres is None:   # a part of the student's row
+            lines.append(f"{name.strip()}: claims (stage 2) {cells[-1]}")
+            continue
         if sysres.get("status") != "ok":
             lines.append(f"{name:8s} {speed}")
             continue

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .io import UNIQUE_IDS_WHY, SchemaError
-from .schema import ASSISTANT, FAITHFUL, HALLUCINATED, USER, Claim, Conversation, Turn
+from .schema import ABSTENTION, ASSISTANT, FAITHFUL, HALLUCINATED, USER, Claim, Conversation, Turn
 
 AMBIGUOUS = "ambiguous"
 # What to do with labels that have no agreed binary mapping (Generic, Uncooperative, off-topic, ...).
@@ -302,7 +302,56 @@ def text_key(*parts: str, n: int = 16) -> str:
     return hashlib.sha1("\x1f".join(normalise_text(p) for p in parts).encode()).hexdigest()[:n]
 
 
-CLAIMS_CHOICES = ("none", "response")
+CLAIMS_CHOICES = ("none", "response", "response+abstention")
+
+# A clear abstention (VISTA's ABSTENTION: "a refusal, expression of uncertainty, or lack of knowledge", e.g. "I
+# don't know"): the speaker says they do not know, are not sure, or cannot say. Tokenised dialogue text is covered
+# ("I do n't know", "I 'm not sure"). Not matched: "I didn't know that" (news to the speaker), "no idea" ("I had no
+# idea!" is surprise; VISTA's annotators put "I have no idea where to begin" out of scope), and a hedge on the
+# speaker's own view ("I'm not sure I agree", "I don't know if I'd call it a comedy": OUT-OF-SCOPE).
+_ABSTAIN = re.compile(
+    r"\b(?:i\s*(?:do\s*n['’ ]?t|dont|do\s+not)(?:\s+really)?\s+know"
+    r"|i\s*(?:['’]\s*m|am|m)\s+not(?:\s+(?:really|quite|too|very|entirely|totally|so))?\s+sure"
+    r"|(?<![a-z] )not\s+sure"
+    r"|i\s*(?:ca\s*n['’ ]?t|cant|can\s*not)\s+(?:say|tell|answer|remember|recall))\b",
+    re.IGNORECASE)
+_OWN_VIEW = re.compile(r"\s*(?:if|whether|that)?\s*(?:i|i\s*['’]\s*[dm]|we|my)\b", re.IGNORECASE)
+# where the abstaining clause ends: a sentence or clause mark, or a contrastive conjunction
+_CLAUSE_END = re.compile(r"\s*(?:[.!?;,]|\b(?:but|though|although|however)\b)", re.IGNORECASE)
+_LEFT_JOIN = re.compile(r"[\s,;:-]*(?:\b(?:but|though|although|however|and|so)\b[\s,;:-]*)?$", re.IGNORECASE)
+_RIGHT_JOIN = re.compile(r"^[\s,;:.!?-]*(?:(?:but|though|although|however|and|so)\b[\s,;:-]*)?", re.IGNORECASE)
+MIN_REST_WORDS = 3   # what is left of a response beside its abstention is a claim from this many words
+
+
+def abstention_clause(text: str) -> tuple[int, int] | None:
+    """Where in ``text`` its first clear abstention clause is (start, end): from the words "I don't know" / "I'm
+    not sure" / "not sure" / "I can't say" to the end of that clause ("I don't know who directed it, but ..."
+    -> "I don't know who directed it"); None when there is none (see ``_ABSTAIN``)."""
+    for m in _ABSTAIN.finditer(text):
+        if _OWN_VIEW.match(text, m.end()):
+            continue
+        end = _CLAUSE_END.search(text, m.end())
+        return m.start(), end.start() if end else len(text.rstrip())
+    return None
+
+
+def response_claims(text: str, category: str, claims: str = "response") -> list[Claim]:
+    """The gold claims of a response judged as a whole, labelled ``category`` (``claims="response"``: the response
+    as is, one claim). ``claims="response+abstention"``: a clear abstention clause in it (:func:`abstention_clause`)
+    is its own ABSTENTION claim, and the rest of the response, from ``MIN_REST_WORDS`` words, one claim labelled
+    ``category`` (the response's label describes its content, not the "I don't know"; VISTA's annotators split
+    "I don't know the exact amount but I do know that ..." the same way)."""
+    flat = " ".join(text.split())
+    span = abstention_clause(flat) if claims == "response+abstention" else None
+    if span is None:
+        return [Claim(text.strip(), category)]
+    text, (start, end) = flat, span
+    left, right = _LEFT_JOIN.sub("", text[:start]), _RIGHT_JOIN.sub("", text[end:])
+    rest = " ".join(f"{left} {right}".split())
+    out = [Claim(text[start:end], ABSTENTION)]
+    if len(rest.split()) >= MIN_REST_WORDS:
+        out.append(Claim(rest, category))
+    return out
 
 
 def check_claims(claims: str) -> None:
@@ -310,11 +359,12 @@ def check_claims(claims: str) -> None:
         raise ValueError(f"claims must be one of {CLAIMS_CHOICES}, got {claims!r}")
 
 
-def response_claim(turn: Turn, category: str) -> None:
+def response_claim(turn: Turn, category: str, claims: str = "response") -> None:
     """The ``claims="response"`` option: the scored response as is becomes the turn's one gold claim (for
     benchmarks of single-utterance responses judged as a whole), labelled ``category``. It is not a
-    decomposition, so it gives stage 2 and 3 examples and no stage-1 example."""
-    turn.gold_claims = [Claim(turn.text.strip(), category)]
+    decomposition, so it gives stage 2 and 3 examples and no stage-1 example. ``claims="response+abstention"``:
+    a clear abstention in the response is split off as an ABSTENTION claim (:func:`response_claims`)."""
+    turn.gold_claims = response_claims(turn.text, category, claims)
     turn.meta["claims_complete"] = False
 
 

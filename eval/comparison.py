@@ -51,6 +51,7 @@ def given_claims_section(runs: dict[str, SystemRun], variant: str, n_bins: int =
         return None
     out: dict[str, Any] = {"systems": {n: M.given_claims_metrics(rs, n_bins) for n, rs in given.items()},
                            "turns": {n: {rule: M.turn_summary(rs, rule) for rule in rules} for n, rs in given.items()},
+                           "parts": {n: p for n, rs in given.items() if (p := M.head_parts(rs)) is not None},
                            "significance": {}}
     for level, binary in (("stage2", True), ("category", False)):
         correct = {n: M.claim_correctness(rs, binary) for n, rs in given.items()}

@@ -306,6 +306,28 @@ def given_claims_metrics(records: Sequence[Record], n_bins: int = 10) -> dict[st
     return {source: claim_metrics(rs, matches, True, n_bins) for source, rs in by_source(records).items()}
 
 
+def head_parts(records: Sequence[Record]) -> dict[str, Any] | None:
+    """Stage 2 accuracy on the human claims part by part, where the claims kept their evidence signals
+    (backends/evidence_head.py): the adapter alone (margin > 0), the head (the label given), and the overlap rule on
+    the same claims; None when no claim has them."""
+    rows = []
+    for r in records:
+        if not (r.get("scored") and r.get("gold_claims")):
+            continue
+        for gold, claim in zip(r["gold_claims"], r["claims"]):
+            ev = (claim.get("stage2") or {}).get("evidence") or {}
+            if gold["label"] in CLAIM_CATEGORIES and "margin" in ev:
+                rows.append((gold["label"] == VERIFIED, ev["margin"] > 0, claim.get("category") == VERIFIED,
+                             ev.get("overlap", 0.0) >= 0.5, bool(ev.get("head"))))
+    if not rows:
+        return None
+    n = len(rows)
+    return {"claims": n, "head_applied": sum(x[4] for x in rows),
+            "adapter_alone": sum(g == m for g, m, *_ in rows) / n,
+            "as_labelled": sum(g == c for g, _, c, *_ in rows) / n,
+            "overlap_rule": sum(g == o for g, _, _, o, _ in rows) / n}
+
+
 def claim_correctness(records: Sequence[Record], binary: bool = True) -> dict[tuple[str, int, int], bool]:
     """Per human claim of a given-claims run: is its label right? ``binary``: VERIFIED vs not (stage 2);
     else the five categories (an unparsed category is wrong)."""
@@ -337,6 +359,7 @@ __all__ = [
     "expected_calibration_error",
     "given_claims_metrics",
     "gold_turns",
+    "head_parts",
     "majority_claim_metrics",
     "majority_turn_metrics",
     "match_records",

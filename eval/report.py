@@ -100,6 +100,14 @@ def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
                                [[n, *(_pct((turns[n].get(r) or {}).get("accuracy")) for r in rules),
                                  next(((turns[n].get(r) or {}).get("n_gold") for r in rules), "–")] for n in turns]),
                 ""]
+    parts = given.get("parts") or {}
+    if parts:
+        out += ["Stage 2 part by part (human claims with the evidence signals; backends/evidence_head.py): the adapter "
+                "alone (its label margin > 0), as labelled (with the evidence head where one was applied), and the "
+                "overlap rule on the same claims:", "",
+                markdown_table(["system", "claims", "head applied", "adapter alone", "as labelled", "overlap rule"],
+                               [[n, p["claims"], p["head_applied"], _pct(p["adapter_alone"]), _pct(p["as_labelled"]),
+                                 _pct(p["overlap_rule"])] for n, p in parts.items()]), ""]
     rows = []
     for level in ("stage2", "category"):
         for g in groups:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from vista_distill.data.benchmarks import BENCHMARKS, MODULES, fetch_sources, guess_benchmark
 from vista_distill.data.benchmarks.__main__ import main as build_main
-from vista_distill.data.benchmarks.samples import SAMPLES
+from vista_distill.data.benchmarks.samples import DEMO_FAITHDIAL, SAMPLES
 from vista_distill.data.download import fetch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def _root_from_bundled(tmp_path: Path) -> tuple[Path, Path]:
     (data / "vista_human").mkdir()
     shutil.copyfile(ROOT / "tests" / "fixtures" / "vista_human" / "dev.json", data / "vista_human" / "dev.json")
     out.mkdir()
-    for name in ("faithdial_balanced_sample.jsonl", "faithdial_models_train.jsonl", "faithdial_models_validation.jsonl"):
+    for name in DEMO_FAITHDIAL:
         shutil.copyfile(SAMPLES / name, out / name)
     return data, out
 
@@ -125,3 +125,40 @@ def test_begin_and_fade_samples_split_whole_dialogues_and_balance_the_training_r
 def test_build_names_a_missing_data_root(tmp_path, capsys):
     assert build_main(["build", "begin", "--data", str(tmp_path / "none")]) == 2
     assert "data fetch" in capsys.readouterr().err
+
+
+def test_faithdial_scope_sample_keeps_generic_and_abstaining_responses_off_held_out_references(tmp_path):
+    """The scope builder on a data-audit release written here: a Generic response is one OUT-OF-SCOPE claim, an
+    abstaining hallucinated one an ABSTENTION claim and the rest LACKING EVIDENCE; left out are plain Entailment,
+    Uncooperative, and responses whose reference is one of the balanced sample (the demo's test), of BEGIN-WoW's
+    file or of vista_human dev."""
+    import csv
+
+    from vista_distill.data.benchmarks.faithdial.sample import SCOPE_FILE, build_scope
+    from vista_distill.data.io import read_conversations
+
+    data, out = _root_from_bundled(tmp_path)
+    test_ref = next(t.reference for c in read_conversations(out / "faithdial_balanced_sample.jsonl") for t in c.turns
+                    if t.reference)
+    begin = (data / "begin" / "wow" / "begin_dev_wow.tsv").read_bytes().decode().split("\r\n")
+    begin_ref = begin[1].split("\t")[begin[0].split("\t").index("knowledge")]
+    fresh = "Jazz is a music genre that originated in New Orleans."
+    rows = [(fresh, "do you like jazz?", "Do you like jazz?", "Generic"),
+            (fresh, "who invented it?", "I do n't know , but it was invented in 1990 .", "Hallucination"),
+            (fresh, "where is it from?", "It is from New Orleans.", "Entailment"),
+            (fresh, "what else?", "I'm not sure, but it is from New Orleans.", "Uncooperative"),
+            (test_ref, "hi", "Sure!", "Generic"),
+            (begin_ref, "hi", "Ok!", "Generic")]
+    gold = data / "faithdial" / "data-audit" / "gold"
+    gold.mkdir(parents=True)
+    with (gold / "extra.csv").open("w", encoding="utf-8", newline="") as f:   # ids unlike the bundled rows
+        w = csv.writer(f)
+        w.writerow(["evidence", "history", "response", "BEGIN", "VRM"])
+        w.writerows([*r, "Question"] for r in rows)
+    said = build_scope(data / "faithdial" / "data-audit", data, out)
+    picked = read_conversations(out / SCOPE_FILE)
+    assert [[(c.text, c.label) for c in conv.turns[-1].gold_claims] for conv in picked] == [
+        [("Do you like jazz?", "OUT-OF-SCOPE")],
+        [("I do n't know", "ABSTENTION"), ("it was invented in 1990 .", "LACKING EVIDENCE")]]
+    assert said.startswith(f"{SCOPE_FILE}: 2 responses, claims OUT-OF-SCOPE 1, ABSTENTION 1, other 1")
+    assert {conv.meta["file"] for conv in picked} == {"data-audit/gold/extra.csv"}

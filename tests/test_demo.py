@@ -130,10 +130,11 @@ def test_progress_and_closing_summary(demo: DemoRuns) -> None:
     assert re.search(rf"^report:\s+{re.escape(str(report))}$", summary, re.M)
     assert report.is_file()
     assert re.search(rf"^adapters:\s+{re.escape(str(out / 'checkpoints'))}\s", summary, re.M)
-    # the closing tables: turns safe, turns strict, claims, turns/s per system; then student - base
+    # the closing tables: turns safe, turns strict, claims, turns/s per system; then the student against each other
     for name in SYSTEMS:
         assert re.search(rf"^\s+{name}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+(\d\.\d{{3}}|n/a)\s+\d+\.\d\d\s*$", summary, re.M)
-    assert re.search(r"^\s+turns \(strict\)\s+[+-]\d\.\d{3}\s+2\s+\S+\s*$", summary, re.M)
+    for other in ("base", "teacher"):
+        assert re.search(rf"^\s+turns \(strict\)\s+{other}\s+[+-]\d\.\d{{3}}\s+2\s+\S+\s*$", summary, re.M)
     assert summary.rstrip().splitlines()[-1] == f"report:    {report}"     # the report's path last
     for plot in PLOTS:
         assert str(out / "eval" / plot) in summary
@@ -329,28 +330,33 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     demo_summary = _json(out / "demo_summary.json")
     assert demo_summary["evaluated"]["time_budget"]["conversations_evaluated"] == 1
     assert demo_summary["budget"] == {"demo_max_minutes": 0.01, "eval_max_minutes": 0.01}
-    for name in ("student", "base"):   # turns safe, turns strict, claims (stage 2), turns/s
+    # turns safe, turns strict, claims (stage 2), turns/s: the student, the base and the cheap rules beside them
+    for name in ("student", "base", "pmi", "overlap", "majority"):
         assert re.search(rf"^\s+{name}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d+\.\d\d\s*$", summary, re.M)
-    assert re.search(r"^\s+majority \((faithful|hallucinated) / (VERIFIED|UNVERIFIABLE)\)\s+\d\.\d{3}", summary, re.M)
-    n_claims = re.search(r"^\s+claims \(stage 2\)\s+[+-]\d\.\d{3}\s+(\d+)\s+[\d.e-]+\s*$", summary, re.M)
-    assert n_claims, summary
-    assert re.search(r"^\s+turns \(strict\)\s+[+-]\d\.\d{3}\s+\d+\s+[\d.e-]+\s*$", summary, re.M)
+    # the student against each of them, at claim level and per turn rule
+    for other in ("base", "pmi", "overlap", "majority"):
+        n_claims = re.search(rf"^\s+claims \(stage 2\)\s+{other}\s+[+-]\d\.\d{{3}}\s+(\d+)\s+[\d.e-]+\s*$", summary,
+                             re.M)
+        assert n_claims, summary
+        assert re.search(rf"^\s+turns \(strict\)\s+{other}\s+[+-]\d\.\d{{3}}\s+\d+\s+[\d.e-]+\s*$", summary, re.M)
     results = _json(out / "eval" / "results.json")
-    assert results["settings"]["systems"] == ["student", "base"]
+    assert results["settings"]["systems"] == ["student", "base", "pmi", "overlap", "majority"]
+    assert (out / "checkpoints" / "pmi_head.json").exists()   # the pmi threshold, fitted on the silver data
     given = _jsonl(out / "eval" / "records" / "student.given_claims.jsonl")
     scored = [r for r in given if r["scored"] and r["gold_claims"]]
     assert scored and all([c["text"] for c in r["claims"]] == [g["text"] for g in r["gold_claims"]] for r in scored)
     assert int(n_claims.group(1)) == sum(len(r["gold_claims"]) for r in scored)
     assert all(r["stage1_raw"] == "" for r in scored)
-    pair = results["given_claims"]["significance"]["stage2"]["overall"][0]
-    assert {pair["system_1"], pair["system_2"]} == {"student", "base"} and 0 <= pair["pvalue"] <= 1
+    pairs = results["given_claims"]["significance"]["stage2"]["overall"]
+    assert len(pairs) == 10 and all(0 <= p["pvalue"] <= 1 for p in pairs)   # every pair of the five systems
     report = (out / "eval" / "report.md").read_text(encoding="utf-8")
     assert "## Claim level, human claims given (stages 2 and 3)" in report
     # evidence dependence, for both systems: in results.json, report.md, the page and the closing summary
-    for name in ("student", "base"):
+    for name in ("student", "base", "overlap"):
         ev = results["systems"][name]["evidence"]
         assert ev["claim_only"]["claims"] == int(n_claims.group(1))   # every human claim with an empty reference
-        assert {"deletion_flip_rate", "foreign_reference_auc", "claim_only_accuracy"} <= set(ev)
+        assert {"deletion_flip_rate", "foreign_reference_auc", "claim_only_accuracy", "edit_flip_rate",
+                "strata"} <= set(ev)
         assert (out / "eval" / "records" / f"{name}.evidence.jsonl").exists()
     assert "## Does it read its evidence?" in report
     assert "own vs foreign reference AUC" in (out / "eval" / "report.html").read_text(encoding="utf-8")

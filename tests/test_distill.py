@@ -204,3 +204,27 @@ def test_mixed_material_partial_claims_feed_stages_2_and_3_only(tmp_path):
     assert {"CONTRADICTED", "LACKING EVIDENCE", "OUT-OF-SCOPE"} <= {
         row["label"] for row in stage3 if row["source"] == "DialFact"}
     assert any(row["source"] == "FineDialFact" for row in stage2)
+
+
+def test_demo_recipe_stage3_silver_holds_every_vista_category(tmp_path):
+    """The demo recipe as shipped (bundled data, human labels as the teacher): stage 3 learns VISTA's four
+    categories, OUT-OF-SCOPE from FaithDial's Generic responses and Factcheck-GPT's opinions, ABSTENTION from the
+    abstentions split off FaithDial, BEGIN and FADE responses."""
+    from collections import Counter
+
+    from datasets import load_from_disk
+    from vista_distill.config import load_recipe
+    from vista_distill.distill.run import run_distill
+
+    run_distill(load_recipe(ROOT / "recipes" / "demo-cpu.yaml"), progress=False, output_dir=tmp_path / "silver")
+    stage3 = load_from_disk(str(tmp_path / "silver" / "stage3"))["train"]
+    counts = Counter(stage3["label"])
+    assert set(counts) == {"LACKING EVIDENCE", "CONTRADICTED", "OUT-OF-SCOPE", "ABSTENTION"}
+    assert counts["OUT-OF-SCOPE"] >= 100 and counts["ABSTENTION"] >= 40
+    by_source = Counter((s.split("+", 1)[0], label) for s, label in zip(stage3["source"], stage3["label"]))
+    assert by_source["FaithDial", "OUT-OF-SCOPE"] and by_source["Factcheck-GPT", "OUT-OF-SCOPE"]
+    assert by_source["FaithDial", "ABSTENTION"] and by_source["BEGIN", "ABSTENTION"]
+    claims = {row["prompt"][1]["content"].rsplit("CLAIM:\n", 1)[1]: row["label"] for row in stage3}
+    abstained = [c for c, label in claims.items() if label == "ABSTENTION"]
+    assert all(len(c.split()) <= 20 for c in abstained)    # the abstaining clause, not the whole response
+    assert {"I 'm not sure", "I do n't know"} <= set(abstained)

@@ -111,6 +111,75 @@ def test_begin_response_as_claim():
         load_benchmark("begin", FIX / "begin" / "begin_dev_wow.tsv", claims="sentences")
 
 
+@pytest.mark.parametrize("text, expected", [
+    # the clause is the claim, the rest of the response keeps the response's label
+    ("I don't know the exact amount but I do know that it is a regional division .",
+     [("I don't know the exact amount", "ABSTENTION"), ("I do know that it is a regional division .", "VERIFIED")]),
+    ("Agreed ! I 'm not sure how many you watched , but it 's a great cast .",
+     [("I 'm not sure how many you watched", "ABSTENTION"), ("Agreed ! it 's a great cast .", "VERIFIED")]),
+    ("Usually a college team , but I do n't know",
+     [("I do n't know", "ABSTENTION"), ("Usually a college team", "VERIFIED")]),
+    ("Not sure", [("Not sure", "ABSTENTION")]),
+    ("I can't remember what it was like.", [("I can't remember what it was like", "ABSTENTION")]),
+    ("I'm not sure. Lol", [("I'm not sure", "ABSTENTION")]),      # under 3 words left: no second claim
+    # not abstentions: news to the speaker, surprise, a hedge on the speaker's own view, someone else's doubt
+    ("I didn't know that! It is huge.", [("I didn't know that! It is huge.", "VERIFIED")]),
+    ("I had no idea, it is huge.", [("I had no idea, it is huge.", "VERIFIED")]),
+    ("I'm not sure I would call it a comedy .", [("I'm not sure I would call it a comedy .", "VERIFIED")]),
+    ("I don't know if I agree with him.", [("I don't know if I agree with him.", "VERIFIED")]),
+    ("He is not sure about it.", [("He is not sure about it.", "VERIFIED")]),
+])
+def test_response_plus_abstention_splits_a_clear_abstention_off(text, expected):
+    from vista_distill.data.loading import response_claims
+
+    assert [(c.text, c.label) for c in response_claims(text, VERIFIED, "response+abstention")] == expected
+    assert [(c.text, c.label) for c in response_claims(text, VERIFIED, "response")] == [(text, VERIFIED)]
+
+
+def test_begin_generic_is_out_of_scope_and_an_abstention_its_own_claim(tmp_path):
+    header = "model_name\tdata_source\tknowledge\tmessage\tresponse\tbegin_label"
+    chess = "t5\twow\tChess is a board game for two players."
+    rows = [f"{chess}\tDo you play?\tSure, sometimes!\tGeneric",
+            f"{chess}\tWho invented it?\tI do n't know , but it was invented in 1990 .\tNot fully attributable",
+            f"{chess}\tHow many play?\tIt is for two players .\tFully attributable"]
+    path = write_lines(tmp_path / "begin_dev_wow.tsv", "\r\n".join([header, *rows]) + "\r\n")
+    res = load_benchmark("begin", path, claims="response+abstention")
+    claims = [[(c.text, c.label) for c in conv.turns[-1].gold_claims] for conv in res]
+    assert claims == [[("Sure, sometimes!", OUT_OF_SCOPE)],
+                      [("I do n't know", "ABSTENTION"), ("it was invented in 1990 .", LACKING_EVIDENCE)],
+                      [("It is for two players .", VERIFIED)]]
+    assert all(conv.turns[-1].meta["claims_complete"] is False for conv in res)
+    assert [len(c.turns[-1].gold_claims) for c in load_benchmark("begin", path, claims="response")] == [1, 1, 1]
+
+
+def test_faithdial_audit_response_claims():
+    """BEGIN column -> the response's claim: Generic OUT-OF-SCOPE, Uncooperative alone no claim, entailment with
+    uncooperative VERIFIED (the content is entailed), any hallucination LACKING EVIDENCE."""
+    gold = load_benchmark("faithdial-audit", FIX / "faithdial" / "gold_wow.csv", claims="response")
+    got = [[c.label for c in t.gold_claims] if t.gold_claims else None for t in scored(gold)]
+    # Entailment, Hallucination, Partial Hallucination, Generic, Uncooperative
+    assert got == [[VERIFIED], [LACKING_EVIDENCE], [LACKING_EVIDENCE], [OUT_OF_SCOPE], None]
+    assert scored(gold)[3].gold_claims[0].text == "Sure!"
+    model = load_benchmark("faithdial-audit", FIX / "faithdial" / "gpt2_processed_wow.csv", claims="response")
+    # entailment, entailment+hallucination, entailment+uncooperative (twice, one with the released typo), hallucinated
+    assert [[c.label for c in t.gold_claims] for t in scored(model)] == [
+        [VERIFIED], [LACKING_EVIDENCE], [VERIFIED], [VERIFIED], [LACKING_EVIDENCE]]
+    assert all(t.gold_claims is None for t in scored(load_benchmark("faithdial-audit",
+                                                                     FIX / "faithdial" / "gold_wow.csv")))
+
+
+def test_faithdial_audit_abstention_split(tmp_path):
+    path = write_lines(tmp_path / "wow.csv", (
+        "evidence,history,response,BEGIN,VRM\n"
+        "Jazz originated in New Orleans.,who invented jazz?,\"I'm not sure, but it was born in Chicago.\","
+        "Hallucination,Disclosure\n"
+        "Jazz originated in New Orleans.,do you like jazz?,\"I am not sure\",Generic,Disclosure\n"))
+    res = load_benchmark("faithdial-audit", path, claims="response+abstention")
+    assert [[(c.text, c.label) for c in t.gold_claims] for t in scored(res)] == [
+        [("I'm not sure", "ABSTENTION"), ("it was born in Chicago.", LACKING_EVIDENCE)],
+        [("I am not sure", "ABSTENTION")]]
+
+
 def test_begin_directory_with_split(tmp_path):
     (tmp_path / "wow").mkdir()
     (tmp_path / "wow" / "begin_dev_wow.tsv").write_bytes((FIX / "begin" / "begin_dev_wow.tsv").read_bytes())

@@ -79,7 +79,7 @@ def test_a_recipe_without_train_sources_is_refused(tmp_path):
 def test_a_source_with_hold_out_false_trains_whole_and_gives_no_test_material():
     root = Path(__file__).resolve().parents[1]
     r = load_recipe(root / "recipes" / "demo-cpu.yaml")
-    assert [s.hold_out for s in r.data.train] == [True, False, False, False, False]
+    assert [s.hold_out for s in r.data.train] == [True, False, False, False, False, False]
     m = load_material(r)
     assert {c.source for c in m.test} == {"FaithDial"}
     assert {"BEGIN", "FADE"} <= {c.source for c in m.train}   # the training-only BEGIN-WoW and FADE rows
@@ -89,7 +89,7 @@ def test_a_source_with_hold_out_false_trains_whole_and_gives_no_test_material():
     assert len(factcheck) == 277                      # every decomposed sentence of the bundled file
     # the same source held out: part of it goes to the test side, split by answer
     yml = yaml.safe_load((root / "recipes" / "demo-cpu.yaml").read_text())
-    yml["data"]["train"][2]["hold_out"] = True
+    yml["data"]["train"][3]["hold_out"] = True
     path = root / "recipes" / "demo-cpu.yaml"
     r2 = load_recipe(path, [f"data.train={yml['data']['train']}".replace("'", '"')])
     m2 = load_material(r2)
@@ -117,3 +117,19 @@ def test_split_by_reference_holds_out_no_trained_reference():
     by_dialogue = load_material(load_recipe(root / "recipes" / "demo-cpu.yaml", ["data.split_by=dialogue"]))
     assert any(reference_keys(c) & set().union(*(reference_keys(t) for t in by_dialogue.train))
                for c in by_dialogue.test)
+
+
+def test_the_safe_category_material_leaves_the_demo_test_split_as_it_was():
+    """data/samples/faithdial_scope_train.jsonl (FaithDial's Generic and abstaining responses) shares no reference
+    with the balanced sample: the demo's held-out FaithDial turns are the same with or without it."""
+    root = Path(__file__).resolve().parents[1]
+    r = load_recipe(root / "recipes" / "demo-cpu.yaml")
+    scope = [s for s in r.data.train if s.source.endswith("faithdial_scope_train.jsonl")]
+    assert len(scope) == 1 and not scope[0].hold_out
+    yml = yaml.safe_load((root / "recipes" / "demo-cpu.yaml").read_text())
+    without = [s for s in yml["data"]["train"] if not s["source"].endswith("faithdial_scope_train.jsonl")]
+    m, m0 = load_material(r), load_material(load_recipe(root / "recipes" / "demo-cpu.yaml",
+                                                        [f"data.train={without}".replace("'", '"')]))
+    assert [c.id for c in m.test] == [c.id for c in m0.test] and len(m.test) == 134
+    scope_ids = {c.id for c in read_conversations(root / "data" / "samples" / "faithdial_scope_train.jsonl")}
+    assert scope_ids <= {c.id for c in m.train} and len(scope_ids) == len(m.train) - len(m0.train)

@@ -81,7 +81,7 @@ def pmi_head_path(recipe: Recipe) -> Path:
 def fit_pmi_head(recipe: Recipe) -> dict[str, Any]:
     """Fit the ``pmi`` baseline's head on the base model (no adapter) and save it at :func:`pmi_head_path`."""
     t0 = time.perf_counter()
-    head = _fit(recipe, None, ("pmi",))
+    head = _fit(recipe.for_stage("stage2"), None, ("pmi",))   # the examples (sources, seed) the student's head sees
     path = pmi_head_path(recipe)
     path.parent.mkdir(parents=True, exist_ok=True)
     head.save(path.parent, PMI_HEAD_FILE)

@@ -16,6 +16,8 @@ Claims (``claims="response"``): BEGIN judges each response as a whole, so the re
 turn's one gold claim: Fully attributable / entailment -> VERIFIED, Not fully attributable /
 hallucination -> LACKING EVIDENCE, contradiction -> CONTRADICTED, Generic / off-topic -> OUT-OF-SCOPE
 (nothing to verify: a turn that is hallucinated under the strict rule, faithful under the safe one).
+``claims="response+abstention"``: a clear abstention in the response ("I don't know ...", "I'm not sure ...") is
+split off as its own ABSTENTION claim and the rest keeps the label (:func:`..loading.response_claims`).
 Default ``"none"``: no claims.
 """
 
@@ -136,9 +138,9 @@ def _load_file(path: Path, ambiguous: str, on_error: str, label_map, claims: str
              # Several models answered the same (knowledge, message): one dialogue for splitting.
              "dialogue_id": text_key(message, rec[k_col])},
         )
-        if claims == "response":
+        if claims != "none":
             fallback = VERIFIED if gold == FAITHFUL else LACKING_EVIDENCE   # a label added through label_map
-            response_claim(conv.turns[-1], CLAIM_LABELS.get(norm_label(original), fallback))
+            response_claim(conv.turns[-1], CLAIM_LABELS.get(norm_label(original), fallback), claims)
         convs.append(conv)
         sink.ok()
     return sink.finish(convs)

@@ -13,7 +13,9 @@ the evidence snippets, each as "title\\nsnippet", separated by blank lines.
 Claims (``claims="response"``): DialFact verifies each response as one claim (its responses are
 single-sentence claims, Gupta et al. 2022 section 3), so the response can serve as the turn's one
 gold claim: SUPPORTS -> VERIFIED, REFUTES -> CONTRADICTED, NOT ENOUGH INFO -> LACKING EVIDENCE on a
-factual response and OUT-OF-SCOPE on a personal one. Default ``"none"``: no claims.
+factual response and OUT-OF-SCOPE on a personal one. ``claims="response+abstention"``: a clear
+abstention in the response ("I don't know ...", "I'm not sure ...") is split off as its own ABSTENTION
+claim and the rest keeps the label (:func:`..loading.response_claims`). Default ``"none"``: no claims.
 """
 
 from __future__ import annotations
@@ -109,8 +111,8 @@ def _load_file(path: Path, labels: LabelTable, ambiguous: str, on_error: str, cl
                  # Several responses continue one context: one dialogue for splitting.
                  "dialogue_id": str(rec.get("context_id") or rec["id"]).split("--")[0]},
             )
-            if claims == "response":
-                response_claim(conv.turns[-1], CLAIM_LABELS[key.strip().lower()])
+            if claims != "none":
+                response_claim(conv.turns[-1], CLAIM_LABELS[key.strip().lower()], claims)
             convs.append(conv)
             sink.ok()
     return sink.finish(convs)

@@ -17,8 +17,10 @@ never gives the label away, and ``response`` for files of observed hallucination
 
 Claims (``claims="response"``): FADE tags spans of a response, and its responses are short single
 utterances, so the scored text can serve as the turn's one gold claim: VERIFIED where no span is tagged,
-LACKING EVIDENCE where one is (an entity or relation the knowledge path does not support). Default
-``"none"``: no claims.
+LACKING EVIDENCE where one is (an entity or relation the knowledge path does not support).
+``claims="response+abstention"``: a clear abstention in the response ("I don't know ...", "I'm not sure ...")
+is split off as its own ABSTENTION claim and the rest keeps the label (:func:`..loading.response_claims`).
+Default ``"none"``: no claims.
 
 Rows of one ``dialogue_id`` are packed into as few conversations as possible (the paper scores
 several turns per dialogue); two rows that score the same position, or whose histories
@@ -180,8 +182,8 @@ def _load_file(path: Path, on_error: str, text: str, speakers: str, claims: str)
                 turns[pos] = Turn(ASSISTANT, r.corrupted if use_corrupted else r.response,
                                   reference=r.reference, gold_label=r.gold,
                                   meta={**r.meta, "speaker": r.speaker})
-                if claims == "response":
-                    response_claim(turns[pos], VERIFIED if r.gold == FAITHFUL else LACKING_EVIDENCE)
+                if claims != "none":
+                    response_claim(turns[pos], VERIFIED if r.gold == FAITHFUL else LACKING_EVIDENCE, claims)
             cid = f"{SOURCE}-{did}" if len(vs) == 1 else f"{SOURCE}-{did}.{k + 1}"
             convs.append(Conversation(id=cid, source=SOURCE, turns=turns,
                                       meta={"benchmark": "fade", "file": path.name, "dialogue_id": did,

@@ -13,7 +13,8 @@ from ..loading import normalise_text
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 # the files a shared-reference check reads, in the order the builders write them (faithdial first)
-DEMO_FAITHDIAL = ("faithdial_balanced_sample.jsonl", "faithdial_models_train.jsonl", "faithdial_models_validation.jsonl")
+DEMO_FAITHDIAL = ("faithdial_balanced_sample.jsonl", "faithdial_models_train.jsonl",
+                  "faithdial_models_validation.jsonl", "faithdial_scope_train.jsonl")
 
 
 def demo_references(data: Path, samples: Path = SAMPLES) -> set[str]:

@@ -19,6 +19,15 @@ where begin_label may combine labels: ``entailment,hallucination``).
 Mapping (any hallucinated label wins, then ambiguous): Entailment -> faithful; Hallucination,
 Partial Hallucination -> hallucinated (part of the response is unsupported, which makes the turn
 UNVERIFIABLE under the paper's rule); Generic, Uncooperative -> the ``ambiguous`` option.
+
+Claims (data-audit CSVs, ``claims="response"``): the response as is is the turn's one gold claim, from its BEGIN
+label: any Hallucination / Partial Hallucination -> LACKING EVIDENCE, contradiction -> CONTRADICTED, else Generic ->
+OUT-OF-SCOPE (a vague or purely conversational response: questions, acknowledgements, small talk; nothing to
+verify), else Entailment -> VERIFIED (``entailment,uncooperative`` too: the content is entailed, the response only
+ignores the user); Uncooperative alone gets no claim (it says nothing about the content: of the gold files' 20 such
+responses none abstains, most state knowledge off the user's point). ``claims="response+abstention"``: a clear
+abstention ("I don't know ...", "I'm not sure ...") is split off as an ABSTENTION claim
+(:func:`~vista_distill.data.loading.response_claims`). Default ``"none"``: no claims.
 """
 
 from __future__ import annotations
@@ -39,17 +48,29 @@ from ...loading import (
     LoadResult,
     RowSink,
     UnknownLabel,
+    check_claims,
     check_options,
     context_turns,
     exchange,
     merge_results,
     read_delimited,
     resolve,
+    response_claim,
     source_files,
     split_labels,
     text_key,
 )
-from ...schema import ASSISTANT, FAITHFUL, HALLUCINATED, Conversation, Turn
+from ...schema import (
+    ASSISTANT,
+    CONTRADICTED,
+    FAITHFUL,
+    HALLUCINATED,
+    LACKING_EVIDENCE,
+    OUT_OF_SCOPE,
+    VERIFIED,
+    Conversation,
+    Turn,
+)
 from ..entry import Benchmark
 from ..samples import SAMPLES
 
@@ -254,24 +275,43 @@ def _check_example(ex: Any) -> tuple[str | None, str] | None:
 AUDIT_PATTERNS = ("**/*.csv",)
 
 
+def claim_category(labels: list[str]) -> str | None:
+    """The category of a response judged as one claim from its BEGIN label(s) (module docstring); None for
+    Uncooperative alone."""
+    found = {ALIASES.get(x, x) for x in (" ".join(lab.lower().split()) for lab in labels)}
+    if found & {"hallucination", "partial hallucination"}:
+        return LACKING_EVIDENCE
+    if "contradiction" in found:
+        return CONTRADICTED
+    if "generic" in found:
+        return OUT_OF_SCOPE
+    if "entailment" in found:
+        return VERIFIED
+    return None
+
+
 def load_faithdial_audit(source: str | os.PathLike, *, split: str | None = None,
                          ambiguous: str = DEFAULT_AMBIGUOUS,
-                         on_error: str = "raise", label_map: Mapping[str, str] | None = None) -> LoadResult:
+                         on_error: str = "raise", label_map: Mapping[str, str] | None = None,
+                         claims: str = "none") -> LoadResult:
     """Load a FaithDial data-audit CSV (gold or per-model), or every CSV under a directory.
 
     Each row becomes a conversation: the previous utterance (user) and the annotated response
     (assistant) grounded on the knowledge snippet. All-empty padding rows (gold/topical.csv ends
     with hundreds) are counted as rejected with kind "blank", never raised. The audit has no
-    splits; ``split`` is accepted for a uniform interface.
+    splits; ``split`` is accepted for a uniform interface. ``claims``: "response" /
+    "response+abstention" give the response's gold claims (module docstring).
     """
     check_options(ambiguous, on_error)
+    check_claims(claims)
     files = source_files(source, None, AUDIT_PATTERNS, "data-audit CSV")
     labels = LabelTable(LABELS, label_map, ALIASES)
-    return merge_results([_load_audit_file(f, labels, ambiguous, on_error) for f in files], source,
+    return merge_results([_load_audit_file(f, labels, ambiguous, on_error, claims) for f in files], source,
                          "faithdial-audit")
 
 
-def _load_audit_file(path: Path, labels: LabelTable, ambiguous: str, on_error: str) -> LoadResult:
+def _load_audit_file(path: Path, labels: LabelTable, ambiguous: str, on_error: str,
+                     claims: str = "none") -> LoadResult:
     header, rows = read_delimited(path)
     if "BEGIN" in header:  # gold annotations of the human responses
         k_col, r_col, l_col, v_col, model = "evidence", "response", "BEGIN", "VRM", "human"
@@ -314,13 +354,17 @@ def _load_audit_file(path: Path, labels: LabelTable, ambiguous: str, on_error: s
             continue
         history = (rec.get("history") or "").strip()
         knowledge = rec.get(k_col) or ""
-        convs.append(exchange(
+        conv = exchange(
             f"{SOURCE}-audit-{sub}-{path.stem}-{i}", SOURCE, [history] if history else [], rec[r_col],
             knowledge, gold,
             {"original_label": original, "vrm": rec.get(v_col), "model": model},
             {"benchmark": "faithdial-audit", "file": f"{sub}/{path.name}", "row": i,
              "dialogue_id": text_key(history, knowledge)},
-        ))
+        )
+        category = claim_category(split_labels(original)) if claims != "none" else None
+        if category is not None:
+            response_claim(conv.turns[-1], category, claims)
+        convs.append(conv)
         sink.ok()
     return sink.finish(convs)
 
