@@ -152,6 +152,14 @@ def _score(args: argparse.Namespace) -> int:
         from .eval.html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
 
         print_table(EVIDENCE_TITLE, EVIDENCE_HEADER, evidence_rows({"scored": s["evidence"]}))
+    if "baselines" in s:   # the cheap rules on the same human claims
+        b = s["baselines"]
+        tests = {t["system_2"]: t for t in b["mcnemar"]}
+        pct = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+        print_table("beside the cheap rules (human claims given; McNemar of the scorer against each)",
+                    ["system", "claims (stage 2)", *(f"turns {r}" for r in RULES), "claims", "p vs scorer"],
+                    [[n, pct(c["accuracy"]), *(pct((b["turns"][n].get(r) or {}).get("accuracy")) for r in RULES),
+                      c["n"], f"{tests[n]['pvalue']:.2g}" if n in tests else ""] for n, c in b["claims"].items()])
     print(f"records: {out}\nsummary: {summary_path}\npage:    {out.with_name(out.stem + '.report.html')}")
     return 0
 

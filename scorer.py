@@ -104,6 +104,8 @@ class VistaScorer:
                                           chat_template_kwargs=chat_template_kwargs,
                                           attn_implementation=attn_implementation)
         self.backend = backend
+        # the silver training data's majority labels, for the majority rule beside the scorer (from_recipe sets them)
+        self.majority: dict[str, str] | None = None
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, *, adapters: str | Path | Mapping[str, str | Path] | None = None,
@@ -120,7 +122,16 @@ class VistaScorer:
             kwargs["backend"] = backend_for(recipe, "student" if role == "student" else "base", adapters=adapters,
                                             batch_size=kwargs.get("batch_size") or 16,
                                             threads=kwargs.get("threads", "auto"))
-        return cls(config=recipe.engine_config(role), **({"style": style} if style else {}), **kwargs)
+        scorer = cls(config=recipe.engine_config(role), **({"style": style} if style else {}), **kwargs)
+        from .backends.rules import majority_labels
+        from .data.silver import SilverDataError
+        from .train.silver_data import silver_root
+
+        try:
+            scorer.majority = majority_labels(silver_root(recipe))
+        except (SilverDataError, ValueError):
+            pass   # no silver data: the overlap rule alone stands beside the scorer
+        return scorer
 
     def score(
         self,
@@ -176,8 +187,12 @@ class VistaScorer:
             summary["run"]["hardware"] = hw.to_dict()
         result = ScoreResult(records, summary)
         if evidence and any(c.turns[i].gold_claims for c in conversations for i in c.scored_turns):
-            result.evidence_records = self.evidence(conversations)
+            given, result.evidence_records = run_given_claims(conversations, self.config, self.backend,
+                                                              evidence_seed=0)
             summary["evidence"] = evidence_metrics(result.evidence_records)
+            from .eval.comparison import rules_beside
+
+            summary["baselines"] = rules_beside(conversations, self.config, given, list(RULES), self.majority)
         return result
 
     def evidence(self, conversations: Sequence[Conversation], seed: int = 0) -> list[dict[str, Any]]:

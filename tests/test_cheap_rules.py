@@ -118,3 +118,24 @@ def test_eval_runs_the_cheap_rules_beside_the_student_with_mcnemar(tmp_path, sam
     for n in ("majority", "pmi"):
         assert skipped.results["systems"][n]["status"] == "skipped" and "silver" in skipped.results["systems"][n][
             "reason"].lower()
+
+
+def test_score_puts_the_cheap_rules_beside_the_scorer_on_human_claims(sample_path):
+    """``VistaScorer.score`` on input with human claims: the overlap rule (and the majority rule, given its labels)
+    on the same claims, claim and turn accuracy, McNemar of the scorer against each. A scorer answering from the
+    human labels is right on every claim, so it is at least as accurate as each rule."""
+    from vista_distill.backends.human_labels import LabelsBackend
+    from vista_distill.scorer import VistaScorer
+
+    convs = read_conversations(sample_path)
+    scorer = VistaScorer(backend=LabelsBackend(convs), config=EngineConfig(style="compact"))
+    scorer.majority = {"stage2": V, "stage3": "LACKING EVIDENCE"}
+    b = scorer.score(convs, evidence=True).summary["baselines"]
+    n = sum(len(t.gold_claims or []) for c in convs for t in c.turns if t.role == "assistant" and t.reference)
+    assert b["claims"]["scorer"] == {"n": n, "accuracy": 1.0}
+    assert set(b["claims"]) == {"scorer", "overlap", "majority"}
+    for name in ("overlap", "majority"):
+        assert b["claims"][name]["n"] == n and b["claims"][name]["accuracy"] < 1.0
+    assert b["turns"]["scorer"]["safe"]["accuracy"] == 1.0
+    tests = {t["system_2"]: t for t in b["mcnemar"]}
+    assert set(tests) == {"overlap", "majority"} and all(t["delta"] > 0 and t["c"] == 0 for t in tests.values())
