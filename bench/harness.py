@@ -28,6 +28,25 @@ def machine() -> dict[str, Any]:
             "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
+def commit() -> str:
+    """The checkout's short commit (results name the code they came from)."""
+    import subprocess
+
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def dated_name(m: dict[str, Any], tag: str) -> str:
+    """``<cpu>_<date>_<tag>``: a result file's name from :func:`machine`'s CPU and today's date."""
+    return f"{m['cpu'].split(',')[0].lower().replace(' ', '-')}_{time.strftime('%Y-%m-%d')}_{tag}"
+
+
+def header(m: dict[str, Any], what: str) -> str:
+    """The line under a result file's title: when, which code, which CPU, its load, and what ran."""
+    return (f"{m['date']}, commit {commit()}, {m['cpu']}, {m['torch_threads']} torch threads, load "
+            f"{m['loadavg_start']:.2f} at the start; {what}")
+
+
 def save(out: Path, name: str, data: dict[str, Any]) -> Path:
     """``out/name.json``, indented (small result files are committed)."""
     out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,6 @@ Writes bench/results/vista_human_dev/<cpu>_<date>_<tag>.json and .md (the eval r
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,8 +47,7 @@ def main() -> None:
     res = run_eval(recipe, input_path=str(a.dev), systems=SYSTEMS, output_dir=f"/tmp/vista-human-dev-{a.tag}",
                    progress=True).results
     given = res.get("given_claims") or {}
-    out = {"machine": m, "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                                   capture_output=True, text=True).stdout.strip(),
+    out = {"machine": m, "commit": harness.commit(),
            "adapters": str(a.adapters), "dev": str(a.dev), "seconds": round(time.perf_counter() - t0),
            "material": {k: res["material"][k] for k in ("conversations", "scored_turns", "gold_turns", "human_claims")},
            "systems": {}}
@@ -71,13 +69,11 @@ def main() -> None:
                                       if "student" in (p["system_1"], p["system_2"])]
     out["significance_claims"] = [p for p in given.get("significance", {}).get("stage2", {}).get(OVERALL, [])
                                   if "student" in (p["system_1"], p["system_2"])]
-    name = f"{m['cpu'].split(',')[0].lower().replace(' ', '-')}_{time.strftime('%Y-%m-%d')}_{a.tag}"
-    path = harness.save(OUT, name, out)
+    path = harness.save(OUT, harness.dated_name(m, a.tag), out)
     lines = [f"# {a.tag}: the demo's student on the VISTA human dev set", "",
-             f"{m['date']}, commit {out['commit']}, {m['cpu']}, {m['torch_threads']} torch threads, load "
-             f"{m['loadavg_start']:.2f} at the start; adapters `{a.adapters}`; {out['material']['gold_turns']} gold "
-             f"turns, {out['material']['human_claims']} human claims; {out['seconds']} s. Command: "
-             f"`python bench/vista_human_dev.py --adapters {a.adapters} --tag {a.tag}`.", "",
+             harness.header(m, f"adapters `{a.adapters}`; {out['material']['gold_turns']} gold turns, "
+                            f"{out['material']['human_claims']} human claims; {out['seconds']} s. Command: "
+                            f"`python bench/vista_human_dev.py --adapters {a.adapters} --tag {a.tag}`."), "",
              "| system | pipeline turns safe | pipeline turns strict | human claims -> turns safe | claims stage 2 | "
              "claims category |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for n, s in out["systems"].items():
