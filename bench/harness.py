@@ -38,7 +38,11 @@ def commit() -> str:
 
 def dated_name(m: dict[str, Any], tag: str) -> str:
     """``<cpu>_<date>_<tag>``: a result file's name from :func:`machine`'s CPU and today's date."""
-    return f"{m['cpu'].split(',')[0].lower().replace(' ', '-')}_{time.strftime('%Y-%m-%d')}_{tag}"
+    import re
+
+    words = re.findall(r"[a-z0-9]+", m["cpu"].split(",")[0].lower())   # "CPU AMD EPYC (torch: AVX512-BF16; ...)"
+    cpu = "-".join(w for w in dict.fromkeys(words) if w not in ("cpu", "torch", "native"))
+    return f"{cpu}_{time.strftime('%Y-%m-%d')}_{tag}"
 
 
 def header(m: dict[str, Any], what: str) -> str:
