@@ -1,6 +1,6 @@
 """Stage adapters: finding each stage's PEFT adapter folder.
 
-Tried and discarded (tenth session): each stage's adapter merged into its own copy of the adapted weights, swapped
+Tried and discarded: each stage's adapter merged into its own copy of the adapted weights, swapped
 in per stage so the forward runs plain linear layers. In bf16 it changed what the student says: an adapter's delta
 is small beside the weight it is added to, and rounding their sum to bf16's 8-bit mantissa keeps a bit or two of
 it (the demo's student, merged in bf16, filed 95 of 132 dev claims OUT-OF-SCOPE against 66 of 114 unmerged;

@@ -77,7 +77,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-# 2026-11-24, fourth session: variants judged on the whole pipeline over FaithDial's 200 validation model
+# 2026-11-24: variants judged on the whole pipeline over FaithDial's 200 validation model
 # responses (``val-turns``). Criterion fixed before any of them ran: turn accuracy under the strict rule over all
 # 200 responses (an unknown verdict counts as wrong); within one point (2 responses) the recipe as written stays.
 # ``stages``: what the variant trains itself (the others link to the ``recipe`` run's adapters); ``options``:
@@ -97,7 +97,7 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
     # before any result of the longer stage 1 was seen
     "stage1-64": {"overrides": ["train.per_stage.stage1.max_steps=64"], "stages": ["stage1"],
                   "what": "stage 1 trained 8x longer (64 steps of 8, about 2 epochs of its 262 examples)"},
-    # 2026-11-24, fifth session: generalisation beyond FaithDial (issue 13 item 5; the human set mixes AIS, BEGIN,
+    # 2026-11-24: generalisation beyond FaithDial (issue 13 item 5; the human set mixes AIS, BEGIN,
     # FADE and FaithDial). BEGIN-WoW (CC BY 4.0) and FADE (MIT) bundled in data/samples (begin.py / fade.py build_sample in data/benchmarks/), each
     # response its one claim, as training-only sources of stages 2 and 3; stage 1 is stage1-64's. Criterion, fixed
     # before any of these ran: strict-rule turn accuracy over all validation turns pooled (FaithDial's 200 model
@@ -115,7 +115,7 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
     "faithdial-96": {"overrides": ["train.per_stage.stage2.max_steps=96", "train.per_stage.stage2.sources=[FaithDial]"],
                      "stages": ["stage2", "stage3"],
                      "links": "val-stage1-64", "what": "the recipe before mix: stage 2 on FaithDial sources, 96 steps"},
-    # 2026-11-24, sixth session: the held-out test enlarged to half the FaithDial dialogues (data.test_fraction 0.5)
+    # 2026-11-24: the held-out test enlarged to half the FaithDial dialogues (data.test_fraction 0.5)
     # and split so that no test reference is trained on (data.split_by reference; 134 turns; 15 of the old 27 shared
     # a knowledge snippet with a training response), before anything ran on it, so its training material shrank and the choice
     # between the two best rows above is made again on that material. Criterion, fixed before either ran: pooled
@@ -126,7 +126,7 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
     "split50-faithdial-96": {"overrides": ["train.per_stage.stage2.sources=[FaithDial]"], "stages": ["stage2", "stage3"],
                              "links": "val-split50",
                              "what": "split50 with stage 2 on the FaithDial sources only (faithdial-96 on the new split)"},
-    # 2026-11-25, seventh session. Read on validation records (val-split50, the 200 FaithDial model responses): the
+    # 2026-11-25. Read on validation records (val-split50, the 200 FaithDial model responses): the
     # student's stage 1 leaves out a response's opinions and personal remarks ("It's hard to not get into them when
     # you love the original. The adventures continued in six feature films." -> only the film claim), which FaithDial
     # labels hallucinated, so under the strict rule 42 of 100 hallucinated turns passed as faithful (given claims: 23).
@@ -159,12 +159,12 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
                               "stages": ["stage2"], "own_silver": True, "links": "val-split50",
                               "what": "split50 with every stage-2 VERIFIED claim also given, UNVERIFIABLE, another "
                                       "training dialogue's reference, and stage 2's loss weighted by class"},
-    # 2026-11-25, eighth session (issue 31: students that read their evidence), on a 2-core AMD EPYC with
+    # 2026-11-25 (issue 31: students that read their evidence), on a 2-core AMD EPYC with
     # AVX512-BF16 (bf16). ``val-evidence NAME`` trains the variant's stage 2 (its own silver data) and measures
     # stage 2 on the 200 FaithDial validation responses' claims with the evidence probes (eval/evidence.py).
     # Criterion, fixed before any of these ran: the mean of the own-vs-foreign reference AUC and the deletion flip
     # rate (the issue's two bars, 0.75 and 0.6), among variants whose stage-2 accuracy on the 200 is at least the
-    # recipe's 70.0 (split50's given-claims accuracy on them, sixth session, Intel bf16) less 3 points; within 0.02
+    # recipe's 70.0 (split50's given-claims accuracy on them, Intel bf16) less 3 points; within 0.02
     # the simpler variant (fewer changes) wins.
     "contrast": {"overrides": ["distill.evidence_contrast=0.5"], "stages": ["stage2"], "own_silver": True,
                  "links": "val-split50",

@@ -35,7 +35,7 @@ source, a different text, sharing under half of the claim's content words with t
 background), labelled UNVERIFIABLE. The negative-evidence construction of FEVER's NOT ENOUGH INFO class: a
 student trained on response-level labels alone learns what a hallucinated response *looks* like (first person,
 chit-chat) and labels a claim VERIFIED against an unrelated reference almost as often as against its own
-(bench/results/demo_protocol, seventh session); the pair (same claim, own vs foreign reference, opposite labels)
+(bench/results/demo_protocol); the pair (same claim, own vs foreign reference, opposite labels)
 leaves it only the reference to go by. Measured there on the main job's 135M student at 96 stage-2 steps: the
 rows moved its prior far more than its reading of the reference, and lost on validation; off by default.
 """
