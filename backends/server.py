@@ -238,6 +238,7 @@ class ServerBackend(OpenAIBackend):
         jobs += [(requests[i], self.completion(requests[i], tp + requests[i].labels[0], 1, echo=True, logprobs=1))
                  for i, (_, tp) in twins.items()]
         answers = self._echoed(jobs)
+        twin_answer = dict(zip(twins, answers[len(answers) - len(twins):]))
         out, k = [], 0
         for i, (r, p) in enumerate(zip(requests, prompts)):
             scores, first = [], answers[k]
@@ -250,8 +251,7 @@ class ServerBackend(OpenAIBackend):
                 scores.append(s)
             resp = self._scored(r.labels, scores, "echo")
             if i in twins:
-                self._weigh_evidence(r, resp, first, p, answers[len(jobs) - len(twins) + list(twins).index(i)],
-                                     *twins[i])
+                self._weigh_evidence(r, resp, first, p, twin_answer[i], *twins[i])
             out.append(resp)
         return out
 
