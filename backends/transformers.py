@@ -54,6 +54,7 @@ class TransformersBackend:
         chat_template_kwargs: Mapping[str, Any] | None = None,
         attn_implementation: str | None = None,
         evidence_features: bool = False,
+        cuda_graphs: bool = True,
     ) -> None:
         """``dtype`` auto: chosen from the device (:mod:`hardware`); ``threads``: None leaves torch's
         setting alone, ``auto`` or a number sets it (:func:`hardware.apply_threads`);
@@ -102,9 +103,12 @@ class TransformersBackend:
                 model_obj = PeftModel.from_pretrained(model_obj, str(first[1]), adapter_name=first[0])
                 for stage, path in rest:
                     model_obj.load_adapter(str(path), adapter_name=stage)
+            if self.device.startswith("cuda"):
+                _adapters_in(model_obj, self.torch_dtype)
         self.model = model_obj.eval()
         self.heads = {st: h for st, p in self.adapters.items() if (h := EvidenceHead.load(p)) is not None}
         self.evidence_features = evidence_features
+        self.cuda_graphs = cuda_graphs
         self.eos_ids = eos_ids(self.tokenizer, self.model)
         self.cache_kw = cache_keyword(self.model)
         self.max_context: int | None = getattr(self.model.config, "max_position_embeddings", None)
@@ -320,7 +324,7 @@ class TransformersBackend:
                 self.model, self.cache_kw, lambda rows, n: static_prefix_cache(self.model.config, shared, rows, n),
                 shared, len(prefix), suffixes, max_new, self.batch_size, self.eos_ids, self.tokenizer.pad_token_id,
                 ban=ban, stop=stop, on_done=None if self.progress is None else (lambda _: self.progress(1)),
-                stats=self.stats)
+                stats=self.stats, graphs=None if self.cuda_graphs else False)
         self.stats["prefix_tokens_reused"] += len(prefix) * len(suffixes)
         return [self._generated(d.tokens, d.reason == "length", len(d.tokens) + (d.reason == "eos"), stop_on_repeat)
                 for d in decoded]
@@ -444,3 +448,12 @@ class TransformersBackend:
 
 
 __all__ = ["GQA_SDPA", "TransformersBackend", "find_stage_adapters"]
+
+
+def _adapters_in(model: Any, dtype: Any) -> None:
+    """Cast the LoRA weights to the base model's compute dtype. PEFT keeps them in float32, so on a GPU every LoRA
+    forward casts its input and output (623k casts in one random-init Qwen3-8B run, bench/results/gpu_random_8b); on
+    a CPU they stay float32, where the records were measured."""
+    for name, param in model.named_parameters():
+        if "lora_" in name and param.dtype != dtype and param.dtype.is_floating_point:
+            param.data = param.data.to(dtype)

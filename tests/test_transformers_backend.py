@@ -248,6 +248,43 @@ def test_finished_rows_hand_their_slot_to_the_next_request(embedded_backend):
     assert counts["decode_rows"] == sum(r.completion_tokens for r in slotted) - len(reqs)
 
 
+def test_decoding_over_the_whole_cache_width_gives_the_same_tokens(embedded_backend):
+    """The GPU's decode step (a mask as wide as the cache, so every step of a wave has one shape and is replayed
+    from a CUDA graph there) gives the tokens of the CPU's narrow-mask step, refills included: through the CPU's
+    attention and through transformers' SDPA attention, the one a GPU runs."""
+    from vista_distill.backends.list_generation import _ListMarkerFormat, _RepeatedLineStop
+    from vista_distill.backends.slot_decoding import decode_in_slots, static_prefix_cache
+
+    b = embedded_backend
+    system = "You are a helpful assistant. Answer briefly."
+    questions = ["Say hello.", "List ten French cities, one per line.", "What is 2+2?", "Name one colour.",
+                 "List the days of the week, one per line."]
+    encoded = [b._encode(Request("stage1", ({"role": "system", "content": system}, {"role": "user", "content": q})))
+               for q in questions]
+    prefix = tuple(encoded[0][0])
+    suffixes = [s for _, s in encoded]
+    shared = b._prefix_cache("stage1", prefix)
+
+    def decode(full_mask: bool) -> tuple[list, dict]:
+        stats: dict = {}
+        with torch.inference_mode(), b._shared(prefix):
+            out = decode_in_slots(b.model, b.cache_kw, lambda rows, n: static_prefix_cache(b.model.config, shared, rows, n),
+                                  shared, len(prefix), suffixes, 32, 2, b.eos_ids, b.tokenizer.pad_token_id,
+                                  ban=_ListMarkerFormat(b, 0).apply, stop=_RepeatedLineStop(b, 0).row_done,
+                                  stats=stats, full_mask=full_mask, graphs=False)
+        return [(d.tokens, d.reason) for d in out], stats
+
+    narrow, stats = decode(False)
+    assert stats["refills"] >= 2 and len({r for _, r in narrow}) >= 2
+    assert decode(True)[0] == narrow
+    attention = b.model.config._attn_implementation
+    b.model.config._attn_implementation = "sdpa"
+    try:
+        assert decode(True)[0] == narrow
+    finally:
+        b.model.config._attn_implementation = attention
+
+
 def test_pipeline_batched_equals_one_at_a_time_on_real_model(embedded_backend, sample_path):
     convs = read_conversations(sample_path)[1:3]
     # Compact prompts keep this fp32 check cheap; the few-shot prefix path is covered above.
