@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..data.vocabulary import ALL_STAGES
 
@@ -34,3 +35,12 @@ def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) 
         if not (path / "adapter_config.json").exists():
             raise FileNotFoundError(f"{path}: not a PEFT adapter (no adapter_config.json) for {stage}")
     return found
+
+
+def adapters_in_dtype(model: Any, dtype: Any) -> None:
+    """Cast the LoRA weights to the base model's compute dtype. PEFT keeps them in float32, so on a GPU every LoRA
+    forward casts its input and output (623k casts in one random-init Qwen3-8B run, bench/results/gpu_random_8b); on
+    a CPU they stay float32, where the records were measured."""
+    for name, param in model.named_parameters():
+        if "lora_" in name and param.dtype != dtype and param.dtype.is_floating_point:
+            param.data = param.data.to(dtype)

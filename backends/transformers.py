@@ -20,7 +20,7 @@ from typing import Any
 from ..data.schema import UNVERIFIABLE, VERIFIED
 from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF
-from .adapters import find_stage_adapters
+from .adapters import adapters_in_dtype, find_stage_adapters
 from .evidence_head import EvidenceHead, claim_and_twin, claim_overlap
 from .list_generation import _ListMarkerFormat, _RepeatedLineStop, list_stop_reason
 from .model_calls import (
@@ -56,12 +56,13 @@ class TransformersBackend:
         evidence_features: bool = False,
         cuda_graphs: bool = True,
     ) -> None:
-        """``dtype`` auto: chosen from the device (:mod:`hardware`); ``threads``: None leaves torch's
-        setting alone, ``auto`` or a number sets it (:func:`hardware.apply_threads`);
-        ``chat_template_kwargs``: template variables for every prompt (default: thinking off).
-        A stage adapter folder with an ``evidence_head.json`` (:mod:`.evidence_head`) has its labels scored with
-        the claim's pointwise mutual information with the reference; ``evidence_features``: compute that and the
-        label margin for every label request (``meta["evidence"]``) even without a head (to fit one)."""
+        """``dtype`` auto: chosen from the device (:mod:`hardware`); ``threads``: None leaves torch's setting alone,
+        ``auto`` or a number sets it (:func:`hardware.apply_threads`); ``chat_template_kwargs``: template variables
+        for every prompt (default: thinking off). A stage adapter folder with an ``evidence_head.json``
+        (:mod:`.evidence_head`) has its labels scored with the claim's pointwise mutual information with the
+        reference; ``evidence_features``: compute that and the label margin for every label request
+        (``meta["evidence"]``) even without a head (to fit one). ``cuda_graphs``: on a GPU, replay stage 1's decode
+        steps from CUDA graphs (:mod:`.slot_decoding`)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -104,7 +105,7 @@ class TransformersBackend:
                 for stage, path in rest:
                     model_obj.load_adapter(str(path), adapter_name=stage)
             if self.device.startswith("cuda"):
-                _adapters_in(model_obj, self.torch_dtype)
+                adapters_in_dtype(model_obj, self.torch_dtype)
         self.model = model_obj.eval()
         self.heads = {st: h for st, p in self.adapters.items() if (h := EvidenceHead.load(p)) is not None}
         self.evidence_features = evidence_features
@@ -285,10 +286,8 @@ class TransformersBackend:
             seqs = self.model.generate(
                 input_ids=ids, attention_mask=mask, **{self.cache_kw: cache}, max_new_tokens=max_new,
                 do_sample=False, temperature=None, top_p=None, top_k=None, stopping_criteria=stopping,
-                # on a GPU a static cache makes generate torch.compile the forward, again for every new cache
-                # length: minutes per stage-1 call on a random-init Qwen3-8B (bench/results/gpu_random_8b)
-                disable_compile=True,
-                logits_processor=processors,
+                # a static cache on a GPU makes generate compile the forward anew per cache length (gpu_random_8b)
+                disable_compile=True, logits_processor=processors,
                 pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_ids,
             )
         ends = set(self.eos_ids) | {self.tokenizer.pad_token_id}   # a row stopped early is padded after its stop
@@ -449,11 +448,3 @@ class TransformersBackend:
 
 __all__ = ["GQA_SDPA", "TransformersBackend", "find_stage_adapters"]
 
-
-def _adapters_in(model: Any, dtype: Any) -> None:
-    """Cast the LoRA weights to the base model's compute dtype. PEFT keeps them in float32, so on a GPU every LoRA
-    forward casts its input and output (623k casts in one random-init Qwen3-8B run, bench/results/gpu_random_8b); on
-    a CPU they stay float32, where the records were measured."""
-    for name, param in model.named_parameters():
-        if "lora_" in name and param.dtype != dtype and param.dtype.is_floating_point:
-            param.data = param.data.to(dtype)

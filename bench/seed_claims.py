@@ -34,6 +34,9 @@ def main() -> None:
     ap.add_argument("--run", type=Path, required=True, help="a demo run folder (silver/, checkpoints/)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--tag", default="demo")
+    ap.add_argument("--override", action="append", default=[],
+                    help="recipe override for the trained seeds, e.g. train.per_stage.stage2.max_steps=288 (a longer "
+                         "recipe; seed 0 then trains too)")
     a = ap.parse_args()
     from vista_distill.backends.rules import RuleBackend, majority_labels
     from vista_distill.backends.transformers import TransformersBackend
@@ -67,13 +70,14 @@ def main() -> None:
     for seed in a.seeds:
         ckpt = a.run / "checkpoints"
         t1 = time.perf_counter()
-        if seed != 0:
+        if seed != 0 or a.override:
             from vista_distill.train.run import train_stage
 
             ckpt = WORK / f"seed{seed}" / "checkpoints"
             shutil.rmtree(ckpt, ignore_errors=True)
             r = load_recipe(ROOT / "recipes" / "demo-cpu.yaml", [f"distill.output_dir={a.run / 'silver'}",
-                                                                 f"train.output_dir={ckpt}", f"train.seed={seed}"])
+                                                                 f"train.output_dir={ckpt}", f"train.seed={seed}",
+                                                                 *a.override])
             s = train_stage(r, "stage2")
             trained[str(seed)] = {"steps": s["results"]["global_step"], "time_budget": s.get("time_budget"),
                                   "evidence_head": s.get("evidence_head")}
@@ -102,7 +106,8 @@ def main() -> None:
     lines = [f"# {a.tag}: the demo's student against the cheap rules over the test claims, seeds {a.seeds}", "",
              harness.header(m, f"demo run `{a.run}`; {out['test']['claims']} human claims of "
                             f"{out['test']['conversations']} test conversations. Command: `python bench/seed_claims.py --run {a.run} "
-                            f"--seeds {' '.join(map(str, a.seeds))} --tag {a.tag}`."), "",
+                            f"--seeds {' '.join(map(str, a.seeds))} --tag {a.tag}"
+                            + "".join(f" --override {o}" for o in a.override) + "`."), "",
              "| system | claims (stage 2) | adapter alone | edit flip rate | VERIFIED, low overlap | "
              "unverifiable, high overlap |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for n, s in out["systems"].items():

@@ -97,3 +97,46 @@ def test_pyproject_lists_every_package():
     for name, globs in data.items():
         folder = ROOT.joinpath(*name.split(".")[1:])
         assert any(f.is_file() for g in globs for f in folder.glob(g)), name
+
+
+def _third_party_imports(source: str, local: set[str]) -> set[str]:
+    """Top-level names of the modules ``source`` imports that are neither the standard library nor ``local``."""
+    import sys
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n not in local}
+
+
+def _declared_distributions() -> set[str]:
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = list(project["dependencies"]) + [d for extra in project["optional-dependencies"].values() for d in extra]
+    return {re.split(r"[\[<>=!~ ;]", s, maxsplit=1)[0].lower().replace("_", "-") for s in specs}
+
+
+def test_every_third_party_import_is_declared():
+    """Each module the package imports from outside it is installed by pyproject.toml: a dependency or the extra
+    that guards it, not something another package happens to pull in."""
+    from importlib.metadata import packages_distributions
+
+    local = {"vista_distill", *(p.stem for p in (ROOT / "train").glob("_*.py"))}   # train/'s scripts import their helper
+    dists = packages_distributions()
+    declared = _declared_distributions()
+
+    def undeclared(source: str) -> set[str]:
+        return {m for m in _third_party_imports(source, local)
+                if not {d.lower().replace("_", "-") for d in dists.get(m, [m])} & declared}
+
+    files = [p for p in ROOT.rglob("*.py") if p.relative_to(ROOT).parts[0] not in ("tests", "bench", "build")
+             and not any(part.startswith(".") or part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)]
+    missing = {f"{p.relative_to(ROOT)}: {m}" for p in files for m in undeclared(p.read_text())}
+    assert not missing, sorted(missing)
+    # the check can fail: an import of an installed package that pyproject.toml does not name
+    assert undeclared("import pluggy\nfrom rich.table import Table\nimport os") == {"pluggy"}
