@@ -108,6 +108,23 @@ class VistaScorer:
         self.majority: dict[str, str] | None = None
 
     @classmethod
+    def from_pretrained(cls, model: str | None = None, adapters: str | Path | None = None, *,
+                        revision: str | None = None, **kwargs: Any) -> VistaScorer:
+        """A scorer as a PEFT model is loaded: ``adapters`` is a folder holding ``stage1/ stage2/ stage3/`` (what
+        ``vista-distill train`` writes) or a Hub repository id of one (downloaded at ``revision`` and cached); the
+        base model, the prompt style and 4-bit loading come from what the adapters carry (each stage's
+        ``training_summary.json``) unless given here, and a stage's ``evidence_head.json`` is applied. ``kwargs``:
+        as :class:`VistaScorer` (rule, dtype, batch_size, pipeline options)."""
+        from .backends.adapters import fetch_adapters, find_stage_adapters, trained_with
+
+        folder = find_stage_adapters(fetch_adapters(adapters, revision)) if adapters is not None else None
+        info = trained_with(folder or {})
+        if folder and info.prompt_style and "config" not in kwargs:
+            kwargs.setdefault("style", info.prompt_style)
+        kwargs.setdefault("load_in_4bit", info.load_in_4bit)
+        return cls(model if model is not None else info.model, adapters=folder, **kwargs)
+
+    @classmethod
     def from_recipe(cls, recipe: Recipe, *, adapters: str | Path | Mapping[str, str | Path] | None = None,
                     style: str | None = None, role: str | None = None, **kwargs: Any) -> VistaScorer:
         """A scorer with the recipe's pipeline settings (``recipe.engine_config(role)``: speakers, claims, budgets,

@@ -10,6 +10,7 @@ student turn (bench/results/profile_scorer_amd-epyc-avx512-bf16_float32-*.json):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,3 +45,45 @@ def adapters_in_dtype(model: Any, dtype: Any) -> None:
     for name, param in model.named_parameters():
         if "lora_" in name and param.dtype != dtype and param.dtype.is_floating_point:
             param.data = param.data.to(dtype)
+
+
+@dataclass(frozen=True)
+class TrainedWith:
+    """What a folder of stage adapters says of its training (each stage's ``training_summary.json``): the base
+    model argument (None: the embedded model), the student prompt style and whether the base was loaded in 4 bits."""
+
+    model: str | None
+    prompt_style: str | None
+    load_in_4bit: bool
+
+
+def fetch_adapters(name_or_path: str | Path, revision: str | None = None) -> Path:
+    """A local folder of stage adapters, or a Hub repository holding one, downloaded (or found in the cache) with
+    huggingface_hub's ``snapshot_download``, without training checkpoints."""
+    path = Path(name_or_path).expanduser()
+    if path.exists() or str(name_or_path).startswith((".", "/", "~")) or str(name_or_path).count("/") != 1:
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: adapters folder not found (a local folder or a Hub id such as user/name)")
+        return path
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(str(name_or_path), revision=revision,
+                                  ignore_patterns=["*/checkpoint-*/*", "*/training_args.bin", "*/optimizer.pt"]))
+
+
+def trained_with(adapters: Mapping[str, Path]) -> TrainedWith:
+    """:class:`TrainedWith` from the stage folders' training summaries (absent ones tell nothing); stages that
+    disagree on the base model are an error naming both."""
+    import json
+
+    seen: dict[str, dict[str, Any]] = {}
+    for stage, path in adapters.items():
+        f = Path(path) / "training_summary.json"
+        if f.exists():
+            seen[stage] = json.loads(f.read_text())
+    models = {s: d.get("base_model_arg") for s, d in seen.items()}
+    if len(set(models.values())) > 1:
+        raise ValueError(f"stage adapters trained on different base models: {models}")
+    styles = [st for d in seen.values() for st in (d.get("silver") or {}).get("prompt_style") or []]
+    return TrainedWith(model=next(iter(models.values()), None), prompt_style=styles[0] if styles else None,
+                       load_in_4bit=any(bool((d.get("hyperparameters") or {}).get("load_in_4bit")) for d in seen.values()))
