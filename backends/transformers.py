@@ -214,8 +214,8 @@ class TransformersBackend:
             self.progress(sum(r is not None for r in out[:n_asked]))
         for (stage, prefix, labels, max_new, stop_repeat), idx in groups.items():
             idx.sort(key=lambda i: len(encoded[i][1]))
-            # generation in slots takes the whole group: a finished row's slot goes to the next request
-            step = len(idx) if not labels and self._slots_ok(stage, prefix) else self.batch_size
+            # generation in slots takes the whole group (a row's slot goes to the next request; each counts as it ends)
+            step = len(idx) if (slotted := not labels and self._slots_ok(stage, prefix)) else self.batch_size
             with self._adapter_context(stage):
                 for start in range(0, len(idx), step):
                     chunk = idx[start: start + step]
@@ -226,7 +226,7 @@ class TransformersBackend:
                     else:
                         res = self._generate(stage, prefix, suffixes, max_new, stop_repeat)
                     self.stats["forward_s"] += time.perf_counter() - t0
-                    if self.progress is not None and step == self.batch_size:   # requests asked for, not twins
+                    if self.progress is not None and not slotted:   # requests asked for, not twins
                         self.progress(sum(i < n_asked for i in chunk))
                     for i, r in zip(chunk, res):
                         r.prompt_tokens = len(prefix) + len(encoded[i][1])

@@ -83,3 +83,38 @@ def test_gguf_conversion_goes_through_the_products_bar(tmp_path):
     line = next(x for x in proc.stderr.splitlines() if "converting the embedded model from GGUF (once)" in x)
     done, total = line.split("tensors")[0].split()[-1].split("/")
     assert done == total and int(total) > 100
+
+
+def test_the_score_bar_ends_at_its_total_on_the_real_model(embedded_backend, sample_path, capsys):
+    """The whole pipeline on the embedded model with the bar on: every request issued is counted once when it
+    finishes, whatever the path (stage 1 in refilled slots, label scoring), so the bar ends at N/N."""
+    import re
+
+    from vista_distill.data.io import read_conversations
+    from vista_distill.scorer import VistaScorer
+
+    convs = read_conversations(sample_path)[:2]
+    VistaScorer(backend=embedded_backend, style="compact",
+                max_new_tokens={"stage1": 24, "stage2": 8, "stage3": 16}).score(convs, progress=True)
+    counts = [(int(a), int(b)) for a, b in re.findall(r"(\d+)/(\d+) req", capsys.readouterr().err)]
+    assert len(counts) == 1 and counts[0][0] == counts[0][1] > 0, counts
+
+
+def test_a_slotted_group_one_batch_long_counts_each_request_once(embedded_backend):
+    """Stage 1 decodes a group in slots and counts each request as it ends; a group exactly one batch long was
+    counted a second time when its call returned (a bar at 100/84)."""
+    from vista_distill.pipeline.protocol import Request
+
+    system = {"role": "system", "content": "You are a helpful assistant. Answer briefly."}
+    reqs = [Request("stage1", (system, {"role": "user", "content": q}), max_new_tokens=8)
+            for q in ("Say hello.", "Name one colour.", "What is 2+2?")]
+    bar = RequestBar("score", embedded_backend)
+    bar.on_issue("stage1", len(reqs))
+    embedded_backend.batch_size = len(reqs)
+    try:
+        embedded_backend.run(reqs)
+    finally:
+        embedded_backend.batch_size = 8
+        bar.close()
+    assert embedded_backend._slots_ok("stage1", tuple(embedded_backend._encode(reqs[0])[0]))
+    assert (bar.completed, bar.total) == (3, 3)
