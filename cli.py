@@ -11,6 +11,8 @@ from pathlib import Path
 from .config.cli_args import add_recipe_subparser, recipe_from_args
 from .data.vocabulary import ALL_STAGES
 from .pipeline.engine import RULES
+from .runtime import exit_codes
+from .runtime.exit_codes import OutputError, UsageError, check_writable
 
 
 def _add_score(sub: argparse._SubParsersAction) -> None:
@@ -95,6 +97,7 @@ def _score(args: argparse.Namespace) -> int:
     from .scorer import VistaScorer
 
     conversations = read_conversations(args.input)[: args.limit]   # bad input fails before torch loads
+    check_writable(args.output)
     try:
         recipe = recipe_from_args(args, first=_score_overrides(args))
         prepare_run(recipe.student.dtype, args.threads, where="--dtype")  # says what it will use, first
@@ -103,25 +106,20 @@ def _score(args: argparse.Namespace) -> int:
 
             load_knowledge(recipe.pipeline.world.knowledge)
     except (RecipeError, ValueError) as e:
-        raise SystemExit(f"error: {e}") from None
+        raise UsageError(str(e)) from None
     options = {"style": args.prompts, "rule": args.rule, "stage2": args.stage2, "stage3": args.stage3,
                "stage4": args.stage4, "threads": args.threads, "batch_size": args.batch_size}
     if args.server or recipe.student.servers:
         from .backends.factory import backend_for
-        from .backends.openai_compat import ServerError
-
-        try:
-            backend = backend_for(recipe, args.role, servers=args.server)
-            backend.check_server()
-        except ServerError as e:
-            raise SystemExit(f"error: {e}") from None
+        backend = backend_for(recipe, args.role, servers=args.server)
+        backend.check_server()   # unreachable: ServerError, exit 3 (main)
         scorer = VistaScorer.from_recipe(recipe, role=args.role, backend=backend, **options)
     else:
         trained = Path(recipe.resolve(recipe.train.output_dir)) if args.config else None
         adapters = args.adapters or (str(trained) if trained is not None and trained.is_dir() else None)
         scorer = VistaScorer.from_recipe(recipe, adapters=adapters, **options)
     if args.chunk_size < 1:
-        raise SystemExit(f"error: --chunk-size must be >= 1, got {args.chunk_size}")
+        raise UsageError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     journal = Path(args.output).with_name(Path(args.output).stem + ".journal.jsonl")
     result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True, evidence=not args.no_evidence,
                           journal=journal, chunk_size=args.chunk_size)
@@ -182,7 +180,7 @@ def _score_overrides(args: argparse.Namespace) -> list[str]:
             try:
                 value = json.dumps(json.loads(value))
             except json.JSONDecodeError as e:
-                raise SystemExit(f"error: --chat-template-kwargs is not JSON ({e}): {value!r}") from None
+                raise UsageError(f"--chat-template-kwargs is not JSON ({e}): {value!r}") from None
         else:
             value = json.dumps(value)
         out.append(f"{key}={value}")
@@ -194,7 +192,7 @@ def _stage_ints(pairs: list[str]) -> dict[str, int]:
     for pair in pairs:
         stage, sep, n = pair.partition("=")
         if not sep or not n.isdigit() or stage not in ALL_STAGES:
-            raise SystemExit(f"error: --max-new-tokens expects STAGE=N with STAGE in stage1..stage4, got {pair!r}")
+            raise UsageError(f"--max-new-tokens expects STAGE=N with STAGE in stage1..stage4, got {pair!r}")
         out[stage] = int(n)
     return out
 
@@ -245,12 +243,12 @@ def _serve_config(args: argparse.Namespace) -> int:
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
     bad = sorted(set(engines) - {"vllm", "sglang", "llama_cpp"})
     if bad:
-        raise SystemExit(f"error: --engines: unknown {bad}; choose from vllm, sglang, llama_cpp")
+        raise UsageError(f"--engines: unknown {bad}; choose from vllm, sglang, llama_cpp")
     try:
         w = write_serve_config(recipe, args.adapters, args.out, engines=engines, host=args.host,
                                llama_cpp_source=args.llama_cpp_source, outtype=args.outtype)
     except ServeConfigError as e:
-        raise SystemExit(f"error: {e}") from None
+        raise UsageError(str(e)) from None
     out = Path(w["out"])
     print(f"serving files for {', '.join(w['adapters'])} in {out}:")
     for f in w["files"]:
@@ -262,7 +260,8 @@ def _serve_config(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vista-distill", description=__doc__)
+    parser = argparse.ArgumentParser(prog="vista-distill", description=__doc__, epilog=exit_codes.help_text(),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_score(sub)
@@ -296,15 +295,23 @@ def main(argv: list[str] | None = None) -> int:
     from .backends.openai_compat import ServerError
     from .config import RecipeError
     from .data.io import SchemaError, print_error
+    from .data.silver import SilverDataError
+    from .data.splits import LeakageError
 
     try:
         return args.func(args)
-    except (SchemaError, RecipeError, FileNotFoundError) as e:  # every problem of the input, one line each
-        print_error(e)
-        return 2
+    except OutputError as e:   # checked before the work where it can be; after it, the journal is kept
+        print(f"error: {e}", file=sys.stderr)
+        return exit_codes.OUTPUT
+    except (SchemaError, RecipeError, SilverDataError, LeakageError, UsageError, FileNotFoundError) as e:
+        print_error(e)   # every problem of the input, one line each
+        return exit_codes.BAD_INPUT
     except ServerError as e:   # a server (teacher, student or base) down or refusing mid-run: its one line
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return exit_codes.SERVER
+    except KeyboardInterrupt:
+        print("interrupted: finished work is kept; the same command resumes", file=sys.stderr)
+        return exit_codes.INTERRUPTED
 
 
 if __name__ == "__main__":

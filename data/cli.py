@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..runtime.exit_codes import BAD_INPUT
+
 AMBIGUOUS_HELP = ("labels with no agreed binary mapping (Generic, Uncooperative, off-topic, uninterpretable, "
                   "NOT ENOUGH INFO on personal responses): 'hallucinated' (default; the paper counts anything "
                   "not attributable as UNVERIFIABLE), 'faithful', or 'drop' (counted as rejected)")
@@ -152,7 +154,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         return 0
     except (SchemaError, LeakageError, ValueError, FileNotFoundError, RuntimeError) as e:
         print_error(e)
-        return 1
+        return BAD_INPUT
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -163,7 +165,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         convs = read_conversations(args.file)
     except (SchemaError, FileNotFoundError) as e:
         print_error(e)
-        return 1
+        return BAD_INPUT
     stats = conversation_stats(convs)
     print(json.dumps(stats, indent=1) if args.json else format_stats(stats, str(Path(args.file))))
     return 0
@@ -176,20 +178,20 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         sources = fetch.load_registry_file(args.registry) if args.registry else fetch.registry()
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return BAD_INPUT
     if args.list:
         print("\n\n".join(fetch.describe(s) for s in sources.values()))
         return 0
     if not args.benchmarks:
         print(f"error: name the benchmark(s) to fetch ({', '.join(sources)}, or all); --list says where each "
               "comes from", file=sys.stderr)
-        return 1
+        return BAD_INPUT
     from .root import ENV, data_root
 
     root = data_root(args.to or args.data_root)
     if root is None:
         print(f"error: say where to put the data: --to DIR (or set {ENV}=DIR)", file=sys.stderr)
-        return 1
+        return BAD_INPUT
     return fetch.run(args.benchmarks, root, mirror=args.mirror, verify=not args.no_verify, force=args.force,
                      sources=sources)
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..runtime.exit_codes import OutputError
 from .schema import (
     ABSTENTION,
     ASSISTANT,
@@ -330,10 +331,14 @@ def read_conversations(path: str | os.PathLike) -> list[Conversation]:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write through a temporary file and rename, so a crash never leaves a half-written file."""
+    """Write through a temporary file and rename, so a crash never leaves a half-written file. A file that cannot
+    be written (a path through a file, no permission, a full disk) raises :class:`OutputError` naming it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise OutputError(path, e.strerror or str(e)) from e
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the permissions open() would
@@ -343,8 +348,10 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise OutputError(path, e.strerror or str(e)) from e
         raise
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..runtime import exit_codes
+
 
 def add_distill_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``distill`` to a top-level ``add_subparsers()`` object."""
@@ -42,15 +44,15 @@ def cmd_distill(args: argparse.Namespace) -> int:
     try:
         recipe = recipe_from_args(args)
         result = run_distill(recipe, limit=args.limit, progress=not args.no_progress, output_dir=args.output_dir)
-    except ServerUnavailable as e:
+    except (ServerUnavailable, ServerError) as e:
         print(f"stopped: {e}", file=sys.stderr)
-        return 3
+        return exit_codes.SERVER
     except KeyboardInterrupt:
         print("interrupted: completed teacher calls are cached; rerun the same command to resume", file=sys.stderr)
-        return 130
-    except (SchemaError, ServerError, LeakageError, RecipeError, ValueError) as e:
+        return exit_codes.INTERRUPTED
+    except (SchemaError, LeakageError, RecipeError, ValueError) as e:
         print_error(e)
-        return 2
+        return exit_codes.BAD_INPUT
     m, r = result.manifest, result.run
     print(f"teacher {m['teacher']}: {r['requests']} requests, {r['cache_hits']} cache hits, "
           f"{r['calls']} new calls, {r['failures']} failures, {r['retries']} retries, "

@@ -43,7 +43,7 @@ def test_prepare_errors_are_reported_not_raised(tmp_path, capsys):
     bad = tmp_path / "begin_dev_x.tsv"
     bad.write_text((FIX / "begin" / "dev_05_24_21.tsv").read_text().replace("\tgeneric\t", "\tperhaps\t"))
     code = run(["data", "prepare", "--benchmark", "begin", "--source", str(bad), "--out", str(tmp_path / "o.jsonl")])
-    assert code == 1
+    assert code == 2   # bad input (runtime/exit_codes.py)
     err = capsys.readouterr().err
     assert f"{bad}, row 4 (line 5), field 'gold label': unknown label 'perhaps'" in err
     assert not (tmp_path / "o.jsonl").exists()
@@ -51,7 +51,7 @@ def test_prepare_errors_are_reported_not_raised(tmp_path, capsys):
                 "--out", str(tmp_path / "o.jsonl")])
     assert code == 0 and "rejected     1  field 'gold label': unknown label" in capsys.readouterr().out
     assert run(["data", "prepare", "--benchmark", "begin", "--source", str(bad), "--label-map", "nonsense",
-                "--out", str(tmp_path / "o.jsonl")]) == 1
+                "--out", str(tmp_path / "o.jsonl")]) == 2
 
 
 def test_prepare_against_held_out_material(tmp_path, capsys):
@@ -61,7 +61,7 @@ def test_prepare_against_held_out_material(tmp_path, capsys):
     out = tmp_path / "silver.jsonl"
     args = ["data", "prepare", "--benchmark", "begin", "--source", src, "--n", "0", "--against", str(held),
             "--out", str(out)]
-    assert run(args) == 1
+    assert run(args) == 2
     assert "share dialogues" in capsys.readouterr().err and not out.exists()
     assert run(args + ["--drop-leaks"]) == 0
     kept = read_conversations(out)
@@ -84,7 +84,7 @@ def test_stats_counts_sources_labels_and_claims(capsys):
 
 
 def test_stats_missing_file(tmp_path, capsys):
-    assert run(["data", "stats", str(tmp_path / "nope.jsonl")]) == 1
+    assert run(["data", "stats", str(tmp_path / "nope.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err
 
 
@@ -92,6 +92,6 @@ def test_stats_on_a_benchmarks_own_table_names_the_command_that_reads_it(capsys)
     """A BEGIN .tsv given where conversations are expected: the error names `data prepare --benchmark begin`
     with the file, and the prepared file is then read."""
     src = FIX / "begin" / "dev_05_24_21.tsv"
-    assert run(["data", "stats", str(src)]) == 1
+    assert run(["data", "stats", str(src)]) == 2
     err = capsys.readouterr().err
     assert f"vista-distill data prepare --benchmark begin --source {src}" in err and "not valid JSON" not in err

@@ -291,9 +291,9 @@ def test_list_names_every_benchmark_with_licence_and_layout():
 
 def test_unknown_benchmark_and_missing_root_are_one_line_errors(tmp_path):
     r = cli("nope", "--to", str(tmp_path))
-    assert r.returncode == 1 and r.stderr.startswith("error: unknown benchmark 'nope'") and "begin" in r.stderr
+    assert r.returncode == 2 and r.stderr.startswith("error: unknown benchmark 'nope'") and "begin" in r.stderr
     r = cli("begin")
-    assert r.returncode == 1 and "--to DIR" in r.stderr and "VISTA_DISTILL_DATA" in r.stderr
+    assert r.returncode == 2 and "--to DIR" in r.stderr and "VISTA_DISTILL_DATA" in r.stderr
     assert "Traceback" not in r.stderr
 
 

@@ -150,7 +150,7 @@ def test_server_absent_is_a_clear_error(tmp_path):
     recipe = write_recipe(tmp_path / "r.yaml", tmp_path / "silver",
                           teacher={"backend": "openai", "model": "m", "base_url": url})
     r = cli("--config", str(recipe))
-    assert r.returncode == 2
+    assert r.returncode == 3   # runtime/exit_codes.py: a server cannot be reached
     assert f"cannot reach the teacher server at {url}" in r.stderr and "Traceback" not in r.stderr
 
 

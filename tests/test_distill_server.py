@@ -148,7 +148,7 @@ def test_api_key_is_sent_but_never_written_or_printed(reference, server, tmp_pat
     assert API_KEY not in text
     # The server demands the key: a wrong one is refused with an error naming the variable, not the value.
     r = run(recipe(tmp_path, tmp_path / "silver", server.base_url), env={KEY_ENV: "wrong-key"})
-    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.returncode == 3, r.stderr[-2000:]   # a server that refuses (runtime/exit_codes.py)
     assert "API key was refused" in r.stderr and KEY_ENV in r.stderr
     assert "wrong-key" not in r.stderr + r.stdout and API_KEY not in r.stderr + r.stdout
 
@@ -219,7 +219,7 @@ def test_server_killed_mid_run_stops_resumably(tmp_path):
     cached = entries(out)
     # Server still down: the resumed run says so clearly.
     r = run(config, "--limit", "1")
-    assert r.returncode == 2 and "cannot reach the teacher server" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 3 and "cannot reach the teacher server" in r.stderr and "Traceback" not in r.stderr
     with LlamaServer(port=port, api_key=API_KEY, log_path=log):
         r = run(config, "--limit", "1")
         assert r.returncode == 0, r.stderr[-3000:]

@@ -46,7 +46,7 @@ def test_a_student_server_failing_mid_run_ends_in_one_line(tmp_path):
             capture_output=True, text=True, timeout=300)
     finally:
         httpd.shutdown()
-    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.returncode == 3, proc.stderr[-3000:]   # a server that refuses (runtime/exit_codes.py)
     assert "Traceback" not in proc.stderr
     last = [line for line in proc.stderr.splitlines() if line.strip()][-1]
     assert last.startswith("error: student server failed") and f"127.0.0.1:{httpd.server_address[1]}" in last

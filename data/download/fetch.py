@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ...runtime.exit_codes import BAD_INPUT, PROBLEMS
 from ..io import atomic_write_text
 from .catalogue import (
     Manual,
@@ -264,7 +265,8 @@ def run(names: list[str], root: str | os.PathLike, *, mirror: str | None = None,
         force: bool = False, sources: dict[str, Source] | None = None,
         out: Any = None, err: Any = None) -> int:
     """Fetch ``names`` (or ``all``) into ``root``; print progress to ``out`` and one line per problem
-    to ``err``. Returns 0 when every automatic file is in place, else 1."""
+    to ``err``. Returns 0 when every automatic file is in place, 1 (problems) when some could not be fetched or
+    verified, 2 (bad input) for an unknown benchmark: :mod:`...runtime.exit_codes`."""
     out = out or sys.stdout
     err = err or sys.stderr
     sources = registry() if sources is None else sources
@@ -272,7 +274,7 @@ def run(names: list[str], root: str | os.PathLike, *, mirror: str | None = None,
         chosen = list(sources.values()) if names == ["all"] else [lookup(n, sources) for n in names]
     except KeyError as e:
         print(f"error: {e.args[0]}", file=err)
-        return 1
+        return BAD_INPUT
     fetcher = Fetcher(root, mirror=mirror, verify=verify, force=force, log=lambda s: print(s, file=out, flush=True))
     status = 0
     try:
@@ -288,7 +290,7 @@ def run(names: list[str], root: str | os.PathLike, *, mirror: str | None = None,
                 if source.warning:
                     print(f"WARNING: {source.warning}", file=out)
             else:
-                status = 1
+                status = PROBLEMS
     finally:
         fetcher.close()
     return status
