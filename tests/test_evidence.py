@@ -134,7 +134,9 @@ def test_probes_change_only_the_reference_of_the_engines_requests(sample_path):
 
 def test_scorer_reports_the_evidence_metrics_with_a_real_model(sample_path, embedded_backend, tmp_path):
     sample = read_conversations(sample_path)
-    result = VistaScorer(backend=embedded_backend).score(sample, evidence=True)
+    # the compact prompts and short budgets keep the real model's run short; the probes are what is tested
+    result = VistaScorer(backend=embedded_backend, style="compact",
+                         max_new_tokens={"stage1": 32, "stage3": 16}).score(sample, evidence=True)
     ev = result.summary["evidence"]
     assert set(ev) >= {"deletion_flip_rate", "foreign_reference_auc", "claim_only_accuracy", "accuracy"}
     assert ev["claim_only"]["claims"] == sum(len(t.gold_claims or []) for c in sample for t in c.turns
@@ -150,4 +152,5 @@ def test_scorer_reports_the_evidence_metrics_with_a_real_model(sample_path, embe
     page = (tmp_path / "s.report.html").read_text()
     assert "Does it read its evidence?" in page and "own vs foreign reference AUC" in page
     # without human claims, or when not asked: no probes
-    assert "evidence" not in VistaScorer(backend=embedded_backend).score(sample[:1]).summary
+    assert "evidence" not in VistaScorer(backend=embedded_backend, style="compact",
+                                         max_new_tokens={"stage1": 32, "stage3": 16}).score(sample[:1]).summary
