@@ -203,7 +203,8 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
     """eval.max_minutes: conversations in a seeded order, every system on a first round, then on what that pace fits
     in the rest of the budget; a spent budget stops there and the report says how much of the material ran."""
     _identity_adapters(tmp_path / "checkpoints")
-    ov = [*_overrides(tmp_path), "eval.round_size=1", "eval.given_claims=true"]
+    ov = [*_overrides(tmp_path), "eval.round_size=1", "eval.given_claims=true",
+          "pipeline.max_new_tokens={stage1: 32, stage3: 16}"]   # rounds and budgets are tested, not what is said
     whole = run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=60"]), input_path=str(sample_path), limit=2,
                      output_dir=tmp_path / "whole", systems=["student", "base"])
     budget = whole.results["material"]["time_budget"]
