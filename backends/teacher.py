@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..data.schema import Conversation
 from ..pipeline.protocol import Backend
+from ..runtime.exit_codes import UsageError
 from .cache import CallCache
-from .openai_compat import OpenAIBackend, ServerError, redact_url
+from .openai_compat import OpenAIBackend, redact_url
 from .wrappers import CachedBackend, VotingBackend
 
 if TYPE_CHECKING:   # annotations only: the recipe object sits above this layer
@@ -37,10 +38,10 @@ class Teacher:
 
 def _openai(cfg: TeacherConfig, model: str | None, cache: CallCache) -> OpenAIBackend:
     if not cfg.base_url:
-        raise ServerError("teacher.base_url is required for an OpenAI-compatible teacher "
+        raise UsageError("teacher.base_url is required for an OpenAI-compatible teacher "
                            "(e.g. http://127.0.0.1:8000/v1)")
     if not model:
-        raise ServerError("teacher.model is required for an OpenAI-compatible teacher (the served model name)")
+        raise UsageError("teacher.model is required for an OpenAI-compatible teacher (the served model name)")
     return OpenAIBackend(model, cfg.base_url, api_key_env=cfg.api_key_env, concurrency=cfg.concurrency,
                          timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, temperature=cfg.temperature,
                          seed=cfg.seed, extra_body=cfg.extra_body, chat_template_kwargs=cfg.chat_template_kwargs,
@@ -103,11 +104,11 @@ def build_teacher(recipe: Recipe, conversations: Iterable[Conversation], cache: 
         chain = LabelsBackend(conversations, fallback=fallback)
         core = fallback if fallback is not None else chain
     else:
-        raise ServerError(f"teacher.backend must be openai, transformers or labels, got {cfg.backend!r}")
+        raise UsageError(f"teacher.backend must be openai, transformers or labels, got {cfg.backend!r}")
     k = recipe.distill.self_consistency_k
     if k > 1:
         if not isinstance(chain, OpenAIBackend):
-            raise ServerError(f"distill.self_consistency_k = {k} needs teacher.backend openai (samples from a "
+            raise UsageError(f"distill.self_consistency_k = {k} needs teacher.backend openai (samples from a "
                                f"server); {cfg.backend!r} is deterministic")
         chain = VotingBackend(chain, k, recipe.distill.self_consistency_temperature)
         desc["self_consistency"] = {"k": k, "temperature": recipe.distill.self_consistency_temperature}
