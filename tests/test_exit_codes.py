@@ -134,8 +134,11 @@ def test_ctrl_c_is_130(tmp_path, command):
     else:
         args = ["distill", "--config", str(ROOT / "recipes" / "demo-cpu.yaml"), "teacher.backend=openai",
                 "teacher.model=m", f"teacher.base_url={url}", f"distill.output_dir={tmp_path / 'silver'}", "--limit", "1"]
+    # SIGINT as a terminal delivers it: a child inherits an ignored SIGINT (a test runner or server fixture may
+    # have set one), and Python then installs no KeyboardInterrupt handler at all
     proc = subprocess.Popen([sys.executable, "-m", "vista_distill.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert seen.wait(60), "the command never reached the server"   # it now waits on the server
         proc.send_signal(signal.SIGINT)
