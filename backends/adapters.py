@@ -9,6 +9,7 @@ student turn (bench/results/profile_scorer_amd-epyc-avx512-bf16_float32-*.json):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,10 +62,11 @@ def fetch_adapters(name_or_path: str | Path, revision: str | None = None) -> Pat
     """A local folder of stage adapters, or a Hub repository holding one, downloaded (or found in the cache) with
     huggingface_hub's ``snapshot_download``, without training checkpoints."""
     path = Path(name_or_path).expanduser()
-    if path.exists() or str(name_or_path).startswith((".", "/", "~")) or str(name_or_path).count("/") != 1:
-        if not path.is_dir():
-            raise FileNotFoundError(f"{path}: adapters folder not found (a local folder or a Hub id such as user/name)")
+    hub_id = str(name_or_path).count("/") == 1 and not str(name_or_path).startswith((".", "/", "~"))
+    if path.is_dir():
         return path
+    if path.exists() or not hub_id:
+        raise FileNotFoundError(f"{path}: adapters folder not found (a local folder or a Hub id such as user/name)")
     from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(str(name_or_path), revision=revision,
@@ -74,8 +76,6 @@ def fetch_adapters(name_or_path: str | Path, revision: str | None = None) -> Pat
 def trained_with(adapters: Mapping[str, Path]) -> TrainedWith:
     """:class:`TrainedWith` from the stage folders' training summaries (absent ones tell nothing); stages that
     disagree on the base model are an error naming both."""
-    import json
-
     seen: dict[str, dict[str, Any]] = {}
     for stage, path in adapters.items():
         f = Path(path) / "training_summary.json"

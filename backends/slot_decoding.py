@@ -139,7 +139,7 @@ def decode_in_slots(model: Any, cache_kw: str, make_cache: Callable[[int, int], 
     device = next(model.parameters()).device
     on_gpu = device.type == "cuda"
     graphs = on_gpu if graphs is None else graphs
-    full_mask = on_gpu or graphs if full_mask is None else full_mask or graphs
+    full_mask = (on_gpu if full_mask is None else full_mask) or graphs   # a graph needs one shape per wave
     eos = set(eos_ids)
     out: list[Decoded | None] = [None] * len(suffixes)
     queue = deque(sorted(range(len(suffixes)), key=lambda i: -len(suffixes[i])))  # longest first: later ones fit

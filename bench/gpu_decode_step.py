@@ -58,12 +58,6 @@ def read_bandwidth(device: str, gib: float = 2.0) -> float:
     return 2 * n / sorted(times)[2]
 
 
-def set_adapter_dtype(model, dtype) -> None:
-    for name, p in model.named_parameters():
-        if "lora_" in name:
-            p.data = p.data.to(dtype)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", default="qwen3-8b")
@@ -78,6 +72,7 @@ def main() -> None:
     a = ap.parse_args()
 
     import torch
+    from vista_distill.backends.adapters import adapters_in_dtype
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.pipeline.protocol import Request
     from vista_distill.runtime.hardware import detect
@@ -113,7 +108,7 @@ def main() -> None:
     for name, adapter_dtype, graphs, variant in settings:
         if graphs and not on_gpu:
             name += " (eager on a CPU)"
-        set_adapter_dtype(backend.model, adapter_dtype)
+        adapters_in_dtype(backend.model, adapter_dtype)
         backend.cuda_graphs = graphs
         reqs = [dataclasses.replace(r, stage="stage4") for r in requests] if variant == "base" else requests
         if variant == "merged":
