@@ -48,7 +48,7 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
                         "finished chunk (the journal is removed once the output is written)")
     p.add_argument("--no-evidence", action="store_true",
                    help="skip the evidence probes (input with human claims: deletion flip rate, own vs foreign "
-                        "reference AUC, claim-only accuracy; eval/evidence.py)")
+                        "reference AUC, claim-only accuracy; scoring/evidence.py)")
     p.add_argument("--server", action="append", metavar="URL",
                    help="an OpenAI-compatible server serving the base model and the stage adapters (vista-distill "
                         "serve-config), e.g. http://127.0.0.1:8000/v1; repeat for replicas [recipe student.servers]")
@@ -147,7 +147,7 @@ def _score(args: argparse.Namespace) -> int:
                     f"({', '.join(f'{k} {v}' for k, v in w['claim_labels'].items()) or 'none'})",
                     ["three-way verdict", "turns"], [[k, v] for k, v in w["verdicts"].items()])
     if "evidence" in s:   # the input has human claims: does the scorer read its evidence?
-        from .eval.html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
+        from .scoring.page import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
 
         print_table(EVIDENCE_TITLE, EVIDENCE_HEADER, evidence_rows({"scored": s["evidence"]}))
     if "baselines" in s:   # the cheap rules on the same human claims

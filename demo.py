@@ -14,6 +14,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
 DEMO_RECIPE = PACKAGE_ROOT / "recipes" / "demo-cpu.yaml"
@@ -53,26 +54,13 @@ def _step(n: int, title: str) -> float:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from .config import load_recipe
-
-    overrides = []
-    if args.output_dir:
-        out = Path(args.output_dir)
-        overrides = [f"distill.output_dir={out / 'silver'}", f"train.output_dir={out / 'checkpoints'}",
-                     f"eval.output_dir={out / 'eval'}"]
-    if args.teacher_url:
-        overrides += ["teacher.backend=openai", f"teacher.base_url={args.teacher_url}"]
-    if args.teacher_model:
-        overrides.append(f"teacher.model={args.teacher_model}")
-    recipe = load_recipe(args.recipe, overrides + list(args.overrides))
-    if not args.output_dir:
-        out = Path(recipe.resolve(recipe.train.output_dir)).parent
-    from .runtime.progress import log_to_file
-
-    log_path = log_to_file(out / "demo.log")   # the full log: library messages and warnings included
+    """The demo's four steps (data, distill, train, eval) and its closing summary."""
     from .runtime.hardware import prepare_run
+    from .runtime.progress import log_to_file
     from .train.hf_configs import training_hardware
 
+    recipe, out = _demo_recipe(args)
+    log_path = log_to_file(out / "demo.log")   # the full log: library messages and warnings included
     # One decision for the whole demo (threads: before this process adds load of its own).
     hw = prepare_run(recipe.student.dtype, recipe.train.cpu_threads, where="student.dtype", announce=False)
     train_precision, train_hw = training_hardware(recipe)
@@ -104,8 +92,7 @@ def run_demo(args: argparse.Namespace) -> int:
                  f"{train_hw.threads.threads} thread(s))")
     from .train.run import train_stages
 
-    summaries = train_stages(recipe, "all")
-    for s in summaries:
+    for s in train_stages(recipe, "all"):
         print(f"      {s.get('stage')}: {_loss_line(s)}")
     times["train"] = time.perf_counter() - t
 
@@ -129,9 +116,37 @@ def run_demo(args: argparse.Namespace) -> int:
                "evaluated": {k: result.results["material"].get(k) for k in ("conversations", "scored_turns",
                                                                               "time_budget")}}
     from .data.io import atomic_write_text
-    from .runtime.progress import console
 
     atomic_write_text(out / "demo_summary.json", json.dumps(summary, indent=2) + "\n")
+    _print_closing(recipe, result, hw, times, total, why, out, log_path)
+    return 0
+
+
+def _demo_recipe(args: argparse.Namespace) -> tuple[Any, Path]:
+    """The recipe with the command line's overrides, and the demo's output folder."""
+    from .config import load_recipe
+
+    overrides = []
+    if args.output_dir:
+        out = Path(args.output_dir)
+        overrides = [f"distill.output_dir={out / 'silver'}", f"train.output_dir={out / 'checkpoints'}",
+                     f"eval.output_dir={out / 'eval'}"]
+    if args.teacher_url:
+        overrides += ["teacher.backend=openai", f"teacher.base_url={args.teacher_url}"]
+    if args.teacher_model:
+        overrides.append(f"teacher.model={args.teacher_model}")
+    recipe = load_recipe(args.recipe, overrides + list(args.overrides))
+    if not args.output_dir:
+        out = Path(recipe.resolve(recipe.train.output_dir)).parent
+    return recipe, out
+
+
+def _print_closing(recipe: Any, result: Any, hw: Any, times: dict[str, float], total: float, why: str, out: Path,
+                   log_path: Path) -> None:
+    """The closing summary: minutes per step, the machine, what the time budget cut, where everything is, and
+    the tables of every system's accuracy with the student's McNemar tests."""
+    from .runtime.progress import console
+
     term = console(stderr=False)
     term.rule()
     term.print(f"demo finished in {total / 60:.1f} min "
@@ -154,13 +169,12 @@ def run_demo(args: argparse.Namespace) -> int:
     for table in _summary_tables(result.results):
         term.print(table)
     term.print(f"report:    {result.out_dir / 'report.md'}")
-    return 0
 
 
 def _student_tests(results: dict) -> list[tuple[str, str, float, int, float]]:
     """(level, other system, student's accuracy minus the other's, n, McNemar p) for the student against every
     other system: claims (stage 2, human claims) and turns under each rule."""
-    from .eval.metrics import OVERALL
+    from .scoring.metrics import OVERALL
 
     rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
     levels = [("claims (stage 2)", (results.get("given_claims") or {}).get("significance", {}).get("stage2", {})),
@@ -177,7 +191,7 @@ def _student_tests(results: dict) -> list[tuple[str, str, float, int, float]]:
 
 def _system_rows(results: dict) -> list[tuple[str, list[str], str]]:
     """(system, [turn accuracy per rule..., claim accuracy (stage 2)], speed or why it did not run)."""
-    from .eval.metrics import OVERALL
+    from .scoring.metrics import OVERALL
 
     rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
     given = (results.get("given_claims") or {}).get("systems", {})
@@ -217,9 +231,9 @@ def _summary_tables(results: dict) -> list:
         tests.add_column(col, justify="left" if col in ("level", "other") else "right")
     for label, other, delta, n, p in _student_tests(results):
         tests.add_row(label, other, f"{delta:+.3f}", str(n), f"{p:.2g}")
-    from .eval.html_report import EVIDENCE_HEADER, evidence_rows
+    from .scoring.page import EVIDENCE_HEADER, evidence_rows
 
-    evidence = Table(title="does it read its evidence? (stage 2, human claims; eval/evidence.py)", box=box.SIMPLE,
+    evidence = Table(title="does it read its evidence? (stage 2, human claims; scoring/evidence.py)", box=box.SIMPLE,
                      title_justify="left")
     for col in EVIDENCE_HEADER:
         evidence.add_column(col, justify="left" if col == "system" else "right")

@@ -13,9 +13,9 @@ from typing import Any
 from .config import Recipe
 from .data.io import atomic_write_text
 from .data.schema import ASSISTANT, Conversation
-from .eval.evidence import evidence_metrics
-from .eval.scoring import check_claims, run_given_claims, run_pipeline
-from .eval.summary import summarize
+from .scoring.evidence import evidence_metrics
+from .scoring.run import label_claims, run_given_claims, run_pipeline
+from .scoring.summary import summarize
 from .pipeline.engine import RULES, EngineConfig, TurnResult
 from .pipeline.protocol import Backend
 from .runtime.progress import RequestBar
@@ -25,12 +25,12 @@ from .runtime.progress import RequestBar
 class ScoreResult:
     records: list[dict[str, Any]]
     summary: dict[str, Any] = field(default_factory=dict)
-    evidence_records: list[dict[str, Any]] = field(default_factory=list)   # the evidence probes (eval/evidence.py)
+    evidence_records: list[dict[str, Any]] = field(default_factory=list)   # the evidence probes (scoring/evidence.py)
 
     def write(self, path: str | Path) -> tuple[Path, Path]:
         """Write records as JSONL to ``path``, the summary beside it (``<stem>.summary.json``) and the HTML
         report of every turn (``<stem>.report.html``)."""
-        from .eval.html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows, write_html
+        from .scoring.page import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows, write_html
 
         path = Path(path)
         atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records))
@@ -167,9 +167,7 @@ class VistaScorer:
         conversations = list(conversations)
         model = None
         if journal is not None:
-            model = self.backend.describe() if hasattr(self.backend, "describe") else {
-                k: str(getattr(self.backend, k, None)) for k in ("name", "model_path", "adapters", "torch_dtype",
-                                                                  "batch_size")}
+            model = self.backend.describe()
         bar = on_issue = on_resumed = None
         on_turn = progress if callable(progress) else None
         if progress is True:
@@ -196,33 +194,32 @@ class VistaScorer:
             **({"journal": journal_info} if journal_info is not None else {}),
             **{k: v - stats_before.get(k, 0) for k, v in stats.items() if isinstance(v, (int, float))},
         }
-        if hasattr(self.backend, "describe"):   # served: URLs, names, label-scoring method, replica events
+        if self.backend.served:   # URLs, names, label-scoring method, replica events
             summary["run"]["server"] = {**self.backend.describe(),
                                         "label_methods": dict(stats.get("label_methods") or {})}
-        hw = getattr(self.backend, "hardware", None)
-        if hw is not None:
-            summary["run"]["hardware"] = hw.to_dict()
+        if self.backend.hardware is not None:
+            summary["run"]["hardware"] = self.backend.hardware.to_dict()
         result = ScoreResult(records, summary)
         if evidence and any(c.turns[i].gold_claims for c in conversations for i in c.scored_turns):
             given, result.evidence_records = run_given_claims(conversations, self.config, self.backend,
                                                               evidence_seed=0)
             summary["evidence"] = evidence_metrics(result.evidence_records)
-            from .eval.comparison import rules_beside
+            from .scoring.cheap_rules import rules_beside
 
             summary["baselines"] = rules_beside(conversations, self.config, given, list(RULES), self.majority)
         return result
 
     def evidence(self, conversations: Sequence[Conversation], seed: int = 0) -> list[dict[str, Any]]:
         """Does this scorer read its evidence? Stage 2 on the human claims of ``conversations`` with their
-        references, then the evidence probes (``eval/evidence.py``: deletion, foreign reference, claim only);
+        references, then the evidence probes (``scoring/evidence.py``: deletion, foreign reference, claim only);
         their records (``evidence_metrics`` turns them into the three metrics)."""
         return run_given_claims(conversations, self.config, self.backend, evidence_seed=seed)[1]
 
-    def check(self, docs: Sequence[str], claims: Sequence[str]) -> list[dict[str, Any]]:
+    def label_claims(self, docs: Sequence[str], claims: Sequence[str]) -> list[dict[str, Any]]:
         """MiniCheck's ``score(docs, claims)``: stage 2 alone on each (doc, claim) pair, no dialogue, no background
         (the request the pipeline sends for a turn's first claims). One dict per pair: ``label`` (VERIFIED /
         UNVERIFIABLE), ``p_verified``, ``probs``, ``error``."""
-        return check_claims(list(docs), list(claims), self.config, self.backend)
+        return label_claims(list(docs), list(claims), self.config, self.backend)
 
     def _progress_bar(self, conversations: Sequence[Conversation]
                       ) -> tuple[RequestBar, Callable[[TurnResult], None], Callable[[int], None]]:

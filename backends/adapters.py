@@ -58,6 +58,23 @@ class TrainedWith:
     load_in_4bit: bool
 
 
+def with_stage_adapters(model: Any, adapters: Mapping[str, Path], dtype: Any = None) -> Any:
+    """``model`` as a PEFT model holding one LoRA adapter per stage, named by stage (the first one active); with
+    ``dtype``, the adapters' weights cast to it (:func:`adapters_in_dtype`; on a GPU)."""
+    from peft import PeftModel
+
+    from .model_loading import quiet_peft_wrap
+
+    (first, path), *rest = adapters.items()
+    with quiet_peft_wrap():
+        model = PeftModel.from_pretrained(model, str(path), adapter_name=first)
+        for stage, p in rest:
+            model.load_adapter(str(p), adapter_name=stage)
+    if dtype is not None:
+        adapters_in_dtype(model, dtype)
+    return model
+
+
 def fetch_adapters(name_or_path: str | Path, revision: str | None = None) -> Path:
     """A local folder of stage adapters, or a Hub repository holding one, downloaded (or found in the cache) with
     huggingface_hub's ``snapshot_download``, without training checkpoints."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..data.schema import UNVERIFIABLE, VERIFIED, Conversation
 from ..data.vocabulary import WORLD_FALSE, WORLD_TRUE, WORLD_UNKNOWN
@@ -39,6 +40,8 @@ class LabelsBackend:
     """A :class:`~vista_distill.pipeline.protocol.Backend` that answers from gold claims."""
 
     name = "labels"
+    served = False
+    hardware = None
 
     def __init__(self, conversations: Iterable[Conversation], fallback: Backend | None = None) -> None:
         self.fallback = fallback
@@ -61,6 +64,9 @@ class LabelsBackend:
                         self.categories[(_norm(turn.reference), _norm(c.text))] = c.label
         self.stats = {"answered": 0, "fallback": 0, "unanswered": 0}
         self.progress: Callable[[int], None] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "fallback": self.fallback.describe() if self.fallback is not None else None}
 
     def _answer(self, req: Request) -> Response | None:
         fields = message_fields(req.messages[-1]["content"])

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,21 +22,24 @@ class _VocabIds:
     marker_ban: list[int]          # may not follow a list marker: starts with a digit or period, or breaks the line
 
 
+_VOCAB_IDS: weakref.WeakKeyDictionary[Any, _VocabIds] = weakref.WeakKeyDictionary()
+
+
 def _vocab_ids(backend: Any) -> _VocabIds:
-    """Each token's text read once per backend (the whole vocabulary), then kept on it."""
-    if getattr(backend, "_vocab_id_sets", None) is None:
-        tok = backend.tokenizer
+    """Each token's text read once per tokenizer (the whole vocabulary), then kept while the tokenizer lives."""
+    tok = backend.tokenizer
+    if tok not in _VOCAB_IDS:
         pieces = [tok.convert_tokens_to_string([t]) if t else ""
                   for t in tok.convert_ids_to_tokens(list(range(len(tok))))]
-        backend._vocab_id_sets = _VocabIds(
+        _VOCAB_IDS[tok] = _VocabIds(
             newline=frozenset(i for i, p in enumerate(pieces) if "\n" in p),
             sentence_end=frozenset(i for i, p in enumerate(pieces) if any(c in p for c in ".!?")),
             period_end=frozenset(i for i, p in enumerate(pieces) if p.endswith(".")),
             marker_ban=[i for i, p in enumerate(pieces) if p[:1].isdigit() or p.startswith(".") or "\n" in p])
-    return backend._vocab_id_sets
+    return _VOCAB_IDS[tok]
 
 
-class _RepeatedLineStop:
+class RepeatedLineStop:
     """Stops a row once it completes a line that repeats an earlier one, or once its unfinished line has
     said the same sentence ``LOOP_REPEATS`` times (small models loop on lists, and within a line). A looping
     row would otherwise run to its budget and then be retried with twice the budget, for a line the parser
@@ -65,7 +69,7 @@ class _RepeatedLineStop:
         return (newline and _has_repeated_line(text)) or (sentence and _looping_line(text))
 
 
-class _ListMarkerFormat:
+class ListMarkerFormat:
     """Numbered lists: after a line's list marker (``1.``, ``12.``) the next token may not be a digit, a period
     or a line break. A small student that is unsure how a claim starts gives the digit the most probability of
     any single token, greedy decoding takes it, and the line becomes ``1.1.1.1...`` until its budget, a line

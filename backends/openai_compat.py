@@ -46,7 +46,7 @@ class ServerUnavailable(ServerError):
     """Retries ran out mid-run; completed calls are cached and a rerun resumes."""
 
 
-class _Retryable(Exception):
+class Retryable(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
@@ -76,6 +76,8 @@ class OpenAIBackend:
 
     name = "openai"
     endpoint = "chat/completions"
+    served = True
+    hardware = None
 
     def __init__(
         self,
@@ -212,6 +214,10 @@ class OpenAIBackend:
 
     # ------------------------------------------------------------------ server
 
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "servers": [redact_url(u) for u in self.base_urls], "model": self.model,
+                "replica_events": self.replicas.events}
+
     def check_server(self) -> None:
         """Fail fast with a clear error when no replica answers or one refuses the key (once). A replica
         that does not answer while another does is set aside (and tried again after its backoff)."""
@@ -290,7 +296,7 @@ class OpenAIBackend:
                 attempts += 1
                 try:
                     entry = await self._post(client, rep.url, body)
-                except _Retryable as e:
+                except Retryable as e:
                     if self.replicas.failed(rep, episode, e) and rep.fails <= self.max_retries:
                         self.stats["retries"] += 1
                         log.warning("%s call failed on %s (%s); retry %d/%d", self.role, redact_url(rep.url), e,
@@ -327,7 +333,7 @@ class OpenAIBackend:
         """Backoff before a failed replica is tried again: exponential with jitter, at least Retry-After."""
         delay = min(self.backoff_max_s, self.backoff_s * 2 ** (fails - 1))
         delay *= 0.5 + random.random() / 2   # jitter: concurrent retries do not hit the server together
-        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+        if isinstance(exc, Retryable) and exc.retry_after is not None:
             delay = max(delay, min(exc.retry_after, self.backoff_max_s))
         return delay
 
@@ -338,12 +344,12 @@ class OpenAIBackend:
         try:
             r = await client.post(url, json=body, headers=self._headers())
         except httpx.TimeoutException as e:
-            raise _Retryable(f"timeout after {self.timeout_s:g}s ({type(e).__name__})") from None
+            raise Retryable(f"timeout after {self.timeout_s:g}s ({type(e).__name__})") from None
         except httpx.TransportError as e:
-            raise _Retryable(f"connection error: {type(e).__name__}: {e}") from None
+            raise Retryable(f"connection error: {type(e).__name__}: {e}") from None
         status = r.status_code
         if status in RETRY_STATUS or status >= 500:
-            raise _Retryable(f"HTTP {status}: {r.text[:200]}", _retry_after(r.headers))
+            raise Retryable(f"HTTP {status}: {r.text[:200]}", _retry_after(r.headers))
         if status in (401, 403):
             raise ServerError(self._key_message(status))
         if status == 404:
@@ -363,7 +369,7 @@ class OpenAIBackend:
             reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
             usage = data.get("usage") or {}
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            raise _Retryable(f"malformed response body {r.text[:200]!r}") from None
+            raise Retryable(f"malformed response body {r.text[:200]!r}") from None
         answer, think = strip_think(raw)
         return {
             "raw": raw,

@@ -62,6 +62,8 @@ class RuleBackend:
             raise ValueError("the pmi rule needs the base model's backend and its fitted PMI head")
         self.rule, self.majority, self.model, self.head = rule, majority or {}, model, head
         self.name = f"rule:{rule}"
+        self.served = False
+        self.hardware = model.hardware if model is not None else None
         self.stats: dict[str, Any] = {"requests": 0, "model_requests": 0}
         self.progress: Callable[[int], None] | None = None
 
@@ -70,7 +72,7 @@ class RuleBackend:
         if self.rule == "majority":
             d["labels"] = dict(self.majority)
         if self.rule == "pmi":
-            d.update(model_path=str(getattr(self.model, "model_path", "")),
+            d.update(model_path=self.model.describe().get("model_path", ""),
                      head={"w_pmi": self.head.w_pmi, "bias": self.head.bias, "fitted": self.head.fitted})
         return d
 

@@ -42,8 +42,8 @@ from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF, render
 from .cache import CallCache, call_key
 from .evidence_head import EvidenceHead, claim_and_twin, claim_overlap
-from .list_generation import _RepeatedLineStop, list_stop_reason
-from .openai_compat import OpenAIBackend, ServerError, _Retryable, redact_url
+from .list_generation import RepeatedLineStop, list_stop_reason
+from .openai_compat import OpenAIBackend, ServerError, Retryable, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +51,11 @@ LABEL_METHODS = ("auto", "echo", "top_logprobs", "generate")
 
 
 def truncate_repeats(text: str, backend: Any) -> str:
-    """``text`` cut where the in-process backend's stop rule (:class:`~.list_generation._RepeatedLineStop`: a
+    """``text`` cut where the in-process backend's stop rule (:class:`~.list_generation.RepeatedLineStop`: a
     completed line repeating an earlier one, a line saying one sentence three times) would have ended it, replayed
     over the text's tokens (``backend.tokenizer``; servers cannot be told to stop there)."""
     ids = backend.tokenizer(text, add_special_tokens=False)["input_ids"]
-    stop = _RepeatedLineStop(backend, 0)
+    stop = RepeatedLineStop(backend, 0)
     for k in range(1, len(ids) + 1):
         if stop.row_done(ids[:k]):
             return backend.tokenizer.decode(ids[:k], skip_special_tokens=True)
@@ -137,7 +137,7 @@ class ServerBackend(OpenAIBackend):
             usage = data.get("usage") or {}
             lp = choice.get("logprobs") or None
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            raise _Retryable(f"malformed response body {r.text[:200]!r}") from None
+            raise Retryable(f"malformed response body {r.text[:200]!r}") from None
         entry: dict[str, Any] = {"raw": text, "text": text, "finish_reason": choice.get("finish_reason"),
                                  "prompt_tokens": int(usage.get("prompt_tokens") or 0),
                                  "completion_tokens": int(usage.get("completion_tokens") or 0)}

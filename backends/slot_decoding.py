@@ -134,139 +134,196 @@ def decode_in_slots(model: Any, cache_kw: str, make_cache: Callable[[int, int], 
     is told as each request finishes; ``stats`` counts decode steps, the rows they ran and refills.
     ``full_mask``: decode steps attend over a mask as wide as the cache (default: on a GPU); ``graphs``: replay
     each wave's decode step from a CUDA graph (default: on a GPU; needs the full mask)."""
-    import torch
-
     device = next(model.parameters()).device
     on_gpu = device.type == "cuda"
     graphs = on_gpu if graphs is None else graphs
-    full_mask = (on_gpu if full_mask is None else full_mask) or graphs   # a graph needs one shape per wave
-    eos = set(eos_ids)
-    out: list[Decoded | None] = [None] * len(suffixes)
-    queue = deque(sorted(range(len(suffixes)), key=lambda i: -len(suffixes[i])))  # longest first: later ones fit
-
-    def forward(ids, positions, mask4d, cache):
-        o = model(input_ids=ids, position_ids=positions, attention_mask=mask4d, **{cache_kw: cache}, use_cache=True,
-                  logits_to_keep=1)
-        return o.logits[:, -1].float()
-
-    def prompt_block(chosen: list[int]):
-        """Left-padded ids, key mask and positions of the chosen requests' suffixes."""
-        width = max(len(suffixes[i]) for i in chosen)
-        ids = torch.full((len(chosen), width), pad_id, dtype=torch.long)
-        valid = torch.zeros(len(chosen), width, dtype=torch.bool)
-        for r, i in enumerate(chosen):
-            s = suffixes[i]
-            ids[r, width - len(s):] = torch.tensor(list(s), dtype=torch.long)
-            valid[r, width - len(s):] = True
-        positions = (prefix_len + valid.long().cumsum(-1) - 1).clamp(min=prefix_len)
-        return ids.to(device), valid.to(device), positions.to(device)
-
-    def block_mask(valid, width: int):
-        """(rows, 1, width, prefix + width): the prefix, then causal over the block's own valid keys."""
-        rows = valid.shape[0]
-        causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
-        own = causal[None] & valid[:, None, :]
-        head = torch.ones(rows, width, prefix_len, dtype=torch.bool, device=device)
-        return torch.cat([head, own], dim=-1)[:, None]
-
-    def next_tokens(pending: list[tuple[int, Any]]) -> list[tuple[int, int]]:
-        """(row, greedy token) of each pending row: bans applied in place, then one argmax and one copy to the host."""
-        if not pending:
-            return []
-        rows_logits = torch.stack([lg for _, lg in pending])
-        if ban is not None:
-            for j, (r, _) in enumerate(pending):
-                ban(rows[r].tokens, rows_logits[j])
-        return list(zip([r for r, _ in pending], rows_logits.argmax(-1).tolist()))
-
-    def accept(slot: _Slot, token: int) -> Decoded | None:
-        if token in eos:
-            return Decoded(slot.tokens, "eos")
-        slot.tokens.append(token)
-        if stop is not None and stop(slot.tokens):
-            return Decoded(slot.tokens, "stopped")
-        if len(slot.tokens) >= max_new:
-            return Decoded(slot.tokens, "length")
-        return None
-
     count = stats if stats is not None else {}
     for k in ("decode_steps", "decode_rows", "refills"):
         count.setdefault(k, 0)
+    decoder = _SlotDecoder(model=model, cache_kw=cache_kw, prefix_cache=prefix_cache, prefix_len=prefix_len,
+                           suffixes=suffixes, max_new=max_new, eos=set(eos_ids), pad_id=pad_id, ban=ban, stop=stop,
+                           on_done=on_done, count=count, device=device, graphs=graphs,
+                           full_mask=(on_gpu if full_mask is None else full_mask) or graphs)  # a graph: one shape
+    queue = deque(sorted(range(len(suffixes)), key=lambda i: -len(suffixes[i])))  # longest first: later ones fit
     while queue:
-        wave = [queue.popleft() for _ in range(min(slots, len(queue)))]
-        width = len(suffixes[wave[0]])
-        length = prefix_len + width + HORIZON_BUDGETS * max_new
-        cache = make_cache(len(wave), length)
-        keys = torch.zeros(len(wave), length, dtype=torch.bool, device=device)   # what each row may attend to
-        keys[:, :prefix_len] = True
-        ids, valid, positions = prompt_block(wave)
-        keys[:, prefix_len:prefix_len + width] = valid
-        mask = block_mask(valid, width)
-        if full_mask:   # attention that reads every cached key needs the unwritten ones masked
-            mask = torch.nn.functional.pad(mask, (0, length - mask.shape[-1]), value=False)
+        _Wave(decoder, [queue.popleft() for _ in range(min(slots, len(queue)))], make_cache).run(queue)
+    return decoder.out  # type: ignore[return-value]
+
+
+@dataclass
+class _SlotDecoder:
+    """What every wave of one :func:`decode_in_slots` call shares: the model, the requests and their results."""
+
+    model: Any
+    cache_kw: str
+    prefix_cache: Any
+    prefix_len: int
+    suffixes: Sequence[Sequence[int]]
+    max_new: int
+    eos: set[int]
+    pad_id: int
+    ban: Callable[[list[int], Any], None] | None
+    stop: Callable[[list[int]], bool] | None
+    on_done: Callable[[int], object] | None
+    count: dict[str, Any]
+    device: Any
+    graphs: bool
+    full_mask: bool
+    out: list[Decoded | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.out = [None] * len(self.suffixes)
+
+    def forward(self, ids: Any, positions: Any, mask4d: Any, cache: Any) -> Any:
+        o = self.model(input_ids=ids, position_ids=positions, attention_mask=mask4d, **{self.cache_kw: cache},
+                       use_cache=True, logits_to_keep=1)
+        return o.logits[:, -1].float()
+
+    def prompt_block(self, chosen: list[int]) -> tuple[Any, Any, Any]:
+        """Left-padded ids, key mask and positions of the chosen requests' suffixes."""
+        import torch
+
+        width = max(len(self.suffixes[i]) for i in chosen)
+        ids = torch.full((len(chosen), width), self.pad_id, dtype=torch.long)
+        valid = torch.zeros(len(chosen), width, dtype=torch.bool)
+        for r, i in enumerate(chosen):
+            s = self.suffixes[i]
+            ids[r, width - len(s):] = torch.tensor(list(s), dtype=torch.long)
+            valid[r, width - len(s):] = True
+        positions = (self.prefix_len + valid.long().cumsum(-1) - 1).clamp(min=self.prefix_len)
+        return ids.to(self.device), valid.to(self.device), positions.to(self.device)
+
+    def block_mask(self, valid: Any, width: int) -> Any:
+        """(rows, 1, width, prefix + width): the prefix, then causal over the block's own valid keys."""
+        import torch
+
+        rows = valid.shape[0]
+        causal = torch.ones(width, width, dtype=torch.bool, device=self.device).tril()
+        own = causal[None] & valid[:, None, :]
+        head = torch.ones(rows, width, self.prefix_len, dtype=torch.bool, device=self.device)
+        return torch.cat([head, own], dim=-1)[:, None]
+
+    def accept(self, slot: _Slot, token: int) -> Decoded | None:
+        """``token`` appended to ``slot``: the request's result when it ends there, else None."""
+        if token in self.eos:
+            return Decoded(slot.tokens, "eos")
+        slot.tokens.append(token)
+        if self.stop is not None and self.stop(slot.tokens):
+            return Decoded(slot.tokens, "stopped")
+        if len(slot.tokens) >= self.max_new:
+            return Decoded(slot.tokens, "length")
+        return None
+
+
+class _Wave:
+    """One static cache of ``len(wave)`` rows, decoded until every row is idle: rows that finish are refilled from
+    the queue while a new request can still reach its budget before the cache ends."""
+
+    def __init__(self, d: _SlotDecoder, wave: list[int], make_cache: Callable[[int, int], Any]) -> None:
+        import torch
+
+        width = len(d.suffixes[wave[0]])   # the longest: the queue is sorted longest first
+        self.d, self.length = d, d.prefix_len + width + HORIZON_BUDGETS * d.max_new
+        self.cache = make_cache(len(wave), self.length)
+        self.keys = torch.zeros(len(wave), self.length, dtype=torch.bool, device=d.device)  # what each row may attend
+        self.keys[:, :d.prefix_len] = True
+        ids, valid, positions = d.prompt_block(wave)
+        self.keys[:, d.prefix_len:d.prefix_len + width] = valid
+        mask = d.block_mask(valid, width)
+        if d.full_mask:   # attention that reads every cached key needs the unwritten ones masked
+            mask = torch.nn.functional.pad(mask, (0, self.length - mask.shape[-1]), value=False)
         with torch.inference_mode():
-            logits = forward(ids, positions, mask, cache)
-        write = prefix_len + width   # the next column every row writes
-        rows: list[_Slot | None] = [_Slot(i, int(positions[r, -1]) + 1) for r, i in enumerate(wave)]
-        pending = list(enumerate(logits))
-        step: _GraphedStep | None = None
+            logits = d.forward(ids, positions, mask, self.cache)
+        self.write = d.prefix_len + width   # the next column every row writes
+        self.rows: list[_Slot | None] = [_Slot(i, int(positions[r, -1]) + 1) for r, i in enumerate(wave)]
+        self.pending: list[tuple[int, Any]] = list(enumerate(logits))
+        self.graph: _GraphedStep | None = None
+
+    def run(self, queue: deque[int]) -> None:
         while True:
-            free = []
-            for r, token in next_tokens(pending):
-                slot = rows[r]
-                done = accept(slot, token)
-                if done is not None:
-                    out[slot.request] = done
-                    if on_done is not None:
-                        on_done(slot.request)
-                    rows[r] = None
-                    free.append(r)
-            pending = []
-            # refill freed slots while a new request can still reach its budget before the cache ends
-            if free and queue and write + max_new <= length:
-                count["refills"] += 1
-                chosen = [queue.popleft() for _ in range(min(len(free), len(queue)))]
-                targets = free[:len(chosen)]
-                ids, valid, positions = prompt_block(chosen)
-                w = ids.shape[1]
-                small = copy.deepcopy(prefix_cache)
-                small.batch_repeat_interleave(len(chosen))
-                with torch.inference_mode():
-                    logits = forward(ids, positions, block_mask(valid, w), small)
-                index = torch.tensor(targets, device=device)
-                for src, dst in zip(small.layers, cache.layers):
-                    dst.keys[index, :, write - w:write] = src.keys[:, :, prefix_len:prefix_len + w]
-                    dst.values[index, :, write - w:write] = src.values[:, :, prefix_len:prefix_len + w]
-                keys[index, prefix_len:] = False
-                keys[index, write - w:write] = valid
-                for r, i, pos, row_logits in zip(targets, chosen, positions[:, -1].tolist(), logits):
-                    rows[r] = _Slot(i, pos + 1)
-                    pending.append((r, row_logits))
+            free = self.settle()
+            if free and queue and self.write + self.d.max_new <= self.length:
+                self.refill(free, queue)
                 continue   # a refilled row may end at its first token: settle before the next step
-            live = [r for r, s in enumerate(rows) if s is not None]
-            if not live:
-                break
-            count["decode_steps"] += 1
-            count["decode_rows"] += len(live)
-            step_ids = torch.full((len(rows), 1), pad_id, dtype=torch.long)
-            step_pos = torch.zeros(len(rows), 1, dtype=torch.long)
-            for r in live:
-                step_ids[r, 0] = rows[r].tokens[-1]
-                step_pos[r, 0] = rows[r].position
-                rows[r].position += 1
-            keys[:, write] = True   # an idle row attends to its own column: no row without keys
-            with torch.inference_mode():
-                if graphs and step is None:
-                    try:
-                        step = _GraphedStep(forward, len(rows), keys[:, None, None, :], cache, device)
-                    except RuntimeError as e:   # an op that cannot be captured: this call decodes eagerly
-                        log.warning("decode step not captured as a CUDA graph (%s); decoding eagerly", e)
-                        graphs = False
-                if graphs and step is not None:
-                    logits = step(step_ids.to(device), step_pos.to(device))
-                else:
-                    mask = keys[:, None, None, :] if full_mask else keys[:, None, None, :write + 1]
-                    logits = forward(step_ids.to(device), step_pos.to(device), mask, cache)
-            write += 1
-            pending = [(r, logits[r]) for r in live]
-    return out  # type: ignore[return-value]
+            if not any(s is not None for s in self.rows):
+                return
+            self.step()
+
+    def settle(self) -> list[int]:
+        """Each pending row's greedy token (bans applied in place, then one argmax and one copy to the host)
+        accepted; the rows whose request ended, freed."""
+        free: list[int] = []
+        if not self.pending:
+            return free
+        import torch
+
+        logits = torch.stack([lg for _, lg in self.pending])
+        if self.d.ban is not None:
+            for j, (r, _) in enumerate(self.pending):
+                self.d.ban(self.rows[r].tokens, logits[j])
+        for r, token in zip([r for r, _ in self.pending], logits.argmax(-1).tolist()):
+            slot = self.rows[r]
+            done = self.d.accept(slot, token)
+            if done is not None:
+                self.d.out[slot.request] = done
+                if self.d.on_done is not None:
+                    self.d.on_done(slot.request)
+                self.rows[r] = None
+                free.append(r)
+        self.pending = []
+        return free
+
+    def refill(self, free: list[int], queue: deque[int]) -> None:
+        """The next queued requests' prompts run as their own batch over copies of the prefix cache, and their keys
+        and values written into the freed rows just before the shared write position, left-padded."""
+        import torch
+
+        d = self.d
+        d.count["refills"] += 1
+        chosen = [queue.popleft() for _ in range(min(len(free), len(queue)))]
+        targets = free[:len(chosen)]
+        ids, valid, positions = d.prompt_block(chosen)
+        w = ids.shape[1]
+        small = copy.deepcopy(d.prefix_cache)
+        small.batch_repeat_interleave(len(chosen))
+        with torch.inference_mode():
+            logits = d.forward(ids, positions, d.block_mask(valid, w), small)
+        index = torch.tensor(targets, device=d.device)
+        for src, dst in zip(small.layers, self.cache.layers):
+            dst.keys[index, :, self.write - w:self.write] = src.keys[:, :, d.prefix_len:d.prefix_len + w]
+            dst.values[index, :, self.write - w:self.write] = src.values[:, :, d.prefix_len:d.prefix_len + w]
+        self.keys[index, d.prefix_len:] = False
+        self.keys[index, self.write - w:self.write] = valid
+        for r, i, pos, row_logits in zip(targets, chosen, positions[:, -1].tolist(), logits):
+            self.rows[r] = _Slot(i, pos + 1)
+            self.pending.append((r, row_logits))
+
+    def step(self) -> None:
+        """One decode step of every live row (idle rows compute padding), from the wave's CUDA graph if it has one."""
+        import torch
+
+        d, rows = self.d, self.rows
+        live = [r for r, s in enumerate(rows) if s is not None]
+        d.count["decode_steps"] += 1
+        d.count["decode_rows"] += len(live)
+        step_ids = torch.full((len(rows), 1), d.pad_id, dtype=torch.long)
+        step_pos = torch.zeros(len(rows), 1, dtype=torch.long)
+        for r in live:
+            step_ids[r, 0] = rows[r].tokens[-1]
+            step_pos[r, 0] = rows[r].position
+            rows[r].position += 1
+        self.keys[:, self.write] = True   # an idle row attends to its own column: no row without keys
+        with torch.inference_mode():
+            if d.graphs and self.graph is None:
+                try:
+                    self.graph = _GraphedStep(d.forward, len(rows), self.keys[:, None, None, :], self.cache, d.device)
+                except RuntimeError as e:   # an op that cannot be captured: this call decodes eagerly
+                    log.warning("decode step not captured as a CUDA graph (%s); decoding eagerly", e)
+                    d.graphs = False
+            if d.graphs and self.graph is not None:
+                logits = self.graph(step_ids.to(d.device), step_pos.to(d.device))
+            else:
+                mask = self.keys[:, None, None, :] if d.full_mask else self.keys[:, None, None, :self.write + 1]
+                logits = d.forward(step_ids.to(d.device), step_pos.to(d.device), mask, self.cache)
+        self.write += 1
+        self.pending = [(r, logits[r]) for r in live]

@@ -20,9 +20,9 @@ from typing import Any
 from ..data.schema import UNVERIFIABLE, VERIFIED
 from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF
-from .adapters import adapters_in_dtype, find_stage_adapters
+from .adapters import find_stage_adapters, with_stage_adapters
 from .evidence_head import EvidenceHead, claim_and_twin, claim_overlap
-from .list_generation import _ListMarkerFormat, _RepeatedLineStop, list_stop_reason
+from .list_generation import ListMarkerFormat, RepeatedLineStop, list_stop_reason
 from .model_calls import (
     GQA_SDPA,
     cache_keyword,
@@ -32,7 +32,7 @@ from .model_calls import (
     shared_prefix,
     use_gqa_sdpa,
 )
-from .model_loading import encode_prompt, eos_ids, quiet_peft_wrap
+from .model_loading import encode_prompt, eos_ids
 from .slot_decoding import decode_in_slots, slots_supported, static_prefix_cache
 
 log = logging.getLogger(__name__)
@@ -97,15 +97,8 @@ class TransformersBackend:
         contiguous_head_input(model_obj)
         self.adapters = find_stage_adapters(adapters)
         if self.adapters:
-            from peft import PeftModel
-
-            first, *rest = self.adapters.items()
-            with quiet_peft_wrap():
-                model_obj = PeftModel.from_pretrained(model_obj, str(first[1]), adapter_name=first[0])
-                for stage, path in rest:
-                    model_obj.load_adapter(str(path), adapter_name=stage)
-            if self.device.startswith("cuda"):
-                adapters_in_dtype(model_obj, self.torch_dtype)
+            model_obj = with_stage_adapters(model_obj, self.adapters, self.torch_dtype if self.device.startswith("cuda")
+                                            else None)
         self.model = model_obj.eval()
         self.heads = {st: h for st, p in self.adapters.items() if (h := EvidenceHead.load(p)) is not None}
         self.evidence_features = evidence_features
@@ -121,6 +114,13 @@ class TransformersBackend:
         self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "prefix_tokens_reused": 0, "forward_s": 0.0,
                       "decode_steps": 0, "decode_rows": 0, "refills": 0, "twin_requests": 0}
+
+    served = False
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "model_path": str(self.model_path), "dtype": str(self.torch_dtype),
+                "device": self.device, "adapters": {k: str(v) for k, v in self.adapters.items()} or None,
+                "batch_size": self.batch_size}
 
     # -- adapters -----------------------------------------------------------------------------
     def _adapter_context(self, stage: str):
@@ -280,8 +280,8 @@ class TransformersBackend:
         if self._slots_ok(stage, prefix):
             return self._generate_in_slots(stage, prefix, suffixes, max_new, stop_on_repeat)
         ids, mask, cache = self._batch_inputs(stage, prefix, suffixes, max_new_tokens=max_new)
-        stopping = StoppingCriteriaList([_RepeatedLineStop(self, ids.shape[1])]) if stop_on_repeat else None
-        processors = LogitsProcessorList([_ListMarkerFormat(self, ids.shape[1])]) if stop_on_repeat else None
+        stopping = StoppingCriteriaList([RepeatedLineStop(self, ids.shape[1])]) if stop_on_repeat else None
+        processors = LogitsProcessorList([ListMarkerFormat(self, ids.shape[1])]) if stop_on_repeat else None
         with torch.inference_mode(), self._shared(prefix):
             seqs = self.model.generate(
                 input_ids=ids, attention_mask=mask, **{self.cache_kw: cache}, max_new_tokens=max_new,
@@ -316,8 +316,8 @@ class TransformersBackend:
         import torch
 
         shared = self._prefix_cache(stage, prefix)
-        stop = _RepeatedLineStop(self, 0).row_done if stop_on_repeat else None
-        ban = _ListMarkerFormat(self, 0).apply if stop_on_repeat else None
+        stop = RepeatedLineStop(self, 0).row_done if stop_on_repeat else None
+        ban = ListMarkerFormat(self, 0).apply if stop_on_repeat else None
         with torch.inference_mode(), self._shared(prefix):
             decoded = decode_in_slots(
                 self.model, self.cache_kw, lambda rows, n: static_prefix_cache(self.model.config, shared, rows, n),

@@ -37,6 +37,18 @@ class CachedBackend:
             self._inner = self._factory()  # type: ignore[misc]
         return self._inner
 
+    @property
+    def served(self) -> bool:
+        return self._inner is not None and self._inner.served
+
+    @property
+    def hardware(self) -> Any:
+        """The inner model's, once it is loaded (an all-cached run loads none)."""
+        return self._inner.hardware if self._inner is not None else None
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "cache": str(self.cache.root), "identity": self.identity}
+
     def key(self, req: Request) -> str:
         return call_key({**self.identity, "messages": list(req.messages), "labels": list(req.labels),
                          "max_new_tokens": req.max_new_tokens,
@@ -88,6 +100,10 @@ class VotingBackend:
                                f"{getattr(inner, 'name', inner)!r} cannot draw samples")
         self.inner, self.k, self.temperature = inner, k, temperature
         self.name = inner.name
+        self.served, self.hardware = inner.served, inner.hardware
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.inner.describe(), "self_consistency": {"k": self.k, "temperature": self.temperature}}
 
     @property
     def stats(self) -> dict[str, Any]:

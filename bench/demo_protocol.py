@@ -2,7 +2,7 @@
 seeds, evaluate on the held-out test material once, and score the VISTA human dev set.
 
 Material: ``recipes/demo-cpu.yaml`` (bundled FaithDial + Factcheck-GPT, human labels as teacher). Its
-``data.test_fraction`` holds out the FaithDial test dialogues; of the rest, ``distill.test_fraction`` of
+``data.test_fraction`` holds out the FaithDial test dialogues; of the rest, ``distill.validation_fraction`` of
 the dialogues is the validation split (the silver ``test`` split), and its FaithDial dialogues are the
 validation turns. Variants are judged on validation only:
 
@@ -21,7 +21,7 @@ validation turns. Variants are judged on validation only:
                                                      # (trained first unless done) or ``base``
     python bench/demo_protocol.py ref-swap NAME [ADAPTER]   # stage 2 on the 200 responses against own vs foreign snippets
     python bench/demo_protocol.py val-evidence NAME  # stage 2 of a variant (or base) on the 200 responses with the
-                                                     # evidence probes (eval/evidence.py)
+                                                     # evidence probes (scoring/evidence.py)
     python bench/demo_protocol.py seed-claims TAG    # the test's human claims once at claim level with the evidence
                                                      # probes: base, demo ($DEMO_ADAPTERS) or a seed (stage 2 trained)
     python bench/demo_protocol.py claim-pairs        # each seed-claims student against the base: McNemar
@@ -161,7 +161,7 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
                                       "training dialogue's reference, and stage 2's loss weighted by class"},
     # 2026-11-25 (issue 31: students that read their evidence), on a 2-core AMD EPYC with
     # AVX512-BF16 (bf16). ``val-evidence NAME`` trains the variant's stage 2 (its own silver data) and measures
-    # stage 2 on the 200 FaithDial validation responses' claims with the evidence probes (eval/evidence.py).
+    # stage 2 on the 200 FaithDial validation responses' claims with the evidence probes (scoring/evidence.py).
     # Criterion, fixed before any of these ran: the mean of the own-vs-foreign reference AUC and the deletion flip
     # rate (the issue's two bars, 0.75 and 0.6), among variants whose stage-2 accuracy on the 200 is at least the
     # recipe's 70.0 (split50's given-claims accuracy on them, Intel bf16) less 3 points; within 0.02
@@ -235,8 +235,8 @@ def step_prepare() -> None:
     r = recipe("chosen")
     material = load_material(r)
     run_distill(r, progress=False, material=material)
-    val_keys = set(load_silver(RUNS / "silver", "stage2")["test"]["dialogue_id"])
-    val_keys |= set(load_silver(RUNS / "silver", "stage1")["test"]["dialogue_id"])
+    val_keys = set(load_silver(RUNS / "silver", "stage2")["validation"]["dialogue_id"])
+    val_keys |= set(load_silver(RUNS / "silver", "stage1")["validation"]["dialogue_id"])
     # validation turns: the FaithDial dialogues of the validation split (the test's kind of material;
     # Factcheck-GPT is a training-only source in the demo recipe)
     val = [c for c in material.train if dialogue_key(c) in val_keys and c.source == "FaithDial"]
@@ -264,7 +264,7 @@ def evaluate(r, name: str, systems: list[str], input_path: Path) -> dict[str, An
 
 
 def summarise(results: dict[str, Any]) -> dict[str, Any]:
-    from vista_distill.eval.metrics import OVERALL
+    from vista_distill.scoring.metrics import OVERALL
 
     out: dict[str, Any] = {"systems": {}, "majority": results["majority"].get(OVERALL)}
     for name, m in results["metrics"].items():
@@ -381,7 +381,7 @@ def step_val_models(name: str, adapter: str | None) -> None:
     gold = [claim.label == "VERIFIED" for _, claim in pairs]
     scorer = _stage2_checker(adapter)
     t = time.perf_counter()
-    out = scorer.check([ref for ref, _ in pairs], [claim.text for _, claim in pairs])
+    out = scorer.label_claims([ref for ref, _ in pairs], [claim.text for _, claim in pairs])
     save(f"val_models_{name}", {
         "name": name, "adapter": adapter, "prompts": scorer.config.style, "machine": machine(),
         "seconds": round(time.perf_counter() - t), "n": len(gold), "verified": sum(gold),
@@ -417,7 +417,7 @@ def step_ref_swap(name: str, adapter: str | None) -> None:
                 rows.append((kind, claim.label == "VERIFIED"))
     scorer = _stage2_checker(adapter)
     t = time.perf_counter()
-    out = [(o["p_verified"], o["label"] == "VERIFIED") for o in scorer.check(docs, claims)]
+    out = [(o["p_verified"], o["label"] == "VERIFIED") for o in scorer.label_claims(docs, claims)]
     res: dict[str, Any] = {}
     for kind in ("own", "foreign"):
         pv = [(p, v, g) for (p, v), (k, g) in zip(out, rows) if k == kind]
@@ -439,10 +439,10 @@ def step_ref_swap(name: str, adapter: str | None) -> None:
 def step_val_evidence(name: str) -> None:
     """Stage 2 of a VAL_VARIANTS entry (trained here first unless its adapter exists; its own silver data where it
     changes distill settings) or of the prompted base (``base``) on the 200 validation responses' claims, with the
-    evidence probes (eval/evidence.py): stage-2 accuracy, deletion flip rate, own-vs-foreign AUC, claim-only."""
+    evidence probes (scoring/evidence.py): stage-2 accuracy, deletion flip rate, own-vs-foreign AUC, claim-only."""
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
-    from vista_distill.eval.evidence import evidence_metrics
+    from vista_distill.scoring.evidence import evidence_metrics
     from vista_distill.scorer import VistaScorer
 
     convs = list(read_conversations(VAL_MODELS))
@@ -500,7 +500,7 @@ def step_seed_claims(tag: str) -> None:
     evidence head, trained here with train.seed=N and the recipe's time limits, as the demo trains it)."""
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
-    from vista_distill.eval.evidence import evidence_metrics
+    from vista_distill.scoring.evidence import evidence_metrics
     from vista_distill.scorer import VistaScorer
 
     trained: dict[str, Any] = {}
@@ -531,8 +531,8 @@ def step_seed_claims(tag: str) -> None:
 
 def step_claim_pairs() -> None:
     """Each ``test_claims_*`` student against ``test_claims_base``: stage-2 accuracy on the same human claims, exact
-    McNemar (eval.significance)."""
-    from vista_distill.eval.significance import mcnemar_test
+    McNemar (scoring.significance)."""
+    from vista_distill.scoring.significance import mcnemar_test
 
     def right(tag: str) -> dict[tuple, bool]:
         d = json.loads((OUT / f"test_claims_{tag}.json").read_text())
@@ -629,7 +629,7 @@ def step_pairs() -> None:
     (stage 2 on the human claims) and turn level (strict, safe; an unknown verdict is wrong): the base ran once,
     with seed 0 (the main job's run, copied into $PROTOCOL_RUNS/seed0/eval-test-demo), and does not depend on
     the seed, so seeds 1 and 2 are paired with its records."""
-    from vista_distill.eval.significance import paired_mcnemar
+    from vista_distill.scoring.significance import paired_mcnemar
 
     # the base's run over the whole test (``seed 0`` evaluating the demo's adapters) where there is one; else the demo's
     full = (RUNS / "seed0" / "eval-test" / "records" / "base.jsonl").exists()

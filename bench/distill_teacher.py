@@ -60,7 +60,7 @@ def main() -> int:
             "teacher": {"backend": "openai", "model": MODEL_ALIAS, "base_url": base_url, "prompt_style": "fewshot",
                         "concurrency": args.concurrency, "max_new_tokens": {"stage1": 64, "stage2": 8, "stage3": 32}},
             "data": {"train": [{"benchmark": "vista-human", "source": str(ROOT / "data/samples/sample_dialogues.json")}]},
-            "distill": {"output_dir": str(out), "test_fraction": 0.34},
+            "distill": {"output_dir": str(out), "validation_fraction": 0.34},
         }))
         return path
 

@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from vista_distill.eval.significance import MCNEMAR_VARIANTS, mcnemar_test
+from vista_distill.scoring.significance import MCNEMAR_VARIANTS, mcnemar_test
 
 DEFAULT_PAPER = Path(__file__).resolve().parents[2] / "shared" / "papers" / "000_39f77af0f91519fa.txt"
 ROW = re.compile(r"^(?:(?P<model>[\w.-]+)\s+)?(?P<cmp>(?:VISTA|LLM-as-Judge)\s+–\s+\S+)\s+(?P<delta>-?[\d.]+)\s+"

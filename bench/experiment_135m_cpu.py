@@ -160,7 +160,7 @@ def _heldout_silver(recipe: Any) -> Path:
                     for g in CLAIM_GROUPS]
     r.data.test, r.data.test_fraction = [], 0.0
     r.distill.output_dir = str(out)
-    r.distill.test_fraction = 0.0
+    r.distill.validation_fraction = 0.0
     run_distill(r)
     return out
 
@@ -171,7 +171,7 @@ def step_claims(recipe: Any, threads: int) -> dict[str, Any]:
     from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
-    from vista_distill.eval.significance import paired_mcnemar
+    from vista_distill.scoring.significance import paired_mcnemar
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template
     from vista_distill.train.run import stage_output_dir
@@ -275,7 +275,7 @@ def _turn_row(group: str, res: dict[str, Any], rule: str) -> list[str]:
 
 def _pooled_row(pipeline: dict[str, Any], rule: str) -> list[str]:
     """All held-out turns together: accuracies weighted by gold turns, McNemar on the summed b and c."""
-    from vista_distill.eval.significance import mcnemar_test
+    from vista_distill.scoring.significance import mcnemar_test
 
     n, b, c = 0, 0, 0
     acc = {"student": 0.0, "base": 0.0, "majority": 0.0}

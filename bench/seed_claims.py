@@ -42,10 +42,10 @@ def main() -> None:
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.config import load_recipe
     from vista_distill.data.material import load_material
-    from vista_distill.eval import metrics as M
-    from vista_distill.eval.evidence import evidence_metrics
-    from vista_distill.eval.scoring import run_given_claims
-    from vista_distill.eval.significance import paired_mcnemar
+    from vista_distill.scoring import metrics as M
+    from vista_distill.scoring.evidence import evidence_metrics
+    from vista_distill.scoring.run import run_given_claims
+    from vista_distill.scoring.significance import paired_mcnemar
     from vista_distill.train.evidence_fit import load_pmi_head
 
     m = harness.machine()

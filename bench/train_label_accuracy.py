@@ -1,4 +1,4 @@
-"""Stage 2 / stage 3 label accuracy on a silver test split: base model vs trained adapter.
+"""Stage 2 / stage 3 label accuracy on a silver validation split: base model vs trained adapter.
 
 The scorer's own backend picks each label by log-likelihood (the way ``vista-distill score`` runs
 stages 2 and 3), once with the stage's adapter and once on the bare base model (a stage without an
@@ -22,7 +22,7 @@ def main() -> None:
     ap.add_argument("--adapters", required=True, help="folder with <stage>/adapter_config.json")
     ap.add_argument("--silver", required=True)
     ap.add_argument("--stage", default="stage2", choices=("stage2", "stage3"))
-    ap.add_argument("--split", default="test")
+    ap.add_argument("--split", default="validation")
     ap.add_argument("--model", default=None, help="base model (default: embedded)")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--threads", type=int, default=None)

@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--dev", type=Path, default=DEV)
     a = ap.parse_args()
     from vista_distill.config import load_recipe
-    from vista_distill.eval.metrics import OVERALL
+    from vista_distill.scoring.metrics import OVERALL
     from vista_distill.eval.run import run_eval
 
     silver = a.silver or a.adapters.parent / "silver"

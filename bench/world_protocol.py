@@ -4,7 +4,7 @@ student carrying the fourth adapter.
 
 Material: ``recipes/demo-cpu.yaml`` with ``pipeline.world.enabled=true``: the human-labels teacher answers the
 world stage from Factcheck-GPT's claim factuality (bundled sample, Apache-2.0) for every LACKING EVIDENCE
-claim. ``distill.test_fraction=0.3`` (by dialogue, seed 0) carves the validation split from it; the 10% the
+claim. ``distill.validation_fraction=0.3`` (by dialogue, seed 0) carves the validation split from it; the 10% the
 recipe as written keeps back holds 31 claims and no NOT ENOUGH KNOWLEDGE one, too few to choose on. Variants
 are judged on validation only, by a criterion fixed before any ran: macro F1 over the three world labels
 (TRUE / FALSE / NOT ENOUGH KNOWLEDGE); a variant must beat the recipe as written by more than 0.02 to replace it.
@@ -61,7 +61,7 @@ def recipe(name: str, extra: list[str] | None = None):
     from vista_distill.config import load_recipe
 
     d = RUNS / name
-    return load_recipe(RECIPE, ["pipeline.world.enabled=true", "distill.test_fraction=0.3",
+    return load_recipe(RECIPE, ["pipeline.world.enabled=true", "distill.validation_fraction=0.3",
                                 f"distill.output_dir={RUNS / 'silver'}", f"train.output_dir={d / 'checkpoints'}",
                                 f"eval.output_dir={d / 'eval'}", *(extra or [])])
 
@@ -73,11 +73,11 @@ def save(name: str, data: dict[str, Any]) -> None:
 def validation_rows():
     from vista_distill.train.silver_data import load_silver
 
-    return load_silver(RUNS / "silver", "world")["test"]
+    return load_silver(RUNS / "silver", "world")["validation"]
 
 
 def claim_metrics(gold: list[str], pred: list[str]) -> dict[str, Any]:
-    from vista_distill.eval.metrics import world_claim_metrics
+    from vista_distill.scoring.metrics import world_claim_metrics
 
     return world_claim_metrics(gold, pred)
 
@@ -180,19 +180,19 @@ def fhsumbench_sample(per_label: int, seed: int) -> list[dict[str, Any]]:
 
 def rescore_world(records: list[dict[str, Any]], adapter: Path) -> list[dict[str, Any]]:
     """The world stage again on ``records``' LACKING EVIDENCE claims with another world adapter (stages 1-3 are the
-    same adapters, so the same claims and categories): ``eval.scoring.rerun_world`` with the compact prompts and
+    same adapters, so the same claims and categories): ``scoring.run.rerun_world`` with the compact prompts and
     the model's own knowledge, as the recipe's world stage runs."""
     from vista_distill.backends.transformers import TransformersBackend
-    from vista_distill.eval.scoring import rerun_world
+    from vista_distill.scoring.run import rerun_world
     from vista_distill.pipeline.engine import EngineConfig
 
     return rerun_world(records, EngineConfig(style="compact"), TransformersBackend(None, adapters={"world": adapter}))
 
 
 def paired_bootstrap(gold: list[str], a: list[str], b: list[str], n: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """Three-way turn verdicts' macro F1 of ``a`` minus ``b`` (eval.significance.paired_bootstrap_macro_f1)."""
+    """Three-way turn verdicts' macro F1 of ``a`` minus ``b`` (scoring.significance.paired_bootstrap_macro_f1)."""
     from vista_distill.data.vocabulary import FACTUAL_HALLUCINATION, FAITHFUL, NON_FACTUAL_HALLUCINATION
-    from vista_distill.eval.significance import paired_bootstrap_macro_f1
+    from vista_distill.scoring.significance import paired_bootstrap_macro_f1
 
     return paired_bootstrap_macro_f1(gold, a, b, [FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION],
                                      n_resamples=n, seed=seed)
@@ -201,7 +201,7 @@ def paired_bootstrap(gold: list[str], a: list[str], b: list[str], n: int = 2000,
 def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> None:
     import tempfile
 
-    from vista_distill.eval.metrics import UNKNOWN, world_metrics
+    from vista_distill.scoring.metrics import UNKNOWN, world_metrics
     from vista_distill.eval.run import run_eval
 
     rows = fhsumbench_sample(per_label, sample_seed)
@@ -239,7 +239,7 @@ def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> No
             by_id = {x["conversation_id"]: x for x in map(json.loads, p.read_text().splitlines())}
             others[name] = [by_id[x["conversation_id"]].get("world_verdict") or UNKNOWN for x in scored]
     import numpy as np
-    from vista_distill.eval.metrics import FAITHFUL
+    from vista_distill.scoring.metrics import FAITHFUL
     from vista_distill.pipeline.engine import FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION
 
     labs = [FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION]
@@ -272,7 +272,7 @@ def step_report() -> None:
     lines += [f"Script: `bench/world_protocol.py`. Machine: {base['machine']['cpu']}; "
               f"{base['machine']['date'][:10]}.", "",
               "## Validation (Factcheck-GPT claim factuality, by dialogue, never FHSumBench)", "",
-              f"World silver data (the human-labels teacher): train {prep['train']}; validation {prep['test']}.", "",
+              f"World silver data (the human-labels teacher): train {prep['train']}; validation {prep.get('validation', prep.get('test'))}.", "",
               "Criterion fixed before any variant ran: macro F1 over TRUE / FALSE / NOT ENOUGH KNOWLEDGE on the "
               f"validation claims; a variant replaces the recipe as written only when better by more than "
               f"{CRITERION_MARGIN}.", "",

@@ -109,7 +109,7 @@ class DistillConfig:
     filter_gold_agreement: bool = True
     balance_classes: bool = False
     self_consistency_k: int = 1
-    test_fraction: float = 0.1               # dialogue-level split of the exported datasets
+    validation_fraction: float = 0.1         # dialogue-level validation split of the exported datasets (choices)
     rule: Rule = SAFE                        # turn rule for the gold-agreement filter
     dedup: bool = True                       # drop repeated student prompts (first one kept)
     balance_max_ratio: float = 1.0           # balance_classes: cap each label at ratio x the rarest
@@ -210,7 +210,7 @@ class EvalSettings:
     price_per_hour: dict[str, float] = field(default_factory=dict)  # {system: hardware price per hour}
     heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
     given_claims: bool = False               # also run stages 2-3 of student and base on the human claims (claim level, paired)
-    evidence: bool = True                    # with given_claims: the evidence probes (eval/evidence.py) of student and base
+    evidence: bool = True                    # with given_claims: the evidence probes (scoring/evidence.py) of student and base
     threads: int | str | None = "auto"       # torch CPU threads while evaluating (auto: the cores not busy)
     max_minutes: float | None = None         # time budget: conversations in a seeded order, every system on a first
                                              # round of round_size, then on as many more as that pace fits in the budget

@@ -125,7 +125,7 @@ class _Problems:
             field: str | None = None, line: int | None = None) -> None:
         self.items.append(SchemaError(self.path, message, conversation, turn, field, line=line))
 
-    def check(self) -> None:
+    def raise_if_any(self) -> None:
         if self.items:
             raise SchemaError.collect(self.items)
 
@@ -222,7 +222,7 @@ def conversations_from_authors_json(data: Any, path=None, source: str | None = N
             continue
         first_index[conv_id] = ci
         out.append(Conversation(id=conv_id, source=dataset, turns=turns, meta={"index": ci}))
-    problems.check()
+    problems.raise_if_any()
     return out
 
 
@@ -296,7 +296,7 @@ def read_jsonl(path: str | os.PathLike) -> list[Conversation]:
             continue
         first_line[conv.id] = (ci, lineno)
         out.append(conv)
-    problems.check()
+    problems.raise_if_any()
     return out
 
 

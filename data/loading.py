@@ -145,7 +145,7 @@ class RowSink:
         return LoadResult(conversations, self.report)
 
 
-def check_options(ambiguous: str, on_error: str) -> None:
+def validate_options(ambiguous: str, on_error: str) -> None:
     if ambiguous not in AMBIGUOUS_CHOICES:
         raise ValueError(f"ambiguous must be one of {AMBIGUOUS_CHOICES}, got {ambiguous!r}")
     if on_error not in ON_ERROR_CHOICES:
@@ -354,7 +354,7 @@ def response_claims(text: str, category: str, claims: str = "response") -> list[
     return out
 
 
-def check_claims(claims: str) -> None:
+def validate_claims_option(claims: str) -> None:
     if claims not in CLAIMS_CHOICES:
         raise ValueError(f"claims must be one of {CLAIMS_CHOICES}, got {claims!r}")
 
@@ -398,7 +398,7 @@ def duplicate_id_problems(sources: Sequence[tuple[str, Sequence[Conversation]]],
     return problems
 
 
-def check_unique_ids(sources: Sequence[tuple[str, Sequence[Conversation]]],
+def validate_unique_ids(sources: Sequence[tuple[str, Sequence[Conversation]]],
                      keep: Callable[[Conversation], bool] | None = None) -> None:
     """Raise a :class:`SchemaError` naming both places of every repeated conversation id."""
     problems = duplicate_id_problems(sources, keep)

@@ -90,7 +90,7 @@ def load_material(recipe: Recipe) -> Material:
     or ``drop-train`` (the leaking conversations leave that side, counted in the reports). Two
     conversations with the same id are an error (eval pairs systems by conversation id and turn).
     """
-    from .loading import check_unique_ids
+    from .loading import validate_unique_ids
     from .splits import assert_no_leak, drop_leaks, reference_keys, split_by_dialogue
 
     if not recipe.data.train:
@@ -140,7 +140,7 @@ def load_material(recipe: Recipe) -> Material:
     reports += test_reports
     assert_no_leak(train, test)
     kept = {id(c) for c in train + test}
-    check_unique_ids(loaded, keep=lambda c: id(c) in kept)
+    validate_unique_ids(loaded, keep=lambda c: id(c) in kept)
     return Material(train, test, reports)
 
 

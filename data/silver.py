@@ -1,7 +1,7 @@
 """The silver dataset on disk, one module for both sides: ``distill`` writes it (:func:`save_stage`), ``train``
 reads and validates it (:func:`load_silver`).
 
-``<silver_dir>/<stage>/`` is a ``DatasetDict`` (``save_to_disk``) with splits ``train`` and, optionally, ``test``:
+``<silver_dir>/<stage>/`` is a ``DatasetDict`` (``save_to_disk``) with splits ``train`` and, optionally, ``validation`` (where choices are made):
 conversational ``prompt`` / ``completion`` columns, ``label`` (stages 2, 3 and world: one of the stage's labels)
 and the provenance columns of :data:`COLUMNS`; ``<silver_dir>/manifest.json`` names the teacher and fingerprints
 each stage. Every reading error names the file, split, row and conversation, and what was expected.
@@ -110,14 +110,14 @@ def read_manifest(root: str | Path) -> dict[str, Any]:
 
 
 def load_silver(root: str | Path, stage: str):
-    """The stage's ``DatasetDict`` (splits ``train`` and, optionally, ``test``), validated."""
+    """The stage's ``DatasetDict`` (splits ``train`` and, optionally, ``validation``), validated."""
     from datasets import DatasetDict, load_from_disk
 
     path = Path(root) / stage
     if not path.exists():
         raise SilverDataError(
             f"{path}: no silver data for {stage} (expected a datasets.DatasetDict saved with save_to_disk, "
-            "splits train/test; write it with `vista-distill distill --config <recipe>` or set "
+            "splits train/validation; write it with `vista-distill distill --config <recipe>` or set "
             "train.silver_dir)"
         )
     try:
@@ -125,7 +125,7 @@ def load_silver(root: str | Path, stage: str):
     except Exception as e:  # noqa: BLE001 - datasets raises FileNotFoundError / ValueError / IndexError ...
         dd = _load_splits(path, e)
     if not isinstance(dd, DatasetDict):
-        raise SilverDataError(f"{path}: expected a DatasetDict with splits train/test, got a single "
+        raise SilverDataError(f"{path}: expected a DatasetDict with splits train/validation, got a single "
                          f"{type(dd).__name__}")
     if "train" not in dd:
         raise SilverDataError(f"{path}: no 'train' split (found {sorted(dd)})")

@@ -69,10 +69,10 @@ def cmd_distill(args: argparse.Namespace) -> int:
         c = m["counts"][stage]
         rows.append([stage, rep["candidates"], rep["kept"],
                      ", ".join(f"{k} {v}" for k, v in rep["dropped"].items()) or "none",
-                     c["train"]["examples"], c["test"]["examples"],
+                     c["train"]["examples"], c["validation"]["examples"],
                      ", ".join(f"{k} {v}" for k, v in c["train"]["labels"].items()) or "-"])
     print_table(f"silver data: {result.out_dir} (fingerprint {m['fingerprint'][:16]})",
-                ["stage", "candidates", "kept", "dropped", "train", "test", "train labels"], rows)
+                ["stage", "candidates", "kept", "dropped", "train", "validation", "train labels"], rows)
     if getattr(args, "push_to_hub", None):
         from ..publish.hub import push
 

@@ -38,40 +38,13 @@ from typing import Any
 
 from ..data.schema import CONTRADICTED, LACKING_EVIDENCE, UNVERIFIABLE, VERIFIED, Conversation
 from ..data.splits import dialogue_key
+from ..pipeline.edits import edit_sentence
 from ..pipeline.engine import TurnResult
-from ..pipeline.evidence import Stage2Call, foreign_reference, insert, sentences, stage2_calls, support
-from . import augment
+from ..pipeline.evidence import Stage2Call, foreign_reference, insert, stage2_calls, support
 from .silver import RULE_TEACHERS, Candidate
 
 KINDS = ("deletion", "edit", "insertion", "foreign")
 SUFFIX = "+contrast"
-_NEGATABLE = re.compile(r"\b(is|was|are|were|has|had|have|can|could|will|would|does|did|should|must)\b(?! not\b)")
-
-
-def edit_sentence(sentence: str, claim: str, document: str, rng: random.Random) -> tuple[str, dict[str, str]] | None:
-    """``sentence`` changed so that it contradicts ``claim``: one number, date or entity that the claim repeats
-    swapped (for another of ``document``'s, else a nearby value), else a verb the claim repeats with its next word
-    negated; None when neither applies."""
-    low = claim.casefold()
-    spans = [sp for s in sentences(document) for sp in augment.spans(s)]
-    options = augment.swap_options(sentence, spans)
-    for rule in rng.sample(sorted(options), len(options)):
-        for span, values in rng.sample(options[rule], len(options[rule])):
-            if span.text.casefold() not in low:
-                continue
-            new = rng.choice(values) if values else (augment.nearby(span, rng) if rule != "entity" else None)
-            if new is None or new.casefold() in low or new in sentence:
-                continue
-            return (sentence[:span.start] + new + sentence[span.end:],
-                    {"rule": rule, "old": span.text, "new": new})
-    for m in _NEGATABLE.finditer(sentence):
-        after = sentence[m.end():].split()
-        if after and f"{m.group(1)} {after[0]}".casefold() in low:
-            edited = sentence[:m.end()] + " not" + sentence[m.end():]
-            return edited, {"rule": "negation", "old": f"{m.group(1)} {after[0]}", "new": f"{m.group(1)} not {after[0]}"}
-    return None
-
-
 def _claims(conversations: Sequence[Conversation], results: Sequence[Sequence[TurnResult]],
             dialogues: Collection[str] | None):
     for conv, turns in zip(conversations, results):

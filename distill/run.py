@@ -28,6 +28,7 @@ from ..backends.teacher import Teacher, build_teacher
 from ..config import Recipe
 from ..data.io import atomic_write_text
 from ..data.material import Material, load_material
+from ..data.schema import Conversation
 from ..pipeline.engine import RULES, TurnResult, run_programs, vista_program
 from ..pipeline.templates import PROMPTS_VERSION, get_template
 from ..runtime.progress import RequestBar
@@ -44,8 +45,8 @@ def filter_settings(recipe: Recipe) -> silver.FilterSettings:
     d = recipe.distill
     if d.rule not in RULES:
         raise ValueError(f"distill.rule must be one of {', '.join(RULES)}, got {d.rule!r}")
-    if not 0.0 <= d.test_fraction < 1.0:
-        raise ValueError(f"distill.test_fraction must be in [0, 1), got {d.test_fraction}")
+    if not 0.0 <= d.validation_fraction < 1.0:
+        raise ValueError(f"distill.validation_fraction must be in [0, 1), got {d.validation_fraction}")
     if d.augment_falsified < 0:
         raise ValueError(f"distill.augment_falsified must be >= 0 (pairs per reference), got {d.augment_falsified}")
     if not 0.0 <= d.augment_swapped <= 1.0:
@@ -59,7 +60,7 @@ def filter_settings(recipe: Recipe) -> silver.FilterSettings:
                                  self_consistency_k=d.self_consistency_k,
                                  min_agreement=d.self_consistency_min_agreement, dedup=d.dedup,
                                  balance=d.balance_classes, balance_max_ratio=d.balance_max_ratio,
-                                 test_fraction=d.test_fraction, seed=recipe.data.seed)
+                                 validation_fraction=d.validation_fraction, seed=recipe.data.seed)
 
 
 class Progress:
@@ -161,23 +162,50 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
             _append_run(out_dir, run)
 
     candidates = silver.collect_candidates(train, results, settings)
-    d = recipe.distill
-    n_falsified, swapped, contrasted = d.augment_falsified, d.augment_swapped, d.evidence_contrast
-    contrast_made: dict[str, Any] = {}
-    if n_falsified or swapped or contrasted:   # rule-made rows from the train split's references, after the teacher's (dedup keeps those)
-        where = silver.dialogue_splits(train, settings)
-        train_dialogues = {d for d, split in where.items() if split == "train"}
-        candidates += augment.falsified_candidates(train, results, n_falsified, settings.seed, train_dialogues)
-        candidates += augment.swapped_candidates(train, results, swapped, settings.seed, train_dialogues)
-        rows, contrast_made = contrast.contrast_candidates(train, results, contrasted, settings.seed, train_dialogues,
-                                                           d.evidence_contrast_kinds)
-        candidates += rows
+    rule_made, contrast_made = _rule_made_candidates(recipe, train, results, settings)
+    candidates += rule_made
     silver.apply_split_and_filters(train, candidates, settings)
     data = {stage: {split: silver.rows(candidates, stage, split, student_style, cfg.speakers, teacher.name)
-                    for split in ("train", "test")} for stage in stages}
-    report = silver.filter_report(candidates, stages)
-    counts = silver.stage_counts(data)
+                    for split in ("train", "validation")} for stage in stages}
+    manifest = _manifest(recipe, material, train, limit, teacher, cfg, settings, hw, data, candidates, contrast_made)
+    records = [_record(c, teacher, cfg.style, student_style) for c in candidates]
+    atomic_write_text(out_dir / "records.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    die_at = os.environ.get(DIE_AT_ENV, "")
+    for stage in stages:
+        if die_at == f"export:{stage}":
+            os.kill(os.getpid(), signal.SIGKILL)
+        silver.save_stage(out_dir / stage, data[stage], silver.card(stage, manifest["counts"][stage],
+                                                                     manifest["filters"]["report"][stage], manifest))
+    atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    run["fingerprint"] = manifest["fingerprint"]
+    _append_run(out_dir, run)
+    return DistillResult(out_dir, manifest, run)
+
+
+def _rule_made_candidates(recipe: Recipe, train: list[Conversation], results: list[list[TurnResult]],
+                          settings: silver.FilterSettings) -> tuple[list[silver.Candidate], dict[str, Any]]:
+    """Rows made by rule from the train split's references, after the teacher's (deduplication keeps those):
+    falsified and swapped claims, and evidence contrasts (with what the contrasts made, by kind)."""
+    d = recipe.distill
+    if not (d.augment_falsified or d.augment_swapped or d.evidence_contrast):
+        return [], {}
+    where = silver.dialogue_splits(train, settings)
+    train_dialogues = {dlg for dlg, split in where.items() if split == "train"}
+    rows = augment.falsified_candidates(train, results, d.augment_falsified, settings.seed, train_dialogues)
+    rows += augment.swapped_candidates(train, results, d.augment_swapped, settings.seed, train_dialogues)
+    contrasted, made = contrast.contrast_candidates(train, results, d.evidence_contrast, settings.seed, train_dialogues,
+                                                    d.evidence_contrast_kinds)
+    return rows + contrasted, made
+
+
+def _manifest(recipe: Recipe, material: Material, train: list[Conversation], limit: int | None, teacher: Teacher,
+              cfg: Any, settings: silver.FilterSettings, hw: Any, data: dict[str, Any],
+              candidates: list[silver.Candidate], contrast_made: dict[str, Any]) -> dict[str, Any]:
+    """manifest.json: the teacher, templates, engine settings, filters, data, counts, hardware and fingerprints."""
+    student_style = recipe.pipeline.student_prompt_style
+    stages = list(data)
     fps = {stage: silver.fingerprint(data[stage]) for stage in stages}
+    d = recipe.distill
     manifest = {
         "recipe": recipe.name, "recipe_path": recipe.path, "teacher": teacher.name,
         "teacher_config": teacher.description,
@@ -186,35 +214,25 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
                               "student": get_template(stage, student_style).fingerprint} for stage in stages},
         "engine": {"style": cfg.style, "stage2": cfg.stage2, "stage3": cfg.stage3, "max_claims": cfg.max_claims,
                    "max_new_tokens": cfg.max_new_tokens, "speakers": asdict(cfg.speakers)},
-        "filters": {"settings": asdict(settings), "report": report},
+        "filters": {"settings": asdict(settings), "report": silver.filter_report(candidates, stages)},
         "data": {"sources": material.reports, "train_conversations": len(train),
                  "test_conversations": len(material.test), "limit": limit,
                  "leak_check": f"passed: {len(material.test)} test conversation(s) share no dialogue with "
                                f"{len(material.train)} train conversation(s)"},
-        "counts": counts,
+        "counts": silver.stage_counts(data),
         # what the teacher computed in on this machine (threads and timings are in runs.jsonl)
         "hardware": ({k: hw.to_dict()[k] for k in ("dtype", "dtype_reason", "device", "device_name", "cpu")}
                      if hw is not None else {"teacher": "served or human labels: precision is the server's"}),
         "fingerprints": fps,
         "fingerprint": silver.fingerprint(fps),
     }
-    if n_falsified:
-        manifest["augment"] = augment.summary(candidates, n_falsified)
-    if swapped:
-        manifest["augment_swapped"] = augment.swap_summary(candidates, swapped)
-    if contrasted:
+    if d.augment_falsified:
+        manifest["augment"] = augment.summary(candidates, d.augment_falsified)
+    if d.augment_swapped:
+        manifest["augment_swapped"] = augment.swap_summary(candidates, d.augment_swapped)
+    if d.evidence_contrast:
         manifest["evidence_contrast"] = contrast.summary(candidates, contrast_made)
-    records = [_record(c, teacher, cfg.style, student_style) for c in candidates]
-    atomic_write_text(out_dir / "records.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-    die_at = os.environ.get(DIE_AT_ENV, "")
-    for stage in stages:
-        if die_at == f"export:{stage}":
-            os.kill(os.getpid(), signal.SIGKILL)
-        silver.save_stage(out_dir / stage, data[stage], silver.card(stage, counts[stage], report[stage], manifest))
-    atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
-    run["fingerprint"] = manifest["fingerprint"]
-    _append_run(out_dir, run)
-    return DistillResult(out_dir, manifest, run)
+    return manifest
 
 
 def _teacher_hardware(recipe: Recipe, announce: bool):

@@ -78,7 +78,7 @@ class FilterSettings:
     dedup: bool = True
     balance: bool = False
     balance_max_ratio: float = 1.0
-    test_fraction: float = 0.1
+    validation_fraction: float = 0.1
     seed: int = 0
 
 
@@ -167,10 +167,10 @@ def _judge(cand: Candidate, label: str | None, info: dict[str, Any], error: str 
 
 
 def dialogue_splits(conversations: Sequence[Conversation], settings: FilterSettings) -> dict[str, str]:
-    """``dialogue_key`` -> "train" / "test" (``settings.test_fraction`` of the dialogues, seeded)."""
-    f = settings.test_fraction
-    parts = split_by_dialogue(conversations, {"train": 1.0 - f, "test": f}, seed=settings.seed) if f > 0 \
-        else {"train": list(conversations), "test": []}
+    """``dialogue_key`` -> "train" / "validation" (``settings.validation_fraction`` of the dialogues, seeded)."""
+    f = settings.validation_fraction
+    parts = split_by_dialogue(conversations, {"train": 1.0 - f, "validation": f}, seed=settings.seed) if f > 0 \
+        else {"train": list(conversations), "validation": []}
     return {dialogue_key(c): name for name, convs in parts.items() for c in convs}
 
 

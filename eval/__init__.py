@@ -1,8 +1,9 @@
-"""Evaluation of students, teacher and baselines (``vista-distill eval``).
+"""Evaluation of students, teacher and baselines (``vista-distill eval``), on top of :mod:`..scoring` (the
+pipeline runs, metrics, significance tests, evidence probes and the records page).
 
+* :mod:`.systems`: each system (student, base, teacher, cheap rules, baselines) run over the material;
 * :mod:`.baselines`: LLM-as-Judge and FActScore-style baselines as engine programs;
-* :mod:`.metrics`: turn, claim (matched to human claims) and calibration metrics;
-* :mod:`.significance`: McNemar (exact binomial by default, as the paper) and bootstrap intervals;
-* :mod:`.run`: the systems, measurement and ``results.json``; :mod:`.report`: ``report.md`` and plots;
+* :mod:`.comparison`: McNemar per pair, common coverage, bootstrap intervals, comparison with an earlier run;
+* :mod:`.run`: the rounds, journal, metrics and ``results.json``; :mod:`.report`: ``report.md`` and plots;
 * :mod:`.cli`: the ``eval`` subcommand.
 """

@@ -47,7 +47,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..data.splits import LeakageError
     from ..runtime.progress import print_table
     from .errors import EvalError
-    from .metrics import OVERALL
+    from ..scoring.metrics import OVERALL
     from .run import run_eval
 
     try:

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import metrics as M
-from .significance import bootstrap_accuracy, paired_mcnemar
+from ..scoring import metrics as M
+from ..scoring.significance import bootstrap_accuracy, paired_mcnemar
 from .systems import SystemRun
 
 
@@ -58,37 +58,6 @@ def given_claims_section(runs: dict[str, SystemRun], variant: str, n_bins: int =
         sources = {n: {k: src[k[:2]] for k in correct[n]}
                    for n, src in ((n, {M.turn_key(r): r["source"] for r in rs}) for n, rs in given.items())}
         out["significance"][level] = _paired_tests(correct, sources, variant)
-    return out
-
-
-def rules_beside(conversations: Sequence[Any], config: Any, own: Sequence[dict[str, Any]], rules: Sequence[str],
-                 majority: dict[str, str] | None = None) -> dict[str, Any]:
-    """The cheap rules on the same human claims as a scorer's own given-claims records ``own``
-    (:mod:`..backends.rules`: ``overlap`` always, ``majority`` with the silver training labels when given): each
-    one's stage 2 accuracy on the claims and turn accuracy from them under each rule, and McNemar of the scorer
-    against each (``score`` on input with human claims)."""
-    import dataclasses
-
-    from ..backends.rules import RuleBackend
-    from .scoring import run_given_claims
-
-    cfg = dataclasses.replace(config, stage2="score", stage3="score", world=False)
-    systems = {"scorer": list(own),
-               "overlap": run_given_claims(conversations, cfg, RuleBackend("overlap"), evidence_seed=None)[0]}
-    if majority:
-        systems["majority"] = run_given_claims(conversations, cfg, RuleBackend("majority", majority=majority),
-                                               evidence_seed=None)[0]
-    correct = {n: M.claim_correctness(rs) for n, rs in systems.items()}
-    out: dict[str, Any] = {"claims": {}, "turns": {}, "mcnemar": []}
-    for n, rs in systems.items():
-        c = correct[n]
-        out["claims"][n] = {"n": len(c), "accuracy": sum(c.values()) / len(c) if c else None}
-        out["turns"][n] = {rule: M.turn_summary(rs, rule) for rule in rules}
-    for n in systems:
-        if n != "scorer":
-            keys = sorted(set(correct["scorer"]) & set(correct[n]))
-            test = paired_mcnemar([correct["scorer"][k] for k in keys], [correct[n][k] for k in keys])
-            out["mcnemar"].append({"system_1": "scorer", "system_2": n, "level": "claims (stage 2)", **test})
     return out
 
 

@@ -8,16 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .metrics import OVERALL
+from ..scoring.metrics import OVERALL
 
 PLOTS = ("accuracy.png", "confusion_stage3.png", "calibration.png")
 
 
-def _ok(results: dict[str, Any]) -> list[str]:
+def ok_systems(results: dict[str, Any]) -> list[str]:
     return [n for n, s in results["systems"].items() if s["status"] == "ok"]
 
 
-def _groups(results: dict[str, Any]) -> list[str]:
+def benchmark_groups(results: dict[str, Any]) -> list[str]:
     groups: list[str] = []
     for m in results["metrics"].values():
         groups += [g for g in m if g not in groups]
@@ -35,7 +35,7 @@ def plot_accuracy(results: dict[str, Any], path: Path) -> None:
     import numpy as np
 
     rules = results["settings"]["rules"]
-    ok, groups = _ok(results), _groups(results)
+    ok, groups = ok_systems(results), benchmark_groups(results)
     colours = {n: f"C{i}" for i, n in enumerate(results["systems"])}
     fig, axes = plt.subplots(1, len(rules), figsize=(max(7.0, 0.5 * len(groups) * max(1, len(ok))) * len(rules)
                                                      / 1.6, 4.6), squeeze=False, sharey=True)
@@ -79,7 +79,7 @@ def plot_confusion(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    items = [(n, results["metrics"][n][OVERALL]["claim"]["confusion"]) for n in _ok(results)
+    items = [(n, results["metrics"][n][OVERALL]["claim"]["confusion"]) for n in ok_systems(results)
              if (results["metrics"][n][OVERALL].get("claim") or {}).get("confusion")]
     fig, axes = plt.subplots(1, max(1, len(items)), figsize=(4.6 * max(1, len(items)), 4.4), squeeze=False)
     if not items:
@@ -111,7 +111,7 @@ def plot_calibration(results: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(5, 4.6))
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect", zorder=5)
     drawn = 0
-    for name in _ok(results):
+    for name in ok_systems(results):
         cal = (results["metrics"][name][OVERALL].get("claim") or {}).get("stage2_calibration") or {}
         curve = cal.get("curve")
         if curve:

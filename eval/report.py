@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from ..data.io import atomic_write_text
-from .metrics import OVERALL
-from .plots import PLOTS, _groups, _ok, plot_accuracy, plot_calibration, plot_confusion
-from .significance import significance_mark
+from ..scoring.metrics import OVERALL
+from .plots import PLOTS, benchmark_groups, ok_systems, plot_accuracy, plot_calibration, plot_confusion
+from ..scoring.significance import significance_mark
 
 RULE_TEXT = {   # how each turn rule of engine.SAFE_CATEGORIES judges a turn (README "Turn rules")
     "safe": "VERIFIED, OUT-OF-SCOPE, ABSTENTION are safe; no claims or an unparseable category -> unknown",
@@ -121,8 +121,8 @@ def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
 
 
 def _evidence_markdown(results: dict[str, Any]) -> list[str]:
-    """The evidence probes of each system (eval/evidence.py)."""
-    from .html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
+    """The evidence probes of each system (scoring/evidence.py)."""
+    from ..scoring.page import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
 
     rows = evidence_rows({n: s.get("evidence") for n, s in results.get("systems", {}).items()})
     if not rows:
@@ -163,9 +163,9 @@ def _world_markdown(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
+def _header_markdown(results: dict[str, Any]) -> list[str]:
+    """Title, material, time budget, training overlap and the rules."""
     rules = results["settings"]["rules"]
-    ok = _ok(results)
     mat = results["material"]
     out = [f"# Evaluation: {results['recipe']}", ""]
     src = mat["input"] or ", ".join(s["source"] for s in mat["sources"] if "source" in s)   # not data.leaks' notes
@@ -198,7 +198,12 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
             "paired tests compare. Significance: " + results["significance"]["test"]
             + "; marks * p<.05, ** p<.01, *** p<.001, ns otherwise. Intervals: "
             f"{results['settings']['bootstrap']} seeded bootstrap resamples (seed {results['settings']['seed']}).", ""]
+    return out
 
+
+def _systems_markdown(results: dict[str, Any]) -> list[str]:
+    """Each system: status and what it is."""
+    out: list[str] = []
     out += ["## Systems", ""]
     rows = []
     for name, s in results["systems"].items():
@@ -213,8 +218,14 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     notes = [f"- {n}: {s['description']['note']}" for n, s in results["systems"].items()
              if s["description"].get("note")]
     out += notes + ([""] if notes else [])
+    return out
 
-    # headline turn metrics, one table per rule
+
+def _turn_markdown(results: dict[str, Any]) -> list[str]:
+    """Turn-level headline metrics, one table per rule."""
+    rules = results["settings"]["rules"]
+    ok = ok_systems(results)
+    out: list[str] = []
     out += ["## Turn level, all benchmarks", ""]
     header = ["system", "acc [95% CI]", "coverage", "acc common (turns)", "acc_all", "bal. acc",
               "P / R / F1 (halluc.)", "macro-F1"]
@@ -233,13 +244,19 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
             acc = _pct(maj["accuracy"])
             rows.append([f"majority ({maj['label']})", acc, "100.0", "–", acc, "50.0", "–", "–"])
         out += [f"Rule `{rule}`:", "", markdown_table(header, rows), ""]
+    return out
 
-    # teacher vs student per benchmark
+
+def _teacher_student_markdown(results: dict[str, Any]) -> list[str]:
+    """Teacher against student per benchmark, with McNemar."""
+    rules = results["settings"]["rules"]
+    ok = ok_systems(results)
+    out: list[str] = []
     out += ["## Teacher vs student, per benchmark", ""]
     if "teacher" in ok and "student" in ok:
         for rule in rules:
             rows = []
-            for g in _groups(results):
+            for g in benchmark_groups(results):
                 st = results["metrics"]["student"].get(g, {}).get("turn", {}).get(rule, {})
                 te = results["metrics"]["teacher"].get(g, {}).get("turn", {}).get(rule, {})
                 p = _pair(results, rule, g, "student", "teacher") or {}
@@ -256,13 +273,19 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
         why = [f"{n} {results['systems'][n]['status']} (see Systems)" if n in results["systems"]
                else f"{n} not in eval.systems" for n in missing]
         out += [f"Not available: {'; '.join(why)}.", ""]
+    return out
 
-    # every system per benchmark, marks vs the reference system
+
+def _per_benchmark_markdown(results: dict[str, Any]) -> list[str]:
+    """Every system per benchmark, marked against the reference system."""
+    rules = results["settings"]["rules"]
+    ok = ok_systems(results)
+    out: list[str] = []
     ref = "student" if "student" in ok else (ok[0] if ok else None)
     out += [f"## Accuracy per benchmark (all systems; marks: McNemar vs {ref})", ""]
     for rule in rules:
         rows = []
-        for g in _groups(results):
+        for g in benchmark_groups(results):
             row = [g]
             for name in ok:
                 t = results["metrics"][name].get(g, {}).get("turn", {}).get(rule, {})
@@ -276,8 +299,14 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
             rows.append([*row, c.get("n", "–")])
         out += [f"Rule `{rule}` — accuracy (coverage); common: accuracy on the turns every system covered:", "",
                 markdown_table(["benchmark", *ok, "common turns"], rows), ""]
+    return out
 
-    # claim level, as Table 5
+
+def _claim_markdown(results: dict[str, Any]) -> list[str]:
+    """Claim level on the human claims (the paper's Table 5), overall and per benchmark."""
+    rules = results["settings"]["rules"]
+    ok = ok_systems(results)
+    out: list[str] = []
     rule0 = rules[0]
     out += ["## Claim level (human claims; cf. the paper's Table 5)", "",
             (f"Matching: {results['claim_matching']['method']}. Claim accuracy and macro-F1 are over the five "
@@ -302,7 +331,7 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                     "set F1", "Jaccard", "AUC", "ECE", "Brier"], rows), ""]
     # per benchmark claim accuracy
     rows = []
-    for g in _groups(results):
+    for g in benchmark_groups(results):
         row = [g]
         for name in ok:
             c = results["metrics"][name].get(g, {}).get("claim") or {}
@@ -310,12 +339,13 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                        else _pct(c.get("binary_accuracy")) + (" (binary)" if c.get("binary_accuracy") is not None else ""))
         rows.append(row)
     out += ["Claim accuracy / macro-F1 per benchmark:", "", markdown_table(["benchmark", *ok], rows), ""]
+    return out
 
-    out += _given_claims_markdown(results)
-    out += _evidence_markdown(results)
-    out += _world_markdown(results)
 
-    # significance, all pairs overall
+def _significance_markdown(results: dict[str, Any]) -> list[str]:
+    """McNemar over all pairs of systems, overall."""
+    rules = results["settings"]["rules"]
+    out: list[str] = []
     out += ["## McNemar, all pairs (all benchmarks)", ""]
     for rule in rules:
         rows = []
@@ -324,8 +354,12 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
                          p["mark"], f"b={p['b']}, c={p['c']}"])
         out += [f"Rule `{rule}`:", "", markdown_table(["pair", "turns", "Δ acc_all", "p", "sig.", "discordant (b, c)"], rows)
                 if rows else "(fewer than two systems ran)", ""]
+    return out
 
-    # efficiency
+
+def _speed_markdown(results: dict[str, Any]) -> list[str]:
+    """Speed, memory and cost per system, and the hardware."""
+    out: list[str] = []
     out += ["## Speed and cost", ""]
     rows = []
     for name, s in results["systems"].items():
@@ -349,7 +383,12 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     if hw:
         out += [(f"Measured on {hw['device']}: {hw['device_name']} (torch {hw['torch']}), local models in "
                  f"{hw['dtype']} ({hw['dtype_reason']}), {hw['threads']} thread(s) ({hw['threads_reason']})."), ""]
+    return out
 
+
+def _reproducibility_markdown(results: dict[str, Any], plots: Sequence[str]) -> list[str]:
+    """Fingerprint, comparison with a previous run, and the plots."""
+    out: list[str] = []
     out += ["## Reproducibility", "",
             (f"Fingerprint of metrics, tests and intervals: `{results['fingerprint']}` "
              f"(seed {results['settings']['seed']}); total wall time {results['wall_s']:.0f} s.")]
@@ -358,7 +397,16 @@ def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
         out.append(f"Compared with `{cmp['previous']}`: " + ("identical." if cmp["identical"] else
                    "DIFFERENT: " + "; ".join(cmp["differences"][:10])))
     out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
-    return "\n".join(out)
+    return out
+
+
+def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
+    """report.md: its sections in order."""
+    sections = [_header_markdown(results), _systems_markdown(results), _turn_markdown(results),
+                _teacher_student_markdown(results), _per_benchmark_markdown(results), _claim_markdown(results),
+                _given_claims_markdown(results), _evidence_markdown(results), _world_markdown(results),
+                _significance_markdown(results), _speed_markdown(results), _reproducibility_markdown(results, plots)]
+    return "\n".join(line for section in sections for line in section)
 
 
 def write_report(out_dir: str | Path, results: dict[str, Any]) -> dict[str, Path]:

@@ -35,7 +35,7 @@ from ..data.io import atomic_write_text
 from ..data.material import Material, load_material, load_source
 from ..data.schema import Conversation
 from ..pipeline.engine import RULES
-from . import metrics as M
+from ..scoring import metrics as M
 from .comparison import (
     add_common_coverage,
     bootstrap_intervals,
@@ -45,8 +45,8 @@ from .comparison import (
     significance,
 )
 from .errors import EvalError
-from .evidence import evidence_metrics
-from .significance import MCNEMAR_VARIANTS
+from ..scoring.evidence import evidence_metrics
+from ..scoring.significance import MCNEMAR_VARIANTS
 from .systems import (
     FIVE_LABEL_SYSTEMS,
     PIPELINE_SYSTEMS,
@@ -86,7 +86,7 @@ def load_test_material(recipe: Recipe, input_path: str | None = None,
         material = material if material is not None else load_material(recipe)
         return material.test, list(material.reports)
     if recipe.data.test:
-        from ..data.loading import check_unique_ids
+        from ..data.loading import validate_unique_ids
 
         convs, reports, loaded = [], [], []
         for i, src in enumerate(recipe.data.test):
@@ -94,7 +94,7 @@ def load_test_material(recipe: Recipe, input_path: str | None = None,
             convs += c
             loaded.append((f"data.test[{i}] {src.source}", c))
             reports.append({"role": "test", **report})
-        check_unique_ids(loaded)
+        validate_unique_ids(loaded)
         return convs, reports
     raise EvalError(f"{recipe.path or 'recipe'}: no test material: pass --input FILE, or list data.test "
                     "sources, or set data.test_fraction")
@@ -189,11 +189,58 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
              material: Material | None = None) -> EvalResult:
     """Evaluate the recipe's systems on the test material; write the run folder (see :mod:`.report`).
 
-    ``on_system`` is told about each system as soon as it has run (or been skipped; with
-    ``eval.max_minutes``, once every round has); ``material``: the
-    recipe's material if the caller has loaded it already (see :func:`load_test_material`)."""
-    from .report import write_report
+    The steps: the material, the systems' rounds (journalled, so a cut run resumes), the records, the metrics
+    and the reports. ``on_system`` is told about each system as soon as it has run (or been skipped; with
+    ``eval.max_minutes``, once every round has); ``material``: the recipe's material if the caller has loaded it
+    already (see :func:`load_test_material`)."""
+    import torch
 
+    from ..runtime.hardware import prepare_run
+
+    e = recipe.eval
+    names = _validated_systems(recipe, systems)
+    out_dir = Path(output_dir or recipe.resolve(e.output_dir))
+    t_start = time.perf_counter()
+    conversations, material_info = _evaluated_material(recipe, input_path, limit, material)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    backends = ModelLoader(recipe, cache_root=out_dir)
+    order = sorted(names, key=RUN_ORDER.index)
+    threads_before = torch.get_num_threads()
+    hw = prepare_run(recipe.student.dtype, e.threads if e.threads is not None else threads_before,
+                     where="student.dtype", announce=progress)
+    ordered = _budget_order(conversations, e)
+    journal = _journal(out_dir, recipe, ordered, order, backends)
+    try:
+        runs, done, given_done, rounds = _run_rounds(recipe, ordered, order, backends, journal, out_dir, progress,
+                                                     on_system)
+        if e.max_minutes:
+            material_info.update(time_budget={
+                "max_minutes": e.max_minutes, "first_round": e.round_size, "rounds_run": rounds,
+                "conversations_planned": len(conversations),
+                "conversations_evaluated": len(done),   # no timing: material is fingerprinted
+                **({"conversations_claim_level": given_done} if e.given_claims else {})}, **_counts(done))
+            conversations = done
+            if on_system is not None:
+                for name in order:
+                    on_system(runs[name])
+    finally:
+        backends.release_base()
+        torch.set_num_threads(threads_before)
+    runs = {n: runs[n] for n in names}
+    _write_records(out_dir / "records", runs)
+    results = _results(recipe, names, material_info, runs, hw.threads.threads)
+    results["wall_s"] = round(time.perf_counter() - t_start, 3)
+    results["hardware"] = hw.to_dict()   # beside the timings, outside the fingerprint
+    if compare:
+        results["compare"] = compare_results(results, compare)
+    _write_reports(out_dir, recipe, results, runs, conversations)
+    journal.remove()   # the run folder holds it all now
+    return EvalResult(out_dir, results, runs)
+
+
+def _validated_systems(recipe: Recipe, systems: Sequence[str] | None) -> list[str]:
+    """The systems to run (``systems``, else the recipe's), after checking the eval settings that name things."""
     e = recipe.eval
     if e.mcnemar not in MCNEMAR_VARIANTS:
         raise EvalError(f"eval.mcnemar must be one of {MCNEMAR_VARIANTS}, got {e.mcnemar!r}")
@@ -204,9 +251,13 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
         raise EvalError(f"unknown system(s) {unknown}; valid: {', '.join(SYSTEMS)}")
-    out_dir = Path(output_dir or recipe.resolve(e.output_dir))
-    t_start = time.perf_counter()
+    return names
 
+
+def _evaluated_material(recipe: Recipe, input_path: str | None, limit: int | None,
+                        material: Material | None) -> tuple[list[Conversation], dict[str, Any]]:
+    """The conversations to evaluate (held-out filter and ``limit`` applied) and results.json's material entry."""
+    e = recipe.eval
     conversations, reports = load_test_material(recipe, input_path, material)
     train_ids, train_ids_source = student_training_ids(recipe)
     seen = [c.id for c in conversations if c.id in train_ids]
@@ -216,8 +267,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         conversations = conversations[:limit]
     if not conversations:
         raise EvalError("no conversations left to evaluate (check --input, --limit and eval.heldout_only)")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    material = {
+    return conversations, {
         "sources": reports, "input": input_path, "limit": limit, "heldout_only": e.heldout_only,
         **_counts(conversations),
         "student_training_overlap": {
@@ -227,96 +277,83 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         },
     }
 
-    backends = ModelLoader(recipe, cache_root=out_dir)
-    runs: dict[str, SystemRun] = {}
-    order = sorted(names, key=RUN_ORDER.index)
-    import torch
 
-    from ..runtime.hardware import prepare_run
-
-    threads_before = torch.get_num_threads()
-    hw = prepare_run(recipe.student.dtype, e.threads if e.threads is not None else threads_before,
-                     where="student.dtype", announce=progress)
-    ordered = _budget_order(conversations, e)
-    journal = _journal(out_dir, recipe, ordered, order, backends)
+def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], backends: ModelLoader, journal: Any,
+                out_dir: Path, progress: bool, on_system: Callable[[SystemRun], None] | None,
+                ) -> tuple[dict[str, SystemRun], list[Conversation], int, int]:
+    """Every system over ``ordered`` in rounds (one round without ``eval.max_minutes``), each system-round
+    journalled as it ends and reused when the journal holds it. Returns the merged runs, the conversations run
+    through the pipeline, how many ran with the human claims given, and the number of rounds."""
+    e = recipe.eval
     saved = journal.open()
     spent_before = max((v["spent_s"] for v in saved.values()), default=0.0)   # of the run that was cut
     if saved:
         log.warning("eval: resuming from %s: %d system round(s) already run are reused", journal.path, len(saved))
     by_id = {c.id: c for c in ordered}
     t_systems = time.perf_counter()
-    try:
-        done: list[Conversation] = []
-        given_done = 0
-        spent, rounds = spent_before, 0
-        while len(done) < len(ordered):   # the claim level is never behind the pipeline (_next_round)
-            kept = [v for k, v in saved.items() if k.startswith(f"{rounds}:")]
-            if kept:   # a round the cut run began: the same conversations again
-                part = [by_id[i] for i in kept[0]["part"]]
-                given = [by_id[i] for i in kept[0]["given"]]
+    runs: dict[str, SystemRun] = {}
+    done: list[Conversation] = []
+    given_done = 0
+    spent, rounds = spent_before, 0
+    while len(done) < len(ordered):   # the claim level is never behind the pipeline (_next_round)
+        kept = [v for k, v in saved.items() if k.startswith(f"{rounds}:")]
+        if kept:   # a round the cut run began: the same conversations again
+            part = [by_id[i] for i in kept[0]["part"]]
+            given = [by_id[i] for i in kept[0]["given"]]
+        else:
+            size, given_size = _next_round(len(ordered), len(done), given_done, spent,
+                                           sum(r.given_wall_s for r in runs.values()), e)
+            if size < 1 and given_size < 1:
+                log.warning("eval: time budget eval.max_minutes=%s: stopping after %d of %d conversations "
+                            "(%d with the human claims given; %d rounds, %.1f min)", e.max_minutes, len(done),
+                            len(ordered), given_done, rounds, spent / 60)
+                break
+            part = ordered[len(done):len(done) + size]
+            given = ordered[given_done:given_done + given_size]
+        for name in order:
+            if name in runs and runs[name].status != "ok":
+                continue
+            if not part and not (e.given_claims and name in PIPELINE_SYSTEMS):
+                continue
+            key = f"{rounds}:{name}"
+            if key in saved:
+                run = SystemRun(**saved[key]["run"])
             else:
-                size, given_size = _next_round(len(ordered), len(done), given_done, spent,
-                                               sum(r.given_wall_s for r in runs.values()), e)
-                if size < 1 and given_size < 1:
-                    log.warning("eval: time budget eval.max_minutes=%s: stopping after %d of %d conversations "
-                                "(%d with the human claims given; %d rounds, %.1f min)", e.max_minutes, len(done),
-                                len(ordered), given_done, rounds, spent / 60)
-                    break
-                part = ordered[len(done):len(done) + size]
-                given = ordered[given_done:given_done + given_size]
-            for name in order:
-                if name in runs and runs[name].status != "ok":
-                    continue
-                if not part and not (e.given_claims and name in PIPELINE_SYSTEMS):
-                    continue
-                key = f"{rounds}:{name}"
-                if key in saved:
-                    run = SystemRun(**saved[key]["run"])
-                else:
-                    if name in ("student", "teacher"):
-                        backends.release_base()
-                    log.info("eval: running %s on %d conversations%s%s", name, len(part),
-                             f" ({len(given)} with the human claims given)" if e.given_claims and
-                             len(given) != len(part) else "",
-                             f" (round {rounds + 1}, time budget {e.max_minutes:g} min)" if e.max_minutes else "")
-                    run = run_system(name, recipe, part, backends, out_dir, progress, given=given)
-                    journal.append(key, {"part": [c.id for c in part], "given": [c.id for c in given],
-                                         "spent_s": spent_before + time.perf_counter() - t_systems,
-                                         "run": dataclasses.asdict(run)})
-                runs[name] = merge_runs(runs[name], run, recipe) if name in runs else run
-                if on_system is not None and not e.max_minutes:
-                    on_system(run)
-            done += part
-            given_done += len(given)
-            rounds += 1
-            spent = spent_before + time.perf_counter() - t_systems
-        if e.max_minutes:
-            time_budget = {"max_minutes": e.max_minutes, "first_round": e.round_size, "rounds_run": rounds,
-                           "conversations_planned": len(conversations),
-                           "conversations_evaluated": len(done),   # no timing: material is fingerprinted
-                           **({"conversations_claim_level": given_done} if e.given_claims else {})}
-            conversations = done
-            material.update(time_budget=time_budget, **_counts(done))
-        if on_system is not None and e.max_minutes:
-            for name in order:
-                on_system(runs[name])
-    finally:
-        backends.release_base()
-        torch.set_num_threads(threads_before)
-    runs = {n: runs[n] for n in names}
-    records_dir = out_dir / "records"
-    records_dir.mkdir(exist_ok=True)
-    for name, run in runs.items():
-        if run.status == "ok":
-            atomic_write_text(records_dir / f"{name}.jsonl",
-                              "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in run.records))
-        if run.given_records:
-            atomic_write_text(records_dir / f"{name}.given_claims.jsonl",
-                              "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in run.given_records))
-        if run.evidence_records:
-            atomic_write_text(records_dir / f"{name}.evidence.jsonl",
-                              "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in run.evidence_records))
+                if name in ("student", "teacher"):
+                    backends.release_base()
+                log.info("eval: running %s on %d conversations%s%s", name, len(part),
+                         f" ({len(given)} with the human claims given)" if e.given_claims and
+                         len(given) != len(part) else "",
+                         f" (round {rounds + 1}, time budget {e.max_minutes:g} min)" if e.max_minutes else "")
+                run = run_system(name, recipe, part, backends, out_dir, progress, given=given)
+                journal.append(key, {"part": [c.id for c in part], "given": [c.id for c in given],
+                                     "spent_s": spent_before + time.perf_counter() - t_systems,
+                                     "run": dataclasses.asdict(run)})
+            runs[name] = merge_runs(runs[name], run, recipe) if name in runs else run
+            if on_system is not None and not e.max_minutes:
+                on_system(run)
+        done += part
+        given_done += len(given)
+        rounds += 1
+        spent = spent_before + time.perf_counter() - t_systems
+    return runs, done, given_done, rounds
 
+
+def _write_records(records_dir: Path, runs: dict[str, SystemRun]) -> None:
+    """Each system's records, given-claims records and evidence-probe records as JSON lines."""
+    records_dir.mkdir(parents=True, exist_ok=True)
+    for name, run in runs.items():
+        for suffix, rows in (("", run.records if run.status == "ok" else []), (".given_claims", run.given_records),
+                             (".evidence", run.evidence_records)):
+            if rows:
+                atomic_write_text(records_dir / f"{name}{suffix}.jsonl",
+                                  "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def _results(recipe: Recipe, names: list[str], material: dict[str, Any], runs: dict[str, SystemRun],
+             threads: int) -> dict[str, Any]:
+    """results.json's content up to its fingerprint: metrics, majority label, significance and intervals."""
+    e = recipe.eval
     matcher = M.ClaimMatcher(threshold=e.match_threshold, use_embeddings=e.match_embeddings)
     metrics: dict[str, Any] = {}
     for name, run in runs.items():
@@ -334,7 +371,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         "settings": {"rules": list(e.rules), "systems": names, "seed": e.seed, "bootstrap": e.bootstrap,
                      "mcnemar": e.mcnemar, "match_threshold": e.match_threshold,
                      "match_embeddings": e.match_embeddings, "calibration_bins": e.calibration_bins,
-                     "batch_size": e.batch_size, "threads": hw.threads.threads},
+                     "batch_size": e.batch_size, "threads": threads},
         "material": material,
         "systems": {n: {**r.summary(), **({"evidence": evidence_metrics(r.evidence_records)}
                                           if r.evidence_records else {})} for n, r in runs.items()},
@@ -355,13 +392,17 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     if given is not None:
         results["given_claims"] = given
     results["fingerprint"] = fingerprint(results)
-    results["wall_s"] = round(time.perf_counter() - t_start, 3)
-    results["hardware"] = hw.to_dict()   # beside the timings, outside the fingerprint
-    if compare:
-        results["compare"] = compare_results(results, compare)
-    paths = write_report(out_dir, results)
-    from .html_report import EVIDENCE_HEADER, EVIDENCE_TITLE, eval_headline, evidence_rows, write_html
+    return results
 
+
+def _write_reports(out_dir: Path, recipe: Recipe, results: dict[str, Any], runs: dict[str, SystemRun],
+                   conversations: list[Conversation]) -> None:
+    """results.json, report.md and its plots, and report.html."""
+    from ..scoring.page import EVIDENCE_HEADER, EVIDENCE_TITLE, eval_headline, evidence_rows, write_html
+    from .report import write_report
+
+    e = recipe.eval
+    paths = write_report(out_dir, results)
     header, rows = eval_headline(results)
     ev = evidence_rows({n: s.get("evidence") for n, s in results["systems"].items()})
     write_html(out_dir / "report.html", f"vista-distill eval: {recipe.name}",
@@ -369,10 +410,8 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
                plots=[paths[p] for p in ("accuracy.png", "confusion_stage3.png", "calibration.png") if p in paths],
                rules=list(e.rules), initial_background={c.id: list(c.background) for c in conversations},
                tables=[(EVIDENCE_TITLE, EVIDENCE_HEADER, ev)] if ev else [],
-               notes=[f"{material['scored_turns']} scored turns; significance tests and every table: report.md and "
-                      "results.json beside this page"])
-    journal.remove()   # the run folder holds it all now
-    return EvalResult(out_dir, results, runs)
+               notes=[(f"{results['material']['scored_turns']} scored turns; significance tests and every table: "
+                       "report.md and results.json beside this page")])
 
 
 __all__ = ["EvalResult", "load_test_material", "run_eval", "student_training_ids"]

@@ -30,11 +30,12 @@ from ..config import Recipe
 from ..data.schema import Conversation
 from ..data.vocabulary import DISTILLED_STAGES, STAGES
 from ..pipeline.engine import run_programs, vista_program
+from ..pipeline.protocol import Backend
 from ..runtime.progress import RequestBar
 from .baselines import BaselineConfig, baseline_programs
 from .efficiency import Meter, cost_per_1k_turns
 from .errors import EvalError
-from .scoring import records_of, run_given_claims, run_pipeline
+from ..scoring.run import records_of, run_given_claims, run_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -160,12 +161,10 @@ def _free_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def _describe_local(backend: Any, style: str, adapters: dict[str, str] | None = None) -> dict[str, Any]:
-    if hasattr(backend, "describe"):   # served (backends/server.py)
-        return {**backend.describe(), "prompts": style}
-    return {"backend": backend.name, "model_path": str(backend.model_path), "dtype": str(backend.torch_dtype),
-            "hardware": backend.hardware.to_dict(),
-            "device": backend.device, "prompts": style, "adapters": adapters, "batch_size": backend.batch_size}
+def _describe(backend: Backend, style: str) -> dict[str, Any]:
+    """A system's description: what its backend is, where an in-process model computes, its prompt style."""
+    hw = {"hardware": backend.hardware.to_dict()} if backend.hardware is not None and not backend.served else {}
+    return {**backend.describe(), **hw, "prompts": style}
 
 
 def run_system(name: str, recipe: Recipe, conversations: list[Conversation], backends: ModelLoader,
@@ -177,33 +176,8 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
     than the whole pipeline."""
     given = conversations if given is None else given
     run = SystemRun(name)
-    scored = sum(len(c.scored_turns) for c in conversations)
     try:
-        if name in ("base", "llm_judge", "factscore", "world_judge"):
-            backend = backends.base()
-            if name == "base":
-                cfg = recipe.engine_config("base")
-                run.description = {**_describe_local(backend, "fewshot"), "stage2": cfg.stage2, "stage3": cfg.stage3}
-            else:
-                bcfg = _baseline_config(recipe)
-                programs = baseline_programs(name, conversations, bcfg)
-                run.description = {**_describe_local(backend, "fewshot"), "baseline": name}
-            run.description["load_s"] = backends.load_s.get("base")
-        elif name == "student":
-            backend = backends.student()
-            cfg = recipe.engine_config("student")
-            style = cfg.style
-            adapters = getattr(backend, "adapters", None) or getattr(backend, "stage_models", {})
-            run.description = {**_describe_local(backend, style, {k: str(v) for k, v in adapters.items()}),
-                               "stage2": cfg.stage2, "stage3": cfg.stage3, "load_s": backends.load_s.get("student")}
-        elif name in RULE_SYSTEMS:
-            backend = _rule_backend(name, recipe, backends)
-            cfg = dataclasses.replace(recipe.engine_config("student"), stage2="score", stage3="score", world=False)
-            run.description = {**_describe_local(backend, cfg.style), "stage2": cfg.stage2, "stage3": cfg.stage3}
-        elif name == "teacher":
-            backend, programs, run.description = _teacher(recipe, conversations, out_dir)
-        else:
-            raise EvalError(f"eval.systems: unknown system {name!r}; valid: {', '.join(SYSTEMS)}")
+        backend, cfg, programs, run.description = _start_system(name, recipe, conversations, backends, out_dir)
     except SystemSkipped as e:
         run.status, run.reason = "skipped", str(e)
         return run
@@ -230,31 +204,64 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         return run
     finally:
         bar.close()
-    run.efficiency = meter.report(scored)
-    if hasattr(backend, "describe"):   # which label-scoring method ran, replicas set aside and back
+    run.efficiency = meter.report(sum(len(c.scored_turns) for c in conversations))
+    if backend.served:   # which label-scoring method ran, replicas set aside and back
         run.description.update({k: v for k, v in backend.describe().items() if k in ("label_method", "replica_events")})
         run.description["label_methods"] = dict(backend.stats.get("label_methods") or {})
     if recipe.eval.given_claims and pipeline and given:
-        t0 = time.perf_counter()
-        has_claims = any(c.turns[i].gold_claims for c in given for i in c.scored_turns)
-        bar = RequestBar(f"eval {name}, human claims given", backend, enabled=progress and has_claims,
-                         mininterval=1.0)
-        try:
-            run.given_records, run.evidence_records = run_given_claims(
-                given, cfg, backend, evidence_seed=recipe.eval.seed if recipe.eval.evidence else None,
-                on_issue=bar.on_issue if progress else None)
-        finally:
-            bar.close()
-        run.given_wall_s = time.perf_counter() - t0
+        _run_given_claims(run, given, cfg, backend, recipe.eval.seed if recipe.scoring.evidence else None, progress)
     if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)
         how = Counter(str((r.get("judge") or {}).get("parsed_from")) for r in run.records if r["scored"])
         run.description["judge_parsed_from"] = {k.replace("None", "unread"): v for k, v in sorted(how.items())}
     if name == "student":
         del backend
         _free_memory()
-    cost = cost_per_1k_turns(recipe, name, run.efficiency)
-    run.efficiency["cost_per_1k_turns"] = cost
+    run.efficiency["cost_per_1k_turns"] = cost_per_1k_turns(recipe, name, run.efficiency)
     return run
+
+
+def _start_system(name: str, recipe: Recipe, conversations: list[Conversation], backends: ModelLoader,
+                  out_dir: Path) -> tuple[Backend, Any, list | None, dict[str, Any]]:
+    """A system's backend, its engine settings (pipeline systems) or programs (the others), and its description."""
+    cfg = programs = None
+    if name in ("base", "llm_judge", "factscore", "world_judge"):
+        backend = backends.base()
+        if name == "base":
+            cfg = recipe.engine_config("base")
+            description = {**_describe(backend, "fewshot"), "stage2": cfg.stage2, "stage3": cfg.stage3}
+        else:
+            programs = baseline_programs(name, conversations, _baseline_config(recipe))
+            description = {**_describe(backend, "fewshot"), "baseline": name}
+        description["load_s"] = backends.load_s.get("base")
+    elif name == "student":
+        backend = backends.student()
+        cfg = recipe.engine_config("student")
+        description = {**_describe(backend, cfg.style), "stage2": cfg.stage2, "stage3": cfg.stage3,
+                       "load_s": backends.load_s.get("student")}
+    elif name in RULE_SYSTEMS:
+        backend = _rule_backend(name, recipe, backends)
+        cfg = dataclasses.replace(recipe.engine_config("student"), stage2="score", stage3="score", world=False)
+        description = {**_describe(backend, cfg.style), "stage2": cfg.stage2, "stage3": cfg.stage3}
+    elif name == "teacher":
+        backend, programs, description = _teacher(recipe, conversations, out_dir)
+    else:
+        raise EvalError(f"eval.systems: unknown system {name!r}; valid: {', '.join(SYSTEMS)}")
+    return backend, cfg, programs, description
+
+
+def _run_given_claims(run: SystemRun, given: list[Conversation], cfg: Any, backend: Backend,
+                      evidence_seed: int | None, progress: bool) -> None:
+    """Stages 2-3 on the human claims of ``given`` (and the evidence probes, with ``evidence_seed``) into ``run``."""
+    t0 = time.perf_counter()
+    has_claims = any(c.turns[i].gold_claims for c in given for i in c.scored_turns)
+    bar = RequestBar(f"eval {run.name}, human claims given", backend, enabled=progress and has_claims,
+                     mininterval=1.0)
+    try:
+        run.given_records, run.evidence_records = run_given_claims(
+            given, cfg, backend, evidence_seed=evidence_seed, on_issue=bar.on_issue if progress else None)
+    finally:
+        bar.close()
+    run.given_wall_s = time.perf_counter() - t0
 
 
 def merge_runs(a: SystemRun, b: SystemRun, recipe: Recipe) -> SystemRun:
@@ -292,6 +299,17 @@ class _TeacherChain:
     def __init__(self, teacher: Any) -> None:
         self.teacher = teacher
         self.name = teacher.name
+
+    @property
+    def served(self) -> bool:
+        return self.teacher.backend.served
+
+    @property
+    def hardware(self) -> Any:
+        return self.teacher.backend.hardware
+
+    def describe(self) -> dict[str, Any]:
+        return self.teacher.backend.describe()
 
     @property
     def stats(self) -> dict[str, Any]:

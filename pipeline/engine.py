@@ -234,10 +234,11 @@ def label_result(resp: Response, labels: Sequence[str]) -> tuple[str | None, dic
 
 def vista_program(conv: Conversation, cfg: EngineConfig,
                   on_turn: Callable[[TurnResult], None] | None = None) -> Program:
-    """Run VISTA over one conversation; returns the list of TurnResult of its assistant turns."""
-    t1 = get_template("stage1", cfg.style)
-    t2 = get_template("stage2", cfg.style)
-    t3 = get_template("stage3", cfg.style)
+    """Run VISTA over one conversation; returns the list of TurnResult of its assistant turns.
+
+    Stage 1 (and the contradiction stage 4) of every assistant turn go out in one batch, as each decomposition
+    reads only the history; stages 2-3 then run turn by turn, as each reads the background the turns before
+    built."""
     sp = cfg.speakers
 
     def request(template, content: str, **kw: Any) -> Request:
@@ -247,17 +248,18 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
     assistant = [i for i, t in enumerate(conv.turns) if t.role == ASSISTANT]
     given = {i for i in assistant if cfg.claims == "gold" and conv.turns[i].gold_claims is not None}
     decompose = [i for i in assistant if i not in given]
+    t1 = get_template("stage1", cfg.style)
     first_inputs = [("stage1", stage1_input(history[:i], conv.turns[i].text, sp)) for i in decompose]
-    stage1_reqs = [request(t1, text, max_new_tokens=cfg.max_new_tokens["stage1"], stop_on_repeat=True)
-                   for _, text in first_inputs]
+    first_reqs = [request(t1, text, max_new_tokens=cfg.max_new_tokens["stage1"], stop_on_repeat=True)
+                  for _, text in first_inputs]
     if cfg.stage4:
         t4 = get_template("stage4", cfg.style)
         stage4_inputs = [("stage4", stage4_input(history[:i], conv.turns[i].text, sp)) for i in assistant]
         first_inputs += stage4_inputs
-        stage1_reqs += [request(t4, text, labels=t4.labels, max_new_tokens=cfg.max_new_tokens["stage4"])
-                        for _, text in stage4_inputs]
-    first = (yield stage1_reqs) if stage1_reqs else []
-    first_calls = [Call(stage, -1, text, req, resp) for (stage, text), req, resp in zip(first_inputs, stage1_reqs, first)]
+        first_reqs += [request(t4, text, labels=t4.labels, max_new_tokens=cfg.max_new_tokens["stage4"])
+                       for _, text in stage4_inputs]
+    first = (yield first_reqs) if first_reqs else []
+    first_calls = [Call(stage, -1, text, req, resp) for (stage, text), req, resp in zip(first_inputs, first_reqs, first)]
     decompositions = dict(zip(decompose, first[: len(decompose)]))
     stage1_calls = dict(zip(decompose, first_calls[: len(decompose)]))
     contradictions, stage4_calls = first[len(decompose):], first_calls[len(decompose):]
@@ -266,81 +268,96 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
     results: list[TurnResult] = []
     for k, i in enumerate(assistant):
         turn = conv.turns[i]
-        if i in given:   # the human claims, as they are: no stage 1 request, nothing parsed or dropped
-            raw, cut = "", False
-            kept = [c.text for c in turn.gold_claims]
-            parsed_claims, duplicates, over, truncated_line, rejected = kept, 0, 0, None, []
-            looping = False
-        else:
-            resp1 = decompositions[i]
-            raw = resp1.meta.get("raw") or resp1.text
-            cut = truncated(resp1)
-            looping = resp1.meta.get("finish_reason") == "loop"   # stopped inside a line that repeats itself
-            parsed = parse_claim_list(resp1.text, truncated=cut or looping)
-            kept, duplicates, over = dedupe_claims(parsed.claims, cfg.max_claims)
-            parsed_claims, truncated_line, rejected = parsed.claims, parsed.truncated_line, parsed.rejected
-        res = TurnResult(
-            conversation_id=conv.id, source=conv.source, turn_index=i, text=turn.text, reference=turn.reference,
-            scored=turn.is_scored, stage1_raw=raw, stage1_think=strip_think(raw)[1] if i in given else
-            (decompositions[i].meta.get("think") or strip_think(raw)[1]),
-            n_claims_raw=len(parsed_claims), background_size=len(background), gold_label=turn.gold_label,
-            gold_claims=[asdict(c) for c in turn.gold_claims] if turn.gold_claims is not None else None,
-            stage1_truncated=cut, world_gold=turn.meta.get("world_label"),
-        )
-        dropped = {"duplicate": duplicates, "over_max_claims": over,
-                   "truncated_line": int(truncated_line is not None and not looping),
-                   "looping_line": int(truncated_line is not None and looping),
-                   "refusal": sum(why == "refusal" for _, why in rejected),
-                   "not_a_claim": sum(why != "refusal" for _, why in rejected)}
-        res.claims_dropped = {r: n for r, n in dropped.items() if n}
-        if i not in given and decompositions[i].meta.get("finish_reason") == "too_long":   # not run: past the context
-            res.unknown_reason = f"stage 1: {decompositions[i].meta['error']}"
-        claims = [ClaimResult(text=c) for c in kept]
-        res.claims = claims
+        res = _decomposed_turn(conv, i, decompositions.get(i), cfg.max_claims, len(background))
         res.calls = ([stage1_calls[i]] if i in stage1_calls else []) + ([stage4_calls[k]] if contradictions else [])
         if contradictions:
-            label, info, err = label_result(contradictions[k], STAGE4_LABELS)
+            _, info, err = label_result(contradictions[k], STAGE4_LABELS)
             res.stage4 = {**info, "error": err}
         if not turn.is_scored:
-            background += [c.text for c in claims]
+            background += [c.text for c in res.claims]
         else:
-            chunks = ([Chunk(background, turn.reference)] if not cfg.context_budget else
-                      chunk_context(background, turn.reference or "", cfg.context_budget,
-                                    cfg.count_tokens or approx_tokens))
-            # one request per claim and chunk (one chunk: exactly the method's requests)
-            jobs2 = [(j, stage2_input(ch.background, ch.reference, c.text, ch.first_fact))
-                     for j, c in enumerate(claims) for ch in chunks]
-            reqs2 = [request(t2, text, labels=t2.labels if cfg.stage2 == "score" else (),
-                             max_new_tokens=cfg.max_new_tokens["stage2"]) for _, text in jobs2]
-            s2 = yield reqs2
-            res.calls += [Call("stage2", j, text, req, resp) for (j, text), req, resp in zip(jobs2, reqs2, s2)]
-            for j, c in enumerate(claims):
-                answers = [label_result(r, STAGE2_LABELS) for r in s2[j * len(chunks):(j + 1) * len(chunks)]]
-                label, c.stage2, c.error = answers[0] if len(chunks) == 1 else combine("stage2", answers)
-                if label == VERIFIED:
-                    c.category = VERIFIED
-            unverifiable = [j for j, c in enumerate(claims) if c.stage2["label"] == UNVERIFIABLE]
-            if unverifiable:
-                jobs3 = [(j, stage3_input(ch.background, ch.reference, claims[j].text, ch.first_fact))
-                         for j in unverifiable for ch in chunks]
-                reqs3 = [request(t3, text, labels=t3.labels if cfg.stage3 == "score" else (),
-                                 max_new_tokens=cfg.max_new_tokens["stage3"]) for _, text in jobs3]
-                s3 = yield reqs3
-                res.calls += [Call("stage3", j, text, req, resp) for (j, text), req, resp in zip(jobs3, reqs3, s3)]
-                for k3, j in enumerate(unverifiable):
-                    c = claims[j]
-                    answers = [label_result(r, STAGE3_LABELS) for r in s3[k3 * len(chunks):(k3 + 1) * len(chunks)]]
-                    c.category, c.stage3, c.error = answers[0] if len(chunks) == 1 else combine("stage3", answers)
-            if cfg.world:
-                yield from _world_stage(res, claims, background, turn.reference, cfg, request)
-            background += [c.text for c in claims if c.category in JOINS_BACKGROUND]
-            for rule in RULES:
-                res.verdicts[rule], res.vista_scores[rule], reason = turn_verdict(claims, rule)
-                res.unknown_reason = res.unknown_reason or reason
+            yield from _labelled_turn(res, background, turn.reference, cfg, request)
         results.append(res)
         if on_turn is not None:
             on_turn(res)
     return results
+
+
+def _decomposed_turn(conv: Conversation, i: int, resp1: Response | None, max_claims: int | None,
+                     background_size: int) -> TurnResult:
+    """Turn ``i``'s result with its claims: parsed from its stage-1 answer ``resp1``, or, where that is None, the
+    human claims as they are (no stage-1 request, nothing parsed or dropped)."""
+    turn = conv.turns[i]
+    if resp1 is None:
+        raw, cut, looping = "", False, False
+        kept = [c.text for c in turn.gold_claims]
+        parsed_claims, duplicates, over, truncated_line, rejected = kept, 0, 0, None, []
+        think = strip_think(raw)[1]
+    else:
+        raw = resp1.meta.get("raw") or resp1.text
+        cut = truncated(resp1)
+        looping = resp1.meta.get("finish_reason") == "loop"   # stopped inside a line that repeats itself
+        parsed = parse_claim_list(resp1.text, truncated=cut or looping)
+        kept, duplicates, over = dedupe_claims(parsed.claims, max_claims)
+        parsed_claims, truncated_line, rejected = parsed.claims, parsed.truncated_line, parsed.rejected
+        think = resp1.meta.get("think") or strip_think(raw)[1]
+    res = TurnResult(
+        conversation_id=conv.id, source=conv.source, turn_index=i, text=turn.text, reference=turn.reference,
+        scored=turn.is_scored, stage1_raw=raw, stage1_think=think,
+        n_claims_raw=len(parsed_claims), background_size=background_size, gold_label=turn.gold_label,
+        gold_claims=[asdict(c) for c in turn.gold_claims] if turn.gold_claims is not None else None,
+        stage1_truncated=cut, world_gold=turn.meta.get("world_label"),
+    )
+    dropped = {"duplicate": duplicates, "over_max_claims": over,
+               "truncated_line": int(truncated_line is not None and not looping),
+               "looping_line": int(truncated_line is not None and looping),
+               "refusal": sum(why == "refusal" for _, why in rejected),
+               "not_a_claim": sum(why != "refusal" for _, why in rejected)}
+    res.claims_dropped = {r: n for r, n in dropped.items() if n}
+    if resp1 is not None and resp1.meta.get("finish_reason") == "too_long":   # not run: past the context
+        res.unknown_reason = f"stage 1: {resp1.meta['error']}"
+    res.claims = [ClaimResult(text=c) for c in kept]
+    return res
+
+
+def _labelled_turn(res: TurnResult, background: list[str], reference: str | None, cfg: EngineConfig,
+                   request: Callable[..., Request]) -> Generator[list[Request], list[Response], None]:
+    """Stages 2 and 3 (and the world stage) over a scored turn's claims, one request per claim and chunk of the
+    context (one chunk: exactly the method's requests); ``background`` gains the claims that join it, and the
+    turn its verdicts."""
+    claims = res.claims
+    t2, t3 = get_template("stage2", cfg.style), get_template("stage3", cfg.style)
+    chunks = ([Chunk(background, reference)] if not cfg.context_budget else
+              chunk_context(background, reference or "", cfg.context_budget, cfg.count_tokens or approx_tokens))
+    jobs2 = [(j, stage2_input(ch.background, ch.reference, c.text, ch.first_fact))
+             for j, c in enumerate(claims) for ch in chunks]
+    reqs2 = [request(t2, text, labels=t2.labels if cfg.stage2 == "score" else (),
+                     max_new_tokens=cfg.max_new_tokens["stage2"]) for _, text in jobs2]
+    s2 = yield reqs2
+    res.calls += [Call("stage2", j, text, req, resp) for (j, text), req, resp in zip(jobs2, reqs2, s2)]
+    for j, c in enumerate(claims):
+        answers = [label_result(r, STAGE2_LABELS) for r in s2[j * len(chunks):(j + 1) * len(chunks)]]
+        label, c.stage2, c.error = answers[0] if len(chunks) == 1 else combine("stage2", answers)
+        if label == VERIFIED:
+            c.category = VERIFIED
+    unverifiable = [j for j, c in enumerate(claims) if c.stage2["label"] == UNVERIFIABLE]
+    if unverifiable:
+        jobs3 = [(j, stage3_input(ch.background, ch.reference, claims[j].text, ch.first_fact))
+                 for j in unverifiable for ch in chunks]
+        reqs3 = [request(t3, text, labels=t3.labels if cfg.stage3 == "score" else (),
+                         max_new_tokens=cfg.max_new_tokens["stage3"]) for _, text in jobs3]
+        s3 = yield reqs3
+        res.calls += [Call("stage3", j, text, req, resp) for (j, text), req, resp in zip(jobs3, reqs3, s3)]
+        for k3, j in enumerate(unverifiable):
+            c = claims[j]
+            answers = [label_result(r, STAGE3_LABELS) for r in s3[k3 * len(chunks):(k3 + 1) * len(chunks)]]
+            c.category, c.stage3, c.error = answers[0] if len(chunks) == 1 else combine("stage3", answers)
+    if cfg.world:
+        yield from _world_stage(res, claims, background, reference, cfg, request)
+    background += [c.text for c in claims if c.category in JOINS_BACKGROUND]
+    for rule in RULES:
+        res.verdicts[rule], res.vista_scores[rule], reason = turn_verdict(claims, rule)
+        res.unknown_reason = res.unknown_reason or reason
 
 
 def _world_stage(res: TurnResult, claims: list[ClaimResult], background: list[str], reference: str | None,

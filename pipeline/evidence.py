@@ -7,7 +7,7 @@ that change what it says about one claim while leaving the claim alone.
 * :func:`foreign_reference` picks another reference that shares under half of the claim's content words.
 
 distill/contrast.py makes training rows from them (MiniCheck's D2C / C2D, VitaminC's contrastive evidence) and
-eval/evidence.py measures with them whether a system reads its evidence; both read a stage 2 call's rendered
+scoring/evidence.py measures with them whether a system reads its evidence; both read a stage 2 call's rendered
 input with :func:`stage2_calls`, so the rows and the probes keep the engine's background and prompt layout.
 """
 

@@ -40,10 +40,21 @@ class Backend(Protocol):
     A request with ``labels`` is answered with one of them (``Response.label``: scored by likelihood,
     or generated and parsed); one without is free generation. ``stats`` holds the backend's counters
     (requests, calls, cache hits, failures, tokens, timings: whichever it keeps; empty when none), and
-    ``progress``, when set, is told how many requests were answered, as they are (progress bars)."""
+    ``progress``, when set, is told how many requests were answered, as they are (progress bars).
+
+    What callers read besides: ``served`` (answers come from HTTP servers), ``hardware`` (where an in-process
+    model computes: a ``runtime.hardware.RunHardware``; None when served or when no model runs) and
+    :meth:`describe`."""
 
     name: str
     stats: dict[str, Any]
     progress: Callable[[int], None] | None
+    served: bool
+    hardware: Any
 
     def run(self, requests: list[Request]) -> list[Response]: ...
+
+    def describe(self) -> dict[str, Any]:
+        """What answers (JSON-ready, stable over a run: it names a run's journal): backend, model, adapters or
+        servers; a served backend adds its label-scoring method and replica events."""
+        ...

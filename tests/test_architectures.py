@@ -47,7 +47,7 @@ def tiny_recipe(src: Path, tmp: Path, model: Path) -> Path:
     raw = yaml.safe_load(src.read_text())
     raw["teacher"] = {"backend": "labels"}
     raw["data"] = {"train": [{"benchmark": "vista-human", "source": str(SAMPLE)}], "test_fraction": 0.0}
-    raw["distill"].update(output_dir=str(tmp / "silver"), test_fraction=0.34)
+    raw["distill"].update(output_dir=str(tmp / "silver"), validation_fraction=0.34)
     raw["student"]["model"] = str(model)
     options = dict(raw["train"].get("options") or {})
     if "paged" in str(options.get("optim", "")) or "fused" in str(options.get("optim", "")):

@@ -124,10 +124,10 @@ def test_distill_adds_contradicted_rows_to_train_only(tmp_path):
     for stage in ("stage2", "stage3"):
         dd = load_from_disk(str(res.out_dir / stage))
         assert tuple(dd["train"].column_names) == COLUMNS
-        assert not [r for r in dd["test"] if r["source"].endswith("+falsified")]
-        assert dd["test"]["prompt"] == load_from_disk(str(plain.out_dir / stage))["test"]["prompt"]
+        assert not [r for r in dd["validation"] if r["source"].endswith("+falsified")]
+        assert dd["validation"]["prompt"] == load_from_disk(str(plain.out_dir / stage))["validation"]["prompt"]
         # no reference of a test dialogue reaches train through the augmented rows
-        assert not {r["dialogue_id"] for r in dd["train"]} & set(dd["test"]["dialogue_id"])
+        assert not {r["dialogue_id"] for r in dd["train"]} & set(dd["validation"]["dialogue_id"])
         load_silver(res.out_dir, stage)   # train/'s own validation of every row
     counts = m["counts"]["stage3"]["train"]["labels"]
     assert counts["CONTRADICTED"] == plain.manifest["counts"]["stage3"]["train"]["labels"].get("CONTRADICTED", 0) \
@@ -173,8 +173,8 @@ def test_distill_adds_swapped_reference_rows_to_train_only(tmp_path):
     made = [r for r in dd["train"] if r["source"].endswith("+swapped")]
     own = [r for r in dd["train"] if not r["source"].endswith("+swapped")]
     assert made and all(r["label"] == "UNVERIFIABLE" and r["teacher"] == "rule:swap-reference" for r in made)
-    assert not [r for r in dd["test"] if r["source"].endswith("+swapped")]
-    assert dd["test"]["prompt"] == load_from_disk(str(plain.out_dir / "stage2"))["test"]["prompt"]
+    assert not [r for r in dd["validation"] if r["source"].endswith("+swapped")]
+    assert dd["validation"]["prompt"] == load_from_disk(str(plain.out_dir / "stage2"))["validation"]["prompt"]
     refs_by_dialogue = {}
     for r in own:
         refs_by_dialogue.setdefault(r["dialogue_id"], set()).add(_reference(r))

@@ -10,7 +10,7 @@ import pytest
 from vista_distill.backends.evidence_head import EvidenceHead
 from vista_distill.backends.rules import RuleBackend, decompose, majority_labels
 from vista_distill.data.io import read_conversations
-from vista_distill.eval.scoring import run_given_claims, run_pipeline
+from vista_distill.scoring.run import run_given_claims, run_pipeline
 from vista_distill.pipeline.engine import EngineConfig
 from vista_distill.pipeline.evidence import coverage
 from vista_distill.pipeline.protocol import Request

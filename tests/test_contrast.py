@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_distill import write_recipe
 from vista_distill.config import load_recipe
-from vista_distill.distill.contrast import edit_sentence
+from vista_distill.pipeline.edits import edit_sentence
 from vista_distill.distill.run import filter_settings, run_distill
 from vista_distill.pipeline.evidence import LEFT, as_sentence, coverage, insert, sentences, support
 
@@ -97,8 +97,8 @@ def test_distill_adds_contrast_rows_to_train_only_with_both_labels(tmp_path):
     s2 = load_from_disk(str(res.out_dir / "stage2"))
     made = [r for r in s2["train"] if r["source"].endswith("+contrast")]
     own = [r for r in s2["train"] if not r["source"].endswith("+contrast")]
-    assert not [r for r in s2["test"] if r["source"].endswith("+contrast")], "train split only"
-    assert s2["test"]["prompt"] == load_from_disk(str(plain.out_dir / "stage2"))["test"]["prompt"]
+    assert not [r for r in s2["validation"] if r["source"].endswith("+contrast")], "train split only"
+    assert s2["validation"]["prompt"] == load_from_disk(str(plain.out_dir / "stage2"))["validation"]["prompt"]
     records = {(r["conversation_id"], r["claim"], r["teacher"]): r
                for r in map(json.loads, (res.out_dir / "records.jsonl").open()) if "augment" in r}
     kinds = {}

@@ -301,7 +301,7 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
         "{benchmark: file, source: data/samples/faithdial_models_train.jsonl, n: 4, hold_out: false}, "
         "{benchmark: factcheck-gpt, source: data/samples/factcheck_gpt, n: 4, hold_out: false, "
         "options: {unit: sentence, evidence: closest}}]",
-        "data.test_fraction=0.5", "distill.test_fraction=0", "pipeline.max_claims=2",
+        "data.test_fraction=0.5", "distill.validation_fraction=0", "pipeline.max_claims=2",
         "pipeline.max_new_tokens={stage1: 48}", "train.per_device_train_batch_size=2",
         "train.per_stage={stage1: {max_steps: 1}, stage2: {max_steps: 1, sources: [FaithDial]}, stage3: {max_steps: 1}}",
         "train.save_steps=1", "train.cpu_threads=1", "eval.threads=1", "eval.bootstrap=20",

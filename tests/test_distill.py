@@ -22,7 +22,7 @@ def write_recipe(path: Path, out: Path, **sections) -> Path:
         "name": "test-distill",
         "teacher": {"backend": "labels"},
         "data": {"train": [{"benchmark": "vista-human", "source": str(SAMPLE)}]},
-        "distill": {"output_dir": str(out), "test_fraction": 0.34},
+        "distill": {"output_dir": str(out), "validation_fraction": 0.34},
     }
     for section, values in sections.items():
         recipe.setdefault(section, {}).update(values)
@@ -45,7 +45,7 @@ def check_export(out: Path) -> dict:
     assert isinstance(manifest["teacher"], str)
     for stage in STAGES:
         dd = load_from_disk(str(out / stage))
-        assert isinstance(dd, DatasetDict) and set(dd) == {"train", "test"}
+        assert isinstance(dd, DatasetDict) and set(dd) == {"train", "validation"}
         card = (out / stage / "README.md").read_text()
         assert manifest["teacher"] in card and manifest["fingerprints"][stage] in card
         if any(dd[split]["label"] and any(dd[split]["label"]) for split in dd):
@@ -120,7 +120,7 @@ def test_filters_gold_disagreement_dedup_balance(tmp_path):
     src.write_text(json.dumps(data))
     out = tmp_path / "silver"
     recipe = write_recipe(tmp_path / "r.yaml", out, data={"train": [{"benchmark": "vista-human", "source": str(src)}]},
-                          distill={"balance_classes": True, "test_fraction": 0.0})
+                          distill={"balance_classes": True, "validation_fraction": 0.0})
     r = cli("--config", str(recipe))
     assert r.returncode == 0, r.stderr
     manifest = check_export(out)
@@ -188,7 +188,7 @@ def test_mixed_material_partial_claims_feed_stages_2_and_3_only(tmp_path):
     path = write_recipe(tmp_path / "r.yaml", out, data={
         "train": [{"benchmark": "vista-human", "source": str(SAMPLE)}, DIALFACT, FINEDIALFACT],
         "test": [DIALFACT], "test_fraction": 0.0, "leaks": "drop-test"})
-    r = cli("--config", str(path), "distill.test_fraction=0")
+    r = cli("--config", str(path), "distill.validation_fraction=0")
     assert r.returncode == 0, r.stderr
     manifest = check_export(out)
     from datasets import load_from_disk

@@ -49,7 +49,7 @@ def recipe(tmp: Path, out: Path, base_url: str, **sections) -> Path:
                     "retry_backoff_s": 0.2, "retry_backoff_max_s": 1.0,
                     "max_new_tokens": {"stage1": 48, "stage2": 6, "stage3": 20}},
         "data": {"train": [{"benchmark": "vista-human", "source": str(SAMPLE)}]},
-        "distill": {"output_dir": str(out), "test_fraction": 0.34},
+        "distill": {"output_dir": str(out), "validation_fraction": 0.34},
     }
     for section, values in sections.items():
         r[section].update(values)
@@ -251,7 +251,7 @@ def test_malformed_output_is_a_parse_failure_left_out(reference, server, tmp_pat
     assert all(x["finish_reason"] == "length" and x["retry"]["budget"] == 2 for x in failed)
     assert all("label" in x["error"] or "empty output" in x["error"] for x in failed)
     assert all(not x["kept"] for x in failed)
-    exported = sum(manifest["counts"]["stage2"][s]["examples"] for s in ("train", "test"))
+    exported = sum(manifest["counts"]["stage2"][s]["examples"] for s in ("train", "validation"))
     assert exported == rep["kept"] == rep["candidates"] - sum(rep["dropped"].values())
 
 
@@ -285,7 +285,7 @@ def test_self_consistency_votes_over_k_samples(reference, server, tmp_path):
     seed_cache(reference, out)   # sample 0 is the greedy call: the reference's; only sample 1 is new
     k = 2                        # enough to exercise the votes; k=3+ only costs more calls
     config = recipe(tmp_path, out, server.base_url,
-                    distill={"self_consistency_k": k, "self_consistency_min_agreement": 0.75, "test_fraction": 0.0,
+                    distill={"self_consistency_k": k, "self_consistency_min_agreement": 0.75, "validation_fraction": 0.0,
                              "filter_gold_agreement": False})
     r = run(config, "--limit", "1")
     assert r.returncode == 0, r.stderr[-3000:]

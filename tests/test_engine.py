@@ -31,6 +31,10 @@ class Recording:
     def __init__(self, inner):
         self.inner, self.batches, self.name = inner, [], "recording"
         self.stats, self.progress = {}, None
+        self.served, self.hardware = inner.served, inner.hardware
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "inner": self.inner.describe()}
 
     def run(self, requests: list[Request]) -> list[Response]:
         self.batches.append(list(requests))

@@ -14,7 +14,7 @@ import pytest
 from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.io import read_conversations
 from vista_distill.data.schema import Claim
-from vista_distill.eval import metrics as M
+from vista_distill.scoring import metrics as M
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
 
 

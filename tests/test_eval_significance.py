@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from vista_distill.eval.significance import (
+from vista_distill.scoring.significance import (
     bootstrap_accuracy,
     mcnemar_test,
     paired_mcnemar,
@@ -79,7 +79,7 @@ def test_bootstrap_is_seeded_and_brackets_the_accuracy():
 
 
 def test_paired_bootstrap_of_macro_f1_is_seeded_and_separates_a_better_system():
-    from vista_distill.eval.significance import paired_bootstrap_macro_f1
+    from vista_distill.scoring.significance import paired_bootstrap_macro_f1
 
     labels = ["x", "y", "z"]
     gold = ["x", "y", "z"] * 20

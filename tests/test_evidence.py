@@ -1,4 +1,4 @@
-"""eval/evidence.py: the evidence probes (deletion, foreign reference, claim only) built from the engine's own stage 2
+"""scoring/evidence.py: the evidence probes (deletion, foreign reference, claim only) built from the engine's own stage 2
 requests, and their metrics, computed by hand on a small case."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.io import read_conversations
-from vista_distill.eval.evidence import evidence_metrics, probe_requests
+from vista_distill.scoring.evidence import evidence_metrics, probe_requests
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
 from vista_distill.pipeline.evidence import support
 from vista_distill.pipeline.templates import stage2_input
@@ -70,7 +70,7 @@ def test_the_overlap_rule_fails_the_edit_probe_and_both_strata():
     import random
 
     from vista_distill.backends.rules import RuleBackend
-    from vista_distill.eval.evidence import edited_reference
+    from vista_distill.scoring.evidence import edited_reference
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template
 

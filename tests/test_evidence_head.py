@@ -116,7 +116,7 @@ def test_fit_after_training_reads_the_silver_validation_split(tmp_path):
     from vista_distill.distill.run import run_distill
     from vista_distill.train.evidence_fit import fit_evidence_head
 
-    path = write_recipe(tmp_path / "r.yaml", tmp_path / "silver", distill={"test_fraction": 0.5},
+    path = write_recipe(tmp_path / "r.yaml", tmp_path / "silver", distill={"validation_fraction": 0.5},
                         data={"train": [{"benchmark": "file", "source": str(FAITHDIAL), "n": 90}]},
                         student={"dtype": "float32"})
     recipe = load_recipe(path)

@@ -70,7 +70,7 @@ def test_score_report_loads_counts_turns_and_filters(scored, tmp_path):
 
 
 def test_disagreement_and_system_filters(scored, tmp_path):
-    from vista_distill.eval.html_report import write_html
+    from vista_distill.scoring.page import write_html
 
     result, _ = scored
     student = [r for r in result.records]

@@ -1,6 +1,7 @@
 """The package's shape (docs/layout.md): the root holds the public API and entry points only, no module is over
-450 lines (the paper's verbatim prompts excepted), and imports point down the layers: a package imports only
-from packages below it, except inside ``if TYPE_CHECKING:`` (annotations)."""
+450 lines (the paper's verbatim prompts excepted) and no function over 80, and imports point down the layers: a
+package imports only from packages below it, except inside ``if TYPE_CHECKING:`` (annotations); the scoring path
+(``scorer.py``, ``scoring/``) imports nothing from ``eval/``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # lowest first; a package may import from the ones before it (check, publish, distill, train and eval from all)
-LAYERS = ["runtime", "data", "pipeline", "backends", "config", "publish", "check", "distill", "train", "eval"]
+LAYERS = ["runtime", "data", "pipeline", "backends", "config", "scoring", "publish", "check", "distill", "train", "eval"]
 TOP = {"check", "publish", "distill", "train", "eval"}
 ALLOWED_TOP = {"check": {"train"}, "distill": {"publish"}, "train": {"publish"}}   # top-level peers they use
 
@@ -58,6 +59,36 @@ def test_no_module_over_450_lines():
     assert not long
 
 
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(path: Path, bound: int = MAX_FUNCTION_LINES) -> list[str]:
+    tree = ast.parse(path.read_text())
+    return [f"{path.name}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > bound]
+
+
+def test_no_function_over_80_lines():
+    modules = _package_modules() + [ROOT / name for name in ("cli.py", "demo.py", "scorer.py")]
+    assert not [f for p in modules for f in _long_functions(p)]
+
+
+def test_the_function_length_check_sees_a_long_function(tmp_path):
+    """The check above can fail: a function of 81 lines is found, one of 80 is not."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("def long():\n" + "    x = 1\n" * 80 + "\n\ndef short():\n" + "    x = 1\n" * 79)
+    assert _long_functions(probe) == ["probe.py:1 long (81 lines)"]
+
+
+def test_the_scoring_path_imports_nothing_from_eval():
+    """eval/ consumes the scoring path; nothing below it, and not the public scorer, imports it."""
+    below = [p for p in _package_modules() if p.relative_to(ROOT).parts[0] != "eval"] + [ROOT / "scorer.py"]
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in below
+             for target, line in _imported_packages(p, ("scorer.py",) if p.name == "scorer.py" and p.parent == ROOT
+                                                    else None) if target == "eval"]
+    assert not found
+
+
 def test_imports_point_down_the_layers():
     upward = []
     for path in _package_modules():
@@ -75,7 +106,7 @@ def test_imports_point_down_the_layers():
 def test_the_layer_check_sees_an_upward_import(tmp_path):
     """The check above can fail: an upward import written into a module is found."""
     bad = tmp_path / "probe.py"
-    bad.write_text("from typing import TYPE_CHECKING\nfrom ..eval.metrics import turn_metrics\n"
+    bad.write_text("from typing import TYPE_CHECKING\nfrom ..eval.report import render_markdown\n"
                    "if TYPE_CHECKING:\n    from ..config import Recipe\n")
     assert _imported_packages(bad, ("data", "probe.py")) == [("eval", 2)]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from vista_distill.data.io import SchemaError, read_conversations, write_conversations
-from vista_distill.data.loading import check_unique_ids
+from vista_distill.data.loading import validate_unique_ids
 from vista_distill.data.schema import Conversation, Turn
 
 USER = {"role": "user", "text": "hi"}
@@ -183,21 +183,21 @@ def _convs(*ids: str) -> list[Conversation]:
 
 def test_duplicate_ids_across_sources_name_both_places():
     with pytest.raises(SchemaError) as err:
-        check_unique_ids([("train.jsonl", _convs("a", "b")), ("test.json", _convs("c", "b", "a"))])
+        validate_unique_ids([("train.jsonl", _convs("a", "b")), ("test.json", _convs("c", "b", "a"))])
     why = "ids must be unique (eval pairs results by conversation id and turn index)"
     assert err.value.lines() == [
         f"test.json, conversation 1, field 'id': conversation id 'b' is also that of train.jsonl, conversation 1; {why}",
         f"test.json, conversation 2, field 'id': conversation id 'a' is also that of train.jsonl, conversation 0; {why}",
     ]
-    check_unique_ids([("train.jsonl", _convs("a", "b")), ("test.json", _convs("c"))])  # no error
+    validate_unique_ids([("train.jsonl", _convs("a", "b")), ("test.json", _convs("c"))])  # no error
 
 
 def test_duplicate_check_can_leave_out_dropped_conversations_keeping_positions():
     train, test = _convs("a", "b"), _convs("c", "a", "b")
     sources = [("train.jsonl", train), ("test.jsonl", test)]
-    check_unique_ids(sources, keep=lambda c: c is not test[1] and c is not test[2])  # leaks were dropped
+    validate_unique_ids(sources, keep=lambda c: c is not test[1] and c is not test[2])  # leaks were dropped
     with pytest.raises(SchemaError) as err:
-        check_unique_ids(sources, keep=lambda c: c is not test[1])
+        validate_unique_ids(sources, keep=lambda c: c is not test[1])
     assert [(p.path, p.conversation) for p in err.value.problems] == [("test.jsonl", 2)]
     assert "also that of train.jsonl, conversation 1;" in str(err.value)
 

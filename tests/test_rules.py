@@ -23,7 +23,7 @@ from vista_distill.data.schema import (
     Conversation,
     Turn,
 )
-from vista_distill.eval.summary import summarize
+from vista_distill.scoring.summary import summarize
 from vista_distill.pipeline.engine import (
     RULES,
     ClaimResult,

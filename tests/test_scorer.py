@@ -7,7 +7,7 @@ import json
 import pytest
 from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.io import read_conversations
-from vista_distill.eval.metrics import SUMMARY_KEYS, turn_metrics
+from vista_distill.scoring.metrics import SUMMARY_KEYS, turn_metrics
 from vista_distill.pipeline.engine import RULES
 from vista_distill.scorer import VistaScorer
 
@@ -186,7 +186,7 @@ def test_the_scorer_takes_a_pipeline_config_and_named_overrides(sample):
 
 
 def test_check_is_the_pipelines_stage2_on_a_turns_first_claims(embedded_backend):
-    """``VistaScorer.check(docs, claims)`` (MiniCheck's call) sends the request the pipeline sends for the claims
+    """``VistaScorer.label_claims(docs, claims)`` (MiniCheck's call) sends the request the pipeline sends for the claims
     of a conversation's first turn (no background): the same labels and P(VERIFIED), from the real embedded
     model (to float32 rounding across batch compositions); a docs / claims length mismatch is an error that says so."""
     from vista_distill.data.schema import ASSISTANT, USER, Claim, Conversation, Turn
@@ -194,7 +194,7 @@ def test_check_is_the_pipelines_stage2_on_a_turns_first_claims(embedded_backend)
     docs = ["The Eiffel Tower is in Paris. It was completed in 1889.", "Bananas are berries, botanically."]
     claims = ["The Eiffel Tower was completed in 1889.", "The Eiffel Tower is in Rome."]
     scorer = VistaScorer(backend=embedded_backend)
-    checked = scorer.check([docs[0], docs[0]], claims) + scorer.check([docs[1]], [claims[0]])
+    checked = scorer.label_claims([docs[0], docs[0]], claims) + scorer.label_claims([docs[1]], [claims[0]])
     convs = [Conversation(f"c{k}", "test", turns=[Turn(USER, "Tell me something."),
                                           Turn(ASSISTANT, claim, reference=doc, gold_claims=[Claim(claim, "VERIFIED")])])
              for k, (doc, claim) in enumerate([(docs[0], claims[0]), (docs[0], claims[1]), (docs[1], claims[0])])]
@@ -203,4 +203,4 @@ def test_check_is_the_pipelines_stage2_on_a_turns_first_claims(embedded_backend)
     assert [c["p_verified"] for c in checked] == pytest.approx([p["probs"]["VERIFIED"] for p in piped], abs=1e-4)   # batch padding: float32 rounding
     assert all(0.0 < c["p_verified"] < 1.0 and c["error"] is None for c in checked)
     with pytest.raises(ValueError, match="2 references for 1 claims"):
-        scorer.check(docs, claims[:1])
+        scorer.label_claims(docs, claims[:1])

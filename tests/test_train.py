@@ -47,7 +47,7 @@ def distill_sample(out: Path) -> Path:
 
     recipe = {"name": "train-silver", "teacher": {"backend": "labels"},
               "data": {"train": [{"benchmark": "vista-human", "source": str(SAMPLE)}], "seed": 1},
-              "distill": {"output_dir": str(out), "test_fraction": 0.34}}
+              "distill": {"output_dir": str(out), "validation_fraction": 0.34}}
     path = out.parent / f"{out.name}.yaml"
     path.write_text(yaml.safe_dump(recipe))
     run_distill(load_recipe(path), progress=False)
@@ -405,7 +405,7 @@ def test_sigkill_then_resume_then_scorer_loads_adapter(tmp_path, silver):
 
     scorer = VistaScorer(adapters=tmp_path / "ck")
     assert scorer.config.style == "compact" and set(scorer.backend.adapters) == {"stage2"}
-    rows = load_from_disk(str(silver / "stage2"))["test"].select(range(3))
+    rows = load_from_disk(str(silver / "stage2"))["validation"].select(range(3))
     labels = ("VERIFIED", "UNVERIFIABLE")
     tuned = scorer.backend.run([Request("stage2", tuple(r["prompt"]), labels=labels) for r in rows])
     base = scorer.backend.run([Request("stage4", tuple(r["prompt"]), labels=labels) for r in rows])

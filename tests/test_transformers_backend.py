@@ -144,14 +144,14 @@ def test_a_line_that_keeps_repeating_a_sentence_stops_generation(embedded_backen
     """A small model that loops inside one line ("I like cars. I like cars. ...") is stopped at the third
     repetition instead of running to its budget (and then to a retry with twice the budget); a list of
     distinct claims, or a sentence said twice, is not stopped."""
-    from vista_distill.backends.transformers import _RepeatedLineStop
+    from vista_distill.backends.transformers import RepeatedLineStop
 
     b = embedded_backend
     prompt = b.tokenizer("Claims:\n", add_special_tokens=False)["input_ids"]
 
     def first_stop(text: str) -> str | None:
         ids = prompt + b.tokenizer(text, add_special_tokens=False)["input_ids"]
-        stop = _RepeatedLineStop(b, len(prompt))
+        stop = RepeatedLineStop(b, len(prompt))
         for end in range(len(prompt) + 1, len(ids) + 1):
             if bool(stop(torch.tensor([ids[:end]]), None)[0]):
                 return b.tokenizer.decode(ids[len(prompt):end])
@@ -168,7 +168,7 @@ def test_after_a_list_marker_a_claim_must_start_not_another_digit(embedded_backe
     """Numbered lists (stage 1): right after "1." or "12." at a line start, digits, periods and line breaks
     are banned (a student unsure how a claim starts otherwise writes "1.1.1.1..." to its budget); anywhere
     else in the line, and after a sentence's own period, nothing is banned."""
-    from vista_distill.backends.transformers import _ListMarkerFormat
+    from vista_distill.backends.transformers import ListMarkerFormat
 
     b = embedded_backend
     tok = b.tokenizer
@@ -177,7 +177,7 @@ def test_after_a_list_marker_a_claim_must_start_not_another_digit(embedded_backe
 
     def banned(text: str) -> set[str]:
         ids = torch.tensor([prompt + tok(text, add_special_tokens=False)["input_ids"]])
-        scores = _ListMarkerFormat(b, len(prompt))(ids, torch.zeros(1, vocab))
+        scores = ListMarkerFormat(b, len(prompt))(ids, torch.zeros(1, vocab))
         return {tok.decode([i]) for i in torch.nonzero(torch.isinf(scores[0])).flatten().tolist()}
 
     for marker in ("1.", "1. The car is red.\n12."):
@@ -189,7 +189,7 @@ def test_after_a_list_marker_a_claim_must_start_not_another_digit(embedded_backe
     ids = torch.tensor([prompt + tok("1.", add_special_tokens=False)["input_ids"]])
     with torch.inference_mode():
         logits = b.model(ids).logits[:, -1].float()
-    best = int(_ListMarkerFormat(b, len(prompt))(ids, logits.clone())[0].argmax())
+    best = int(ListMarkerFormat(b, len(prompt))(ids, logits.clone())[0].argmax())
     assert not tok.decode([best])[:1].isdigit() and tok.decode([best]) not in (".", "\n")
 
 
@@ -253,7 +253,7 @@ def test_decoding_over_the_whole_cache_width_gives_the_same_tokens(embedded_back
     """The GPU's decode step (a mask as wide as the cache, so every step of a wave has one shape and is replayed
     from a CUDA graph there) gives the tokens of the CPU's narrow-mask step, refills included, through
     transformers' SDPA attention, the one a GPU runs."""
-    from vista_distill.backends.list_generation import _ListMarkerFormat, _RepeatedLineStop
+    from vista_distill.backends.list_generation import ListMarkerFormat, RepeatedLineStop
     from vista_distill.backends.slot_decoding import decode_in_slots, static_prefix_cache
 
     b = embedded_backend
@@ -271,7 +271,7 @@ def test_decoding_over_the_whole_cache_width_gives_the_same_tokens(embedded_back
         with torch.inference_mode(), b._shared(prefix):
             out = decode_in_slots(b.model, b.cache_kw, lambda rows, n: static_prefix_cache(b.model.config, shared, rows, n),
                                   shared, len(prefix), suffixes, 32, 2, b.eos_ids, b.tokenizer.pad_token_id,
-                                  ban=_ListMarkerFormat(b, 0).apply, stop=_RepeatedLineStop(b, 0).row_done,
+                                  ban=ListMarkerFormat(b, 0).apply, stop=RepeatedLineStop(b, 0).row_done,
                                   stats=stats, full_mask=full_mask, graphs=False)
         return [(d.tokens, d.reason) for d in out], stats
 

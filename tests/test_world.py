@@ -168,7 +168,7 @@ def test_world_adapter_distills_trains_and_loads_with_the_other_three(tmp_path):
     path = tiny_recipe(ROOT / "recipes" / "llama-3.1-8b-lora-80gb.yaml", tmp_path, model)
     raw = yaml.safe_load(path.read_text())
     raw["teacher"] = {"backend": "labels", "fallback": str(model), "dtype": "float32", "stage3": "score"}
-    raw["distill"]["test_fraction"] = 0.0
+    raw["distill"]["validation_fraction"] = 0.0
     raw["pipeline"]["world"] = {"enabled": True}
     raw["pipeline"]["max_new_tokens"]["world"] = 8
     path.write_text(yaml.safe_dump(raw))
@@ -226,7 +226,7 @@ def test_fhsumbench_loader_maps_the_three_labels(tmp_path):
 
 
 def test_world_metrics_are_the_studys_macro_scores():
-    from vista_distill.eval.metrics import world_metrics
+    from vista_distill.scoring.metrics import world_metrics
 
     gold = [FAITHFUL, FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION]
     pred = [FAITHFUL, UNKNOWN, FACTUAL_HALLUCINATION, FACTUAL_HALLUCINATION]
@@ -312,12 +312,12 @@ def test_labels_teacher_answers_the_world_stage_from_factcheck_gpt_factuality():
 
 
 def test_rerun_world_on_records_gives_the_pipelines_world_answers_back(embedded_backend, tmp_path):
-    """``eval.scoring.rerun_world`` (the world protocol's rescoring with another world adapter) sends the requests
+    """``scoring.run.rerun_world`` (the world protocol's rescoring with another world adapter) sends the requests
     the engine sends: on the records of a run, with the same model, it gives back that run's world answers,
     evidence and three-way verdicts; records without the stage stay as they were; the turn-context setting,
     which records cannot serve, is refused."""
     from conftest import assert_same_records
-    from vista_distill.eval.scoring import rerun_world
+    from vista_distill.scoring.run import rerun_world
 
     kb = tmp_path / "kb.jsonl"
     kb.write_text("\n".join(json.dumps(p) for p in PASSAGES))

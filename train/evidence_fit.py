@@ -33,7 +33,8 @@ def _validation_features(recipe: Recipe, adapter_dir: str | Path | None, stage: 
 
     root = silver_root(recipe)
     dd = select_sources(load_silver(root, stage), recipe.train.sources, root / stage)
-    split = "test" if "test" in dd and len(set(dd["test"]["label"])) == 2 and len(dd["test"]) >= 40 else "train"
+    split = ("validation" if "validation" in dd and len(set(dd["validation"]["label"])) == 2
+             and len(dd["validation"]) >= 40 else "train")
     rows = list(dd[split])
     if len(rows) > MAX_EXAMPLES:
         rows = random.Random(recipe.train.seed).sample(rows, MAX_EXAMPLES)
@@ -49,7 +50,7 @@ def _validation_features(recipe: Recipe, adapter_dir: str | Path | None, stage: 
     out = backend.run(requests)
     scored = [(o.meta["evidence"], row["label"] == VERIFIED) for o, row in zip(out, rows)
               if "pmi" in (o.meta.get("evidence") or {})]
-    return ([f for f, _ in scored], [v for _, v in scored], f"silver {'validation' if split == 'test' else split} split",
+    return ([f for f, _ in scored], [v for _, v in scored], f"silver {split} split",
             str(root / stage), len(rows) - len(scored))
 
 

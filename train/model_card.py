@@ -44,7 +44,7 @@ def stage_summary(run: Any, result: Any, runtime: float) -> dict[str, Any]:
             "path": str(run.silver_dir / stage), "fingerprint": run.fingerprint,
             "manifest_fingerprint": manifest.get("fingerprint"),
             "train_examples": len(trainer.train_dataset),
-            "test_examples": len(eval_ds) if eval_ds is not None else 0,
+            "validation_examples": len(eval_ds) if eval_ds is not None else 0,
             "dropped_train": run.dropped[0], "dropped_test": run.dropped[1],
             "prompt_style": (sorted(set(dd["train"]["prompt_style"]))
                              if "prompt_style" in dd["train"].column_names else None),
@@ -83,17 +83,17 @@ def _fmt(x: Any) -> str:
 def card_metadata(s: dict[str, Any]) -> Any:
     """The card's YAML header (``huggingface_hub.ModelCardData``): base model, ``library_name: peft``, tags,
     the teacher and silver-data fingerprint, and a ``model-index`` block with the training run's metrics
-    (final train loss; eval loss on the silver test split when there is one)."""
+    (final train loss; eval loss on the silver validation split when there is one)."""
     from huggingface_hub import EvalResult, ModelCardData
 
     r, silver = s["results"], s["silver"]
     stage_task = {"stage1": "text-generation"}.get(s["stage"], "text-classification")
     dataset = {"dataset_type": "vista-distill-silver", "dataset_name": f"silver {s['stage']} ({silver['fingerprint']})",
-               "dataset_split": "test", "task_type": stage_task,
+               "dataset_split": "validation", "task_type": stage_task,
                "task_name": f"VISTA {s['stage']}"}
     results = []
     if r.get("final_eval_loss") is not None:
-        results.append(EvalResult(**dataset, metric_type="loss", metric_name="eval loss (silver test split)",
+        results.append(EvalResult(**dataset, metric_type="loss", metric_name="eval loss (silver validation split)",
                                   metric_value=round(float(r["final_eval_loss"]), 4)))
     if r.get("final_train_loss") is not None:
         results.append(EvalResult(**{**dataset, "dataset_split": "train"}, metric_type="loss",
@@ -134,7 +134,7 @@ def write_model_card(path: Path, summary: dict[str, Any]) -> None:
         f"| teacher | {s['teacher']} |",
         f"| silver data | `{s['silver']['path']}` |",
         f"| silver fingerprint | `{s['silver']['fingerprint']}` |",
-        f"| train / test examples | {s['silver']['train_examples']} / {s['silver']['test_examples']} |",
+        f"| train / validation examples | {s['silver']['train_examples']} / {s['silver']['validation_examples']} |",
         (f"| dropped (longer than max_length {hp['max_length']}) | {s['silver']['dropped_train']} train, "
          f"{s['silver']['dropped_test']} test |"),
         f"| class balance | {s['class_balance']['mode']} |",
@@ -162,7 +162,7 @@ def write_model_card(path: Path, summary: dict[str, Any]) -> None:
     weighted = s["class_balance"]["mode"] == "weights" and s["class_balance"]["weights"]
     evals = (f"* eval loss: {_fmt(r['first_eval_loss'])} at step {r['first_eval_step']} -> "
              f"{_fmt(r['final_eval_loss'])} at step {r['final_eval_step']}"
-             if r["final_eval_loss"] is not None else "* eval loss: no test split")
+             if r["final_eval_loss"] is not None else "* eval loss: no validation split")
     lines += [
         "", "## Results", "",
         f"Steps {r['global_step']}, {r['train_tokens']} training tokens, {r['train_runtime_s']:.0f} s"

@@ -129,7 +129,7 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
                                            weights if mode == "weights" else None, kw)
     if len(train_ds) == 0:
         raise TrainError(f"{root / stage}[train]: no example fits train.max_length={t.max_length}")
-    test = dd["test"] if "test" in dd and len(dd["test"]) else None
+    test = dd["validation"] if "validation" in dd and len(dd["validation"]) else None
     eval_ds, dropped_test = None, 0
     if test is not None:
         eval_ds, dropped_test = encode_split(test, tokenizer, eot_id, t.max_length, template_kwargs=kw)

@@ -39,7 +39,7 @@ from ..loading import (
     LoadResult,
     RowSink,
     UnknownLabel,
-    check_options,
+    validate_options,
     merge_results,
     read_delimited,
     resolve,
@@ -67,7 +67,7 @@ def load_ais(source: str | os.PathLike, *, wow: str | os.PathLike | None = None,
 
     ``split`` is accepted for a uniform interface: the AIS annotations have one (test) split.
     """
-    check_options(ambiguous, on_error)
+    validate_options(ambiguous, on_error)
     p = Path(source)
     if p.is_dir():
         files = [f for f in p.rglob("ann_*.csv") if not any(n in f.name for n in NOT_DIALOGUE)]

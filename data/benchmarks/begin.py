@@ -38,8 +38,8 @@ from ..loading import (
     LoadResult,
     RowSink,
     UnknownLabel,
-    check_claims,
-    check_options,
+    validate_claims_option,
+    validate_options,
     exchange,
     merge_results,
     norm_label,
@@ -77,8 +77,8 @@ def load_begin(source: str | os.PathLike, *, split: str | None = None,
                label_map: Mapping[str, str] | None = None, claims: str = "none") -> LoadResult:
     """Load a BEGIN TSV (either release, detected from the header), or every BEGIN TSV of
     ``split`` under a directory. ``claims="response"``: the response is the turn's one gold claim."""
-    check_options(ambiguous, on_error)
-    check_claims(claims)
+    validate_options(ambiguous, on_error)
+    validate_claims_option(claims)
     files = source_files(source, split, SPLIT_PATTERNS, "BEGIN TSV")
     results = [_load_file(f, ambiguous, on_error, label_map, claims) for f in files]
     return merge_results(results, source, "begin")

@@ -33,8 +33,8 @@ from ..loading import (
     LoadResult,
     RowSink,
     UnknownLabel,
-    check_claims,
-    check_options,
+    validate_claims_option,
+    validate_options,
     exchange,
     merge_results,
     resolve,
@@ -65,8 +65,8 @@ def load_dialfact(source: str | os.PathLike, *, split: str | None = None, ambigu
     ``label_map`` keys are the normalised labels above; "not enough info/personal" is NEI on a
     personal response. ``claims="response"``: the response is the turn's one gold claim (see above).
     """
-    check_options(ambiguous, on_error)
-    check_claims(claims)
+    validate_options(ambiguous, on_error)
+    validate_claims_option(claims)
     files = source_files(source, split, SPLIT_PATTERNS, "DialFact JSONL", download=DOWNLOAD)
     labels = LabelTable(LABELS, label_map)
     return merge_results([_load_file(f, labels, ambiguous, on_error, claims) for f in files], source, "dialfact")

@@ -46,8 +46,8 @@ from ..loading import (
     DEFAULT_AMBIGUOUS,
     LoadResult,
     RowSink,
-    check_claims,
-    check_options,
+    validate_claims_option,
+    validate_options,
     context_turns,
     merge_results,
     normalise_text,
@@ -110,8 +110,8 @@ def load_fade(source: str | os.PathLike, *, split: str | None = None, ambiguous:
     """Load a FADE CSV (or ``{split}_observed.csv`` under a directory). ``ambiguous`` is accepted
     for a uniform interface; FADE's tags have no ambiguous value. ``claims="response"``: the scored
     text is the turn's one gold claim."""
-    check_options(ambiguous, on_error)
-    check_claims(claims)
+    validate_options(ambiguous, on_error)
+    validate_claims_option(claims)
     if text not in TEXT_CHOICES:
         raise ValueError(f"text must be one of {TEXT_CHOICES}, got {text!r}")
     if speakers not in SPEAKER_CHOICES:

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from ..download.catalogue import Remote, Source, Subset, gh
-from ..loading import DEFAULT_AMBIGUOUS, LoadResult, RowSink, check_options, merge_results, source_files
+from ..loading import DEFAULT_AMBIGUOUS, LoadResult, RowSink, validate_options, merge_results, source_files
 from ..schema import ASSISTANT, FAITHFUL, HALLUCINATED, USER, Conversation, Turn
 from .entry import Benchmark
 
@@ -39,7 +39,7 @@ REQUIRED = ("source", "summary", "label", "id")
 def load_fhsumbench(source: str | os.PathLike, *, split: str | None = None, ambiguous: str = DEFAULT_AMBIGUOUS,
                     on_error: str = "raise") -> LoadResult:
     """Load FHSumBench JSON file(s) (a file, or a folder holding ``{split}.json``)."""
-    check_options(ambiguous, on_error)
+    validate_options(ambiguous, on_error)
     files = source_files(source, split, ("**/{split}.json", "**/*.json"), "FHSumBench JSON", DOWNLOAD)
     return merge_results([_load_file(f, on_error) for f in files], source, SOURCE)
 

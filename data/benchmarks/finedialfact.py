@@ -39,7 +39,7 @@ from ..loading import (
     DEFAULT_AMBIGUOUS,
     LoadResult,
     RowSink,
-    check_options,
+    validate_options,
     merge_results,
     source_files,
     text_key,
@@ -76,7 +76,7 @@ def load_finedialfact(source: str | os.PathLike, *, split: str | None = None,
                       ambiguous: str = DEFAULT_AMBIGUOUS, on_error: str = "raise",
                       turn_label: str = "none", evidence: str = "all") -> LoadResult:
     """Load a FineDialFact annotated (or few-shot) JSON file, or every JSON file under a directory."""
-    check_options(ambiguous, on_error)
+    validate_options(ambiguous, on_error)
     if turn_label not in TURN_LABEL_CHOICES:
         raise ValueError(f"turn_label must be one of {TURN_LABEL_CHOICES}, got {turn_label!r}")
     if evidence not in EVIDENCE_CHOICES:

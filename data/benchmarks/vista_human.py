@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..download.catalogue import Remote, Source, Subset, gh
 from ..io import SchemaError, conversations_from_authors_json
-from ..loading import DEFAULT_AMBIGUOUS, LoadResult, RowSink, check_options, source_files
+from ..loading import DEFAULT_AMBIGUOUS, LoadResult, RowSink, validate_options, source_files
 from .entry import Benchmark
 
 DOWNLOAD = "https://github.com/ashleylew/VISTA (data/reannotated_data/human_eval_VISTA_input.json)"
@@ -21,7 +21,7 @@ def load_vista_human(source: str | os.PathLike, *, split: str | None = None,
                      ambiguous: str = DEFAULT_AMBIGUOUS, on_error: str = "raise") -> LoadResult:
     """Load the authors' JSON; each conversation is a row. ``ambiguous`` is accepted for a uniform
     interface (the labels are binary already)."""
-    check_options(ambiguous, on_error)
+    validate_options(ambiguous, on_error)
     try:
         path = source_files(source, split, ("{split}.json", "human_eval_VISTA_input.json"), "VISTA JSON")[0]
     except FileNotFoundError as e:

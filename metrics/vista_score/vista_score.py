@@ -79,7 +79,7 @@ class VistaScore(evaluate.Metric):
 
     def _compute(self, predictions, references, knowledge, history) -> dict[str, Any]:
         from vista_distill.data.schema import Conversation, Turn
-        from vista_distill.eval.metrics import turn_metrics
+        from vista_distill.scoring.metrics import turn_metrics
 
         convs = []
         for i, (pred, ref, know, hist) in enumerate(zip(predictions, references, knowledge, history)):

@@ -65,7 +65,7 @@ from ...loading import (
     DEFAULT_AMBIGUOUS,
     LoadResult,
     RowSink,
-    check_options,
+    validate_options,
     merge_results,
     resolve,
     source_files,
@@ -129,7 +129,7 @@ def load_factcheck_gpt(source: str | os.PathLike, *, split: str | None = None,
                        unit: str = "answer", questions: float = 0.0) -> LoadResult:
     """Load ``factcheck-GPT-benchmark.jsonl`` (a file, or the one under a directory; ``split``
     picks ``{split}.jsonl`` instead). Options as in the module docstring."""
-    check_options(ambiguous, on_error)
+    validate_options(ambiguous, on_error)
     for name, value, choices in (("evidence", evidence, EVIDENCE_CHOICES), ("partial", partial, PARTIAL_CHOICES),
                                  ("turn_label", turn_label, TURN_LABEL_CHOICES),
                                  ("unclaimed", unclaimed, UNCLAIMED_CHOICES), ("unit", unit, UNIT_CHOICES)):

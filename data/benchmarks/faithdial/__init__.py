@@ -48,8 +48,8 @@ from ...loading import (
     LoadResult,
     RowSink,
     UnknownLabel,
-    check_claims,
-    check_options,
+    validate_claims_option,
+    validate_options,
     context_turns,
     exchange,
     merge_results,
@@ -97,7 +97,7 @@ def load_faithdial(source: str | os.PathLike = HUB_ID, *, split: str | None = No
     ``responses="edited"`` scores FaithDial's edited responses instead; BEGIN labels describe the
     original responses, so those turns carry no gold label.
     """
-    check_options(ambiguous, on_error)
+    validate_options(ambiguous, on_error)
     if responses not in RESPONSES:
         raise ValueError(f"responses must be one of {RESPONSES}, got {responses!r}")
     p = Path(source)
@@ -302,8 +302,8 @@ def load_faithdial_audit(source: str | os.PathLike, *, split: str | None = None,
     splits; ``split`` is accepted for a uniform interface. ``claims``: "response" /
     "response+abstention" give the response's gold claims (module docstring).
     """
-    check_options(ambiguous, on_error)
-    check_claims(claims)
+    validate_options(ambiguous, on_error)
+    validate_claims_option(claims)
     files = source_files(source, None, AUDIT_PATTERNS, "data-audit CSV")
     labels = LabelTable(LABELS, label_map, ALIASES)
     return merge_results([_load_audit_file(f, labels, ambiguous, on_error, claims) for f in files], source,

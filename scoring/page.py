@@ -205,7 +205,7 @@ EVIDENCE_HEADER = ["system", "edit flip rate", "edit AUC", "VERIFIED, low overla
 
 
 def evidence_rows(evidence: Mapping[str, Mapping[str, Any] | None]) -> list[list[Any]]:
-    """One row per system of its evidence metrics (eval/evidence.py), for report.md, report.html and the demo: the
+    """One row per system of its evidence metrics (scoring/evidence.py), for report.md, report.html and the demo: the
     measures word overlap cannot pass first (edit probe, overlap-disagreement strata), then the three it passes."""
     def f(x: float | None) -> str:
         return "–" if x is None else f"{x:.3f}"
@@ -225,7 +225,7 @@ def evidence_rows(evidence: Mapping[str, Mapping[str, Any] | None]) -> list[list
     return rows
 
 
-EVIDENCE_TITLE = "Does it read its evidence? (stage 2 on the human claims, eval/evidence.py)"
+EVIDENCE_TITLE = "Does it read its evidence? (stage 2 on the human claims, scoring/evidence.py)"
 
 
 __all__ = ["EVIDENCE_HEADER", "EVIDENCE_TITLE", "eval_headline", "evidence_rows", "render_html", "write_html"]

@@ -147,7 +147,7 @@ def majority_turn_metrics(records: Sequence[Record]) -> dict[str, Any]:
     return {"label": label, "n_gold": len(gold), "accuracy": n / len(gold)}
 
 
-# -- claim matching (eval/claim_matching.py) ------------------------------------------------------------
+# -- claim matching (scoring/claim_matching.py) ------------------------------------------------------------
 
 def match_records(records: Sequence[Record], matcher: ClaimMatcher) -> dict[tuple[str, int], list[ClaimMatch]]:
     """Claim matches of every scored turn that has human claims."""
@@ -180,15 +180,7 @@ def claim_metrics(records: Sequence[Record], matches: dict[tuple[str, int], list
     ``five_labels`` False (FActScore: supported / not supported only) reports the binary scores only.
     """
     import numpy as np
-    from sklearn.calibration import calibration_curve
-    from sklearn.metrics import (
-        accuracy_score,
-        brier_score_loss,
-        confusion_matrix,
-        f1_score,
-        jaccard_score,
-        roc_auc_score,
-    )
+    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, jaccard_score
 
     turns = [r for r in records if turn_key(r) in matches]
     if not turns:
@@ -250,19 +242,27 @@ def claim_metrics(records: Sequence[Record], matches: dict[tuple[str, int], list
     if len(scored) < len(gold_bin):
         out["stage2_probs_missing"] = len(gold_bin) - len(scored)
     if scored:
-        y = [int(g) for g, _ in scored]
-        pv = [float(v) for _, v in scored]
-        cal: dict[str, Any] = {"n": len(y), "brier": float(brier_score_loss(y, pv)),
-                               "ece": expected_calibration_error(y, pv, n_bins), "bins": n_bins}
-        frac, mean = calibration_curve(y, pv, n_bins=n_bins, strategy="uniform", pos_label=1)
-        cal["curve"] = {"mean_predicted": mean.tolist(), "fraction_verified": frac.tolist()}
-        if len(set(y)) == 2:
-            cal["roc_auc"] = float(roc_auc_score(y, pv))
-        else:
-            cal["roc_auc"] = None
-            cal["roc_auc_reason"] = "matched human claims are all of one class"
-        out["stage2_calibration"] = cal
+        out["stage2_calibration"] = stage2_calibration([int(g) for g, _ in scored], [float(v) for _, v in scored],
+                                                       n_bins)
     return out
+
+
+def stage2_calibration(y: list[int], pv: list[float], n_bins: int) -> dict[str, Any]:
+    """Brier score, expected calibration error, reliability curve and ROC AUC of stage 2's P(VERIFIED) ``pv``
+    against the human VERIFIED labels ``y``."""
+    from sklearn.calibration import calibration_curve
+    from sklearn.metrics import brier_score_loss, roc_auc_score
+
+    cal: dict[str, Any] = {"n": len(y), "brier": float(brier_score_loss(y, pv)),
+                           "ece": expected_calibration_error(y, pv, n_bins), "bins": n_bins}
+    frac, mean = calibration_curve(y, pv, n_bins=n_bins, strategy="uniform", pos_label=1)
+    cal["curve"] = {"mean_predicted": mean.tolist(), "fraction_verified": frac.tolist()}
+    if len(set(y)) == 2:
+        cal["roc_auc"] = float(roc_auc_score(y, pv))
+    else:
+        cal["roc_auc"] = None
+        cal["roc_auc_reason"] = "matched human claims are all of one class"
+    return cal
 
 
 def majority_claim_metrics(records: Sequence[Record]) -> dict[str, Any] | None:

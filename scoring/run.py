@@ -1,7 +1,7 @@
 """The one path a VISTA pipeline takes over conversations, for ``VistaScorer.score`` / ``VistaScorer.evidence``
 and for eval's student and base: the whole pipeline (records appended to a journal per chunk, so a killed run
 resumes) and stages 2-3 on the human claims with the evidence probes; stage 2 alone on (reference, claim)
-pairs (``VistaScorer.check``, MiniCheck's ``score(docs, claims)``); and the world stage again on finished records
+pairs (``VistaScorer.label_claims``, MiniCheck's ``score(docs, claims)``); and the world stage again on finished records
 (another world adapter or knowledge source on the same claims)."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def run_given_claims(conversations: Sequence[Conversation], config: EngineConfig
     return records_of(results), probes
 
 
-def check_claims(references: Sequence[str], claims: Sequence[str], config: EngineConfig, backend: Any, *,
+def label_claims(references: Sequence[str], claims: Sequence[str], config: EngineConfig, backend: Any, *,
                  on_issue: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
     """Stage 2 alone on each (reference, claim) pair, with no history and no background: the request the engine
     sends for a turn's first claims. One record per pair: ``label`` (VERIFIED / UNVERIFIABLE), ``p_verified``,

@@ -17,7 +17,7 @@ reference shares under half of the words, an empty one none). Two measures it ca
 
 * ``edit``: every claim labelled VERIFIED by the humans, against its reference with the sentence that holds most of
   its words changed to contradict it (one number, date or entity the claim repeats swapped, or its verb negated:
-  :func:`distill.contrast.edit_sentence`, VitaminC-style; most words stay). ``edit_flip_rate``: the share then called
+  :func:`pipeline.edits.edit_sentence`, VitaminC-style; most words stay). ``edit_flip_rate``: the share then called
   UNVERIFIABLE; ``edit_auc``: P(VERIFIED) own reference against edited.
 * the overlap-disagreement strata of the human claims (``strata``): VERIFIED claims whose reference phrases them
   otherwise (under half of their content words in it) and unverifiable claims whose words it does hold; the
@@ -35,6 +35,7 @@ from typing import Any
 
 from ..data.schema import UNVERIFIABLE, VERIFIED
 from ..pipeline.engine import STAGE2_LABELS, label_result
+from ..pipeline.edits import edit_sentence
 from ..pipeline.evidence import SUPPORTED, content_words, coverage, foreign_reference, sentences, stage2_calls, support
 
 PROBES = ("deletion", "foreign", "claim_only", "edit")
@@ -44,9 +45,8 @@ STRATA = {"verified_low_overlap": "human VERIFIED, reference holds under half of
 
 def edited_reference(claim: str, reference: str, rng: random.Random) -> tuple[str, dict[str, str]] | None:
     """``reference`` with the sentence holding most of the claim's content words changed to contradict the claim
-    (:func:`distill.contrast.edit_sentence`), and what changed; None when no sentence holds any of them or none of
+    (:func:`pipeline.edits.edit_sentence`), and what changed; None when no sentence holds any of them or none of
     its values or verbs can be changed."""
-    from ..distill.contrast import edit_sentence
 
     words = content_words(claim)
     sents = sentences(reference)
