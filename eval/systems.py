@@ -209,7 +209,7 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         run.description.update({k: v for k, v in backend.describe().items() if k in ("label_method", "replica_events")})
         run.description["label_methods"] = dict(backend.stats.get("label_methods") or {})
     if recipe.eval.given_claims and pipeline and given:
-        _run_given_claims(run, given, cfg, backend, recipe.eval.seed if recipe.scoring.evidence else None, progress)
+        _run_given_claims(run, given, cfg, backend, recipe.eval.seed if recipe.eval.evidence else None, progress)
     if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)
         how = Counter(str((r.get("judge") or {}).get("parsed_from")) for r in run.records if r["scored"])
         run.description["judge_parsed_from"] = {k.replace("None", "unread"): v for k, v in sorted(how.items())}
