@@ -156,7 +156,7 @@ def test_silver_data_has_three_stages(demo: DemoRuns) -> None:
     assert demo.manifest1["data"]["test_conversations"] == 2
     for stage in STAGES:
         dd = load_from_disk(str(silver / stage))
-        assert set(dd) == {"train", "test"}
+        assert set(dd) == {"train", "validation"}
         assert len(dd["train"]) == counts[stage]["train"]["examples"] > 0
         assert set(dd["train"]["stage"]) == {stage}
         assert set(dd["train"]["prompt_style"]) == {"compact"}
