@@ -6,6 +6,8 @@ package imports only from packages below it, except inside ``if TYPE_CHECKING:``
 from __future__ import annotations
 
 import ast
+import os
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,6 +111,36 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
     bad.write_text("from typing import TYPE_CHECKING\nfrom ..eval.report import render_markdown\n"
                    "if TYPE_CHECKING:\n    from ..config import Recipe\n")
     assert _imported_packages(bad, ("data", "probe.py")) == [("eval", 2)]
+
+
+# Wording of a work log: the periods the product was written in and their order. The product says what is and why;
+# bench/results notes date their runs and name their commits.
+WORK_LOG = re.compile(r"\b(?:sessions?|(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|"
+                      r"\d+(?:st|nd|rd|th)) (?:stop|iteration|round of work)|stop \d+)\b", re.IGNORECASE)
+TECHNICAL = re.compile(r"start_new_session|requests\.Session|ClientSession|\.Session\(")
+
+
+def _work_log_lines(path: Path) -> list[str]:
+    return [f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{i}: {line.strip()[:80]}"
+            for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+            if WORK_LOG.search(TECHNICAL.sub("", line))]
+
+
+def test_no_work_log_wording():
+    """Code, recipes, docs and the README speak of the product as it is (bench/results/ holds dated run notes)."""
+    skip = {".venv", "tests", ".git", "build", "runs", "checkpoints", "results", "__pycache__"}
+    files = []
+    for folder, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in skip and not d.startswith(".") and not d.endswith(".egg-info")]
+        files += [Path(folder) / n for n in names if n.endswith((".py", ".md", ".yaml", ".toml"))]
+    assert not [hit for p in files for hit in _work_log_lines(p)]
+
+
+def test_the_work_log_check_sees_a_period_of_work(tmp_path):
+    """The check above can fail: a period label is found, a process session is not."""
+    probe = tmp_path / "probe.md"
+    probe.write_text("Added in the sixth session.\nsubprocess.Popen(cmd, start_new_session=True)\nAs of stop 12.\n")
+    assert [h.split(": ", 1)[0] for h in _work_log_lines(probe)] == ["probe.md:1", "probe.md:3"]
 
 
 def test_pyproject_lists_every_package():
