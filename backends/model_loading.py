@@ -252,3 +252,17 @@ def eos_ids(tokenizer: Any, model: Any) -> list[int]:
         if isinstance(tid, int) and tid != tokenizer.unk_token_id and tok in tokenizer.get_vocab():
             ids.add(tid)
     return sorted(i for i in ids if i is not None)
+
+
+def token_span(tokenizer: Any, ids: list[int], text: str | None) -> tuple[int, int] | None:
+    """Where ``text``'s tokens sit in ``ids``, as (distance of its first token from the end, token count), the last
+    occurrence; its first token may merge with what precedes it, so ``text`` less that token is tried too."""
+    if not text:
+        return None
+    found = tokenizer(text, add_special_tokens=False)["input_ids"]
+    for c in (found, found[1:]):
+        k = len(c)
+        for s in range(len(ids) - k, -1, -1) if k else ():
+            if ids[s:s + k] == c:
+                return len(ids) - s, k
+    return None

@@ -42,6 +42,7 @@ from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF, render
 from .cache import CallCache, call_key
 from .evidence_head import EvidenceHead, claim_and_twin, claim_overlap
+from .label_prior import LabelPrior
 from .list_generation import RepeatedLineStop, list_stop_reason
 from .openai_compat import OpenAIBackend, ServerError, Retryable, redact_url
 
@@ -72,7 +73,8 @@ class ServerBackend(OpenAIBackend):
                  stage_models: Mapping[str, str] | None = None, *, label_scoring: str = "auto",
                  top_logprobs: int = 20, chat_template_kwargs: Mapping[str, Any] | None = None,
                  role: str = "student", cache: CallCache | None = None, echo_concurrency: int = 1,
-                 heads: Mapping[str, EvidenceHead] | None = None, **kwargs: Any) -> None:
+                 heads: Mapping[str, EvidenceHead] | None = None, priors: Mapping[str, LabelPrior] | None = None,
+                 **kwargs: Any) -> None:
         """``tokenizer``: the model's tokenizer (renders prompts, splits labels into tokens); ``model``: the
         base model's served name; ``stage_models``: the served name of each stage's adapter;
         ``echo_concurrency``: echo requests in flight over all replicas (``ServingSettings.echo_concurrency``);
@@ -93,6 +95,7 @@ class ServerBackend(OpenAIBackend):
         self.stats["label_methods"] = {}
         self.echo_concurrency = echo_concurrency
         self.heads = dict(heads or {})
+        self.priors = dict(priors or {})   # label priors kept beside the stage adapters (backends/label_prior.py)
 
     def _echoed(self, jobs: list[tuple[Request, dict[str, Any]]]) -> list[Response]:
         """Echo (prompt-logprob) jobs, at most ``echo_concurrency`` in flight over all replicas."""
@@ -105,7 +108,7 @@ class ServerBackend(OpenAIBackend):
         return {"backend": "server", "servers": [redact_url(u) for u in self.base_urls], "model": self.model,
                 "stage_models": self.stage_models, "label_scoring": self.label_scoring,
                 "label_method": self.method, "replica_events": self.replicas.events,
-                "evidence_heads": sorted(self.heads)}
+                "evidence_heads": sorted(self.heads), "label_priors": sorted(self.priors)}
 
     # ------------------------------------------------------------------ requests
 
@@ -197,6 +200,10 @@ class ServerBackend(OpenAIBackend):
             res = self._generate_labels(requests, prompts)
         counts = self.stats["label_methods"]
         counts[method] = counts.get(method, 0) + len(res)
+        if method == "generate":
+            for r, resp in zip(requests, res):
+                if r.stage in self.priors:
+                    resp.meta["label_prior"] = "not applied: the server gives no label log-probabilities"
         if method != "echo":
             for r, resp in zip(requests, res):
                 if r.stage in self.heads:
@@ -217,14 +224,17 @@ class ServerBackend(OpenAIBackend):
                     self.name)
         return "generate"
 
-    def _scored(self, labels: tuple[str, ...], scores: list[float], method: str, **meta: Any) -> Response:
+    def _scored(self, stage: str, labels: tuple[str, ...], scores: list[float], method: str, **meta: Any) -> Response:
+        raw = scores
+        if stage in self.priors:   # as in process: the label chosen with the training data's prior back
+            scores = self.priors[stage].apply(labels, raw)
         m = max(scores)
         exp = [math.exp(s - m) for s in scores]
         z = sum(exp)
         best = max(range(len(labels)), key=lambda j: scores[j])
         return Response(text=labels[best], label=labels[best],
                         probs={lab: e / z for lab, e in zip(labels, exp)},
-                        meta={"logprobs": dict(zip(labels, scores)), "label_method": method, **meta})
+                        meta={"logprobs": dict(zip(labels, raw)), "label_method": method, **meta})
 
     def _echo(self, requests: list[Request], prompts: list[str]) -> list[Response]:
         jobs = [(r, self.completion(r, p + lab, 1, echo=True, logprobs=1)) for r, p in zip(requests, prompts)
@@ -249,7 +259,7 @@ class ServerBackend(OpenAIBackend):
                     raise ServerError(f"{self.role} server stopped returning prompt logprobs (echo) for "
                                        f"{self.served_name(r.stage)!r}; set label_scoring: top_logprobs")
                 scores.append(s)
-            resp = self._scored(r.labels, scores, "echo")
+            resp = self._scored(r.stage, r.labels, scores, "echo")
             if i in twins:
                 self._weigh_evidence(r, resp, first, p, twin_answer[i], *twins[i])
             out.append(resp)
@@ -301,7 +311,7 @@ class ServerBackend(OpenAIBackend):
                 else:
                     scores[i][k] += min(top.values())
                     bounded[i].add(lab)
-        return [self._scored(r.labels, s, "top_logprobs", **({"bounded": sorted(b)} if b else {}))
+        return [self._scored(r.stage, r.labels, s, "top_logprobs", **({"bounded": sorted(b)} if b else {}))
                 for r, s, b in zip(requests, scores, bounded)]
 
     def _generate_labels(self, requests: list[Request], prompts: list[str]) -> list[Response]:
@@ -371,9 +381,10 @@ def server_backend(recipe: Any, role: str = "student", servers: Sequence[str] | 
     stage_models = {st: v.adapters.get(st, st) for st in recipe.adapter_stages()} if role == "student" else {}
     root = Path(adapters or recipe.resolve(recipe.train.output_dir))
     heads = {st: h for st in stage_models if (h := EvidenceHead.load(root / st)) is not None}
+    priors = {st: q for st in stage_models if (q := LabelPrior.load(root / st)) is not None}
     return ServerBackend(tokenizer, urls, v.base_model, stage_models, label_scoring=v.label_scoring,
                          top_logprobs=v.top_logprobs, chat_template_kwargs=s.chat_template_kwargs, role=role,
                          cache=CallCache(cache_dir) if cache_dir else None, concurrency=v.concurrency,
-                         echo_concurrency=v.echo_concurrency, heads=heads,
+                         echo_concurrency=v.echo_concurrency, heads=heads, priors=priors,
                          api_key_env=v.api_key_env, timeout_s=v.timeout_s, max_retries=v.max_retries,
                          backoff_s=v.retry_backoff_s, backoff_max_s=v.retry_backoff_max_s)

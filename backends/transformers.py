@@ -22,6 +22,7 @@ from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF
 from .adapters import find_stage_adapters, with_stage_adapters
 from .evidence_head import EvidenceHead, claim_and_twin, claim_overlap
+from .label_prior import LabelPrior
 from .list_generation import ListMarkerFormat, RepeatedLineStop, list_stop_reason
 from .model_calls import (
     GQA_SDPA,
@@ -32,7 +33,7 @@ from .model_calls import (
     shared_prefix,
     use_gqa_sdpa,
 )
-from .model_loading import encode_prompt, eos_ids
+from .model_loading import encode_prompt, eos_ids, token_span
 from .slot_decoding import decode_in_slots, slots_supported, static_prefix_cache
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,7 @@ class TransformersBackend:
                                             else None)
         self.model = model_obj.eval()
         self.heads = {st: h for st, p in self.adapters.items() if (h := EvidenceHead.load(p)) is not None}
+        self.priors = {st: q for st, p in self.adapters.items() if (q := LabelPrior.load(p)) is not None}
         self.evidence_features = evidence_features
         self.cuda_graphs = cuda_graphs
         self.eos_ids = eos_ids(self.tokenizer, self.model)
@@ -328,19 +330,6 @@ class TransformersBackend:
         return [self._generated(d.tokens, d.reason == "length", len(d.tokens) + (d.reason == "eos"), stop_on_repeat)
                 for d in decoded]
 
-    def _claim_span(self, suffix: list[int], claim: str | None) -> tuple[int, int] | None:
-        """Where the claim's tokens sit in a prompt suffix, as (distance of its first token from the end, token
-        count); its first token may merge with what precedes it, so the claim less that token is tried too."""
-        if not claim:
-            return None
-        ids = self.tokenizer(claim, add_special_tokens=False)["input_ids"]
-        for c in (ids, ids[1:]):
-            k = len(c)
-            for s in range(len(suffix) - k, -1, -1) if k else ():
-                if suffix[s:s + k] == c:
-                    return len(suffix) - s, k
-        return None
-
     def _shared(self, prefix: tuple[int, ...]):
         """The shared-prefix attention context for a batch continuing ``prefix`` (off for sliding-window models,
         whose caches drop old positions, and on other devices)."""
@@ -358,7 +347,7 @@ class TransformersBackend:
         import torch
 
         label_ids = self._label_ids(labels)
-        spans = [self._claim_span(s, c) for s, c in zip(suffixes, claims or [None] * len(suffixes))]
+        spans = [token_span(self.tokenizer, s, c) for s, c in zip(suffixes, claims or [None] * len(suffixes))]
         keep = max([d + 1 for d, _ in filter(None, spans)], default=1)
         ids, mask, cache = self._batch_inputs(stage, prefix, suffixes)
         n = ids.shape[0]
@@ -400,11 +389,14 @@ class TransformersBackend:
                 lp = torch.log_softmax(o.logits.float(), dim=-1)
                 tgt = torch.tensor(lab[1:], device=self.device)
                 scores[:, j] += lp[:, torch.arange(len(lab) - 1), tgt].sum(-1).cpu()
+        raw = scores
+        if stage in self.priors:   # the training data's label prior back (backends/label_prior.py)
+            scores = raw + torch.tensor([self.priors[stage].shift.get(lab, 0.0) for lab in labels])
         probs = torch.softmax(scores, dim=-1)
         results = []
         for i in range(n):
             best = int(torch.argmax(scores[i]))
-            meta: dict[str, Any] = {"logprobs": {lab: float(scores[i, j]) for j, lab in enumerate(labels)}}
+            meta: dict[str, Any] = {"logprobs": {lab: float(raw[i, j]) for j, lab in enumerate(labels)}}
             if claim_lp[i] is not None:
                 meta["claim_logprob"] = claim_lp[i]
             results.append(Response(

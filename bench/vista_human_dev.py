@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--silver", type=Path, default=None, help="default: beside the adapters")
     ap.add_argument("--tag", default="demo")
     ap.add_argument("--dev", type=Path, default=DEV)
+    ap.add_argument("--systems", nargs="+", default=SYSTEMS, choices=SYSTEMS)
     a = ap.parse_args()
     from vista_distill.config import load_recipe
     from vista_distill.scoring.metrics import OVERALL
@@ -44,14 +45,14 @@ def main() -> None:
                           "eval.given_claims=true"])
     m = harness.machine()
     t0 = time.perf_counter()
-    res = run_eval(recipe, input_path=str(a.dev), systems=SYSTEMS, output_dir=f"/tmp/vista-human-dev-{a.tag}",
+    res = run_eval(recipe, input_path=str(a.dev), systems=a.systems, output_dir=f"/tmp/vista-human-dev-{a.tag}",
                    progress=True).results
     given = res.get("given_claims") or {}
     out = {"machine": m, "commit": harness.commit(),
            "adapters": str(a.adapters), "dev": str(a.dev), "seconds": round(time.perf_counter() - t0),
            "material": {k: res["material"][k] for k in ("conversations", "scored_turns", "gold_turns", "human_claims")},
            "systems": {}}
-    for name in SYSTEMS:
+    for name in a.systems:
         s = res["systems"][name]
         if s["status"] != "ok":
             out["systems"][name] = {"status": s["status"], "reason": s["reason"]}

@@ -162,6 +162,43 @@ def test_served_head_on_llama_cpp_says_it_was_not_applied(served, reference, tmp
         assert g.meta["evidence"]["head"] is False and "not applied" in g.meta["evidence"]["not_applied"]
 
 
+def test_served_label_prior_gives_the_in_process_labels(served, reference, tmp_path):
+    """A stage-3 adapter that carries a label prior (backends/label_prior.py): the served student (llama.cpp,
+    top_logprobs) picks the labels the in-process one picks with the same shift, where no two labels are within the
+    served log-probabilities' tolerance, and the shift changes at least one label."""
+    import shutil
+
+    from vista_distill.backends.label_prior import LabelPrior
+    from vista_distill.backends.llama_server import LlamaServer
+    from vista_distill.backends.server import server_backend
+    from vista_distill.backends.transformers import TransformersBackend
+    from vista_distill.pipeline.protocol import Request
+    from vista_distill.pipeline.templates import build_messages, get_template, stage3_input
+
+    recipe, adapters, written = served
+    t = get_template("stage3", "compact")
+    reqs = [Request("stage3", tuple(build_messages(t, stage3_input([], ref, c))), labels=t.labels)
+            for ref, c in (("Paris is the capital of France.", "Paris has a big zoo."),
+                           ("The Nile flows north.", "I think the Nile is lovely."),
+                           ("Everest is 8,849 m high.", "Everest is 9,000 m high."))]
+    plain = TransformersBackend(None, adapters=adapters, dtype="float32", threads=1).run(reqs)
+    first = plain[0].meta["logprobs"]
+    top, second = sorted(first, key=first.get, reverse=True)[:2]
+    shift = {second: first[top] - first[second] + 1.0}
+    folder = tmp_path / "ad"
+    shutil.copytree(adapters, folder)
+    LabelPrior(shift, {"applied": True}).save(folder / "stage3")
+    local = TransformersBackend(None, adapters=folder, dtype="float32", threads=1).run(reqs)
+    with LlamaServer(models=_models(written), n_threads=1) as srv:
+        backend = server_backend(reference[0], "student", servers=[srv.base_url], adapters=folder)
+        got = backend.run(reqs)
+    assert backend.priors and local[0].label == second != plain[0].label
+    for g, lo in zip(got, local):
+        moved = sorted(lp + shift.get(lab, 0.0) for lab, lp in lo.meta["logprobs"].items())
+        if moved[-1] - moved[-2] > 0.3:
+            assert g.label == lo.label
+
+
 def test_replica_sigkilled_and_restarted_mid_run(served, reference, tmp_path):
     from vista_distill.backends.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend

@@ -455,6 +455,14 @@ def test_qlora_trains_a_4bit_model_on_cpu(tmp_path, silver):
     assert summary["hyperparameters"]["load_in_4bit"] is True and summary["results"]["global_step"] == 2
     assert summary["class_balance"]["mode"] == "sampler"
     assert (tmp_path / "ck" / "stage3" / "adapter_model.safetensors").exists()
+    # the sampler's prior: whether to undo it was chosen on the silver validation split, and the choice kept
+    from vista_distill.backends.label_prior import PRIOR_FILE, LabelPrior, sampler_shift
+
+    chosen = summary["label_prior"]
+    assert chosen["examples"] > 0 and chosen["shift"] == sampler_shift(summary["class_balance"]["weights"])
+    assert chosen["applied"] == (chosen["accuracy_with_prior"] > chosen["accuracy_as_trained"])
+    assert (tmp_path / "ck" / "stage3" / PRIOR_FILE).exists()
+    assert (LabelPrior.load(tmp_path / "ck" / "stage3") is not None) == chosen["applied"]
 
 
 def test_train_sources_keeps_one_sources_examples_per_stage(tmp_path, silver):

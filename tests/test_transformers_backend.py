@@ -319,6 +319,34 @@ def adapters_dir(tmp_path_factory, embedded_backend):
     return root
 
 
+def test_a_label_prior_beside_an_adapter_moves_its_labels_not_its_log_probabilities(adapters_dir, tmp_path):
+    """``label_prior.json`` beside a stage adapter (backends/label_prior.py): the label is the argmax of the adapter's
+    log-probabilities plus the shift, the recorded log-probabilities stay the adapter's own."""
+    import shutil
+
+    from vista_distill.backends.label_prior import LabelPrior
+    from vista_distill.backends.transformers import TransformersBackend
+    from vista_distill.pipeline.templates import build_messages, get_template, stage3_input
+
+    t = get_template("stage3", "compact")
+    reqs = [Request("stage3", tuple(build_messages(t, stage3_input([], "Paris is the capital of France.", c))),
+                    labels=t.labels) for c in ("Paris has a big zoo.", "I think Paris is lovely.", "Paris is in Spain.")]
+    plain = TransformersBackend(adapters={"stage3": adapters_dir / "stage3"}, dtype="float32", threads=1).run(reqs)
+    # a shift that makes the second most likely label of the first request win there
+    first = plain[0].meta["logprobs"]
+    top, second = sorted(first, key=first.get, reverse=True)[:2]
+    shift = {second: first[top] - first[second] + 0.5}
+    folder = tmp_path / "stage3"
+    shutil.copytree(adapters_dir / "stage3", folder)
+    LabelPrior(shift, {"applied": True}).save(folder)
+    moved = TransformersBackend(adapters={"stage3": folder}, dtype="float32", threads=1).run(reqs)
+    assert moved[0].label == second != plain[0].label
+    for p, m in zip(plain, moved):
+        assert m.meta["logprobs"] == pytest.approx(p.meta["logprobs"], abs=1e-4)
+        shifted = {lab: lp + shift.get(lab, 0.0) for lab, lp in p.meta["logprobs"].items()}
+        assert m.label == max(shifted, key=shifted.get)
+
+
 @pytest.mark.filterwarnings("error:.*past_key_values:FutureWarning")   # the Cache API transformers keeps
 def test_stage_adapters_switch_without_reloading(adapters_dir, embedded_backend):
     from vista_distill.backends.transformers import TransformersBackend

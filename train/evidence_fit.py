@@ -26,18 +26,37 @@ def _validation_features(recipe: Recipe, adapter_dir: str | Path | None, stage: 
     """(features per scored example, VERIFIED per example, split name, silver folder, examples not scored) of the
     stage's silver validation split (its train split when the validation split is too small), scored by the
     student's model with ``adapter_dir``'s adapter, or bare with None."""
-    from ..backends.transformers import TransformersBackend
     from ..data.schema import VERIFIED
-    from ..pipeline.protocol import Request
-    from ..pipeline.templates import get_template
 
+    rows, split, folder = _validation_rows(recipe, stage, min_labels=2)
+    out = _score_rows(recipe, rows, stage, adapter_dir, evidence_features=True)
+    scored = [(o.meta["evidence"], row["label"] == VERIFIED) for o, row in zip(out, rows)
+              if "pmi" in (o.meta.get("evidence") or {})]
+    return ([f for f, _ in scored], [v for _, v in scored], f"silver {split} split", folder,
+            len(rows) - len(scored))
+
+
+def _validation_rows(recipe: Recipe, stage: str, min_labels: int) -> tuple[list[dict[str, Any]], str, str]:
+    """(rows, split name, silver folder): the stage's silver validation split, or its train split when the
+    validation split has under 40 rows or fewer than ``min_labels`` labels; at most ``MAX_EXAMPLES`` rows, seeded."""
     root = silver_root(recipe)
     dd = select_sources(load_silver(root, stage), recipe.train.sources, root / stage)
-    split = ("validation" if "validation" in dd and len(set(dd["validation"]["label"])) == 2
+    split = ("validation" if "validation" in dd and len(set(dd["validation"]["label"])) >= min_labels
              and len(dd["validation"]) >= 40 else "train")
     rows = list(dd[split])
     if len(rows) > MAX_EXAMPLES:
         rows = random.Random(recipe.train.seed).sample(rows, MAX_EXAMPLES)
+    return rows, split, str(root / stage)
+
+
+def _score_rows(recipe: Recipe, rows: list[dict[str, Any]], stage: str, adapter_dir: str | Path | None,
+                evidence_features: bool = False) -> list[Any]:
+    """The stage's label request of each silver row, scored by the student's model with ``adapter_dir``'s adapter
+    (bare with None), whatever head or label prior an earlier fit left beside it left out."""
+    from ..backends.transformers import TransformersBackend
+    from ..pipeline.protocol import Request
+    from ..pipeline.templates import get_template
+
     labels = get_template(stage, recipe.pipeline.student_prompt_style).labels
     requests = [Request(stage, tuple({"role": m["role"], "content": m["content"]} for m in row["prompt"]),
                         labels=labels, max_new_tokens=8) for row in rows]
@@ -45,13 +64,37 @@ def _validation_features(recipe: Recipe, adapter_dir: str | Path | None, stage: 
     backend = TransformersBackend(s.model, adapters={stage: adapter_dir} if adapter_dir else None, dtype=s.dtype,
                                   load_in_4bit=s.load_in_4bit, batch_size=recipe.eval.batch_size,
                                   chat_template_kwargs=s.chat_template_kwargs,
-                                  attn_implementation=s.attn_implementation, evidence_features=True)
-    backend.heads.pop(stage, None)   # a head left from an earlier fit must not score the features of this one
-    out = backend.run(requests)
-    scored = [(o.meta["evidence"], row["label"] == VERIFIED) for o, row in zip(out, rows)
-              if "pmi" in (o.meta.get("evidence") or {})]
-    return ([f for f, _ in scored], [v for _, v in scored], f"silver {split} split",
-            str(root / stage), len(rows) - len(scored))
+                                  attn_implementation=s.attn_implementation, evidence_features=evidence_features)
+    backend.heads.pop(stage, None)
+    backend.priors.pop(stage, None)
+    return backend.run(requests)
+
+
+def fit_label_prior(recipe: Recipe, adapter_dir: str | Path, stage: str, weights: dict[str, float]) -> dict[str, Any]:
+    """Choose on the silver validation split whether ``adapter_dir``'s label scores get the training data's prior
+    back (:mod:`..backends.label_prior`: the adapter was trained with a class-balanced sampler of ``weights``): kept
+    when it labels more validation rows right than the adapter's own scores. Saves ``label_prior.json`` either way
+    (an empty shift: not applied) and returns what the choice saw."""
+    from ..backends.label_prior import LabelPrior, sampler_shift
+
+    t0 = time.perf_counter()
+    rows, split, folder = _validation_rows(recipe, stage, min_labels=1)
+    out = _score_rows(recipe, rows, stage, adapter_dir)
+    shift = sampler_shift(weights)
+    prior = LabelPrior(shift)
+    own = adjusted = 0
+    for o, row in zip(out, rows):
+        labels = list(o.meta["logprobs"])
+        raw = [o.meta["logprobs"][lab] for lab in labels]
+        own += labels[max(range(len(raw)), key=raw.__getitem__)] == row["label"]
+        moved = prior.apply(labels, raw)
+        adjusted += labels[max(range(len(moved)), key=moved.__getitem__)] == row["label"]
+    n = max(len(rows), 1)
+    fitted = {"split": f"silver {split} split", "silver": folder, "examples": len(rows),
+              "accuracy_as_trained": round(own / n, 4), "accuracy_with_prior": round(adjusted / n, 4),
+              "applied": adjusted > own, "seconds": round(time.perf_counter() - t0, 1)}
+    LabelPrior(shift if adjusted > own else {}, fitted).save(adapter_dir)
+    return {**fitted, "shift": shift}
 
 
 def _fit(recipe: Recipe, adapter_dir: str | Path | None, names: tuple[str, ...], stage: str = "stage2"):

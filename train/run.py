@@ -290,6 +290,14 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
             p = summary["pmi_head"] = fit_pmi_head(recipe)
             trainer.accelerator.print(f"[{stage}] pmi baseline (base model, no adapter) fitted: accuracy "
                                       f"{p['accuracy']:.3f} there")
+    if run.class_balance == "sampler" and run.weights and trainer.accelerator.is_main_process:
+        from .evidence_fit import fit_label_prior
+
+        q = summary["label_prior"] = fit_label_prior(recipe, out, stage, run.weights)
+        trainer.accelerator.print(
+            f"[{stage}] label prior {'applied' if q['applied'] else 'not applied'} (chosen on {q['examples']} "
+            f"{q['split']} examples: accuracy {q['accuracy_with_prior']:.3f} with the training data's prior, "
+            f"{q['accuracy_as_trained']:.3f} as trained)")
     if budget is not None:
         summary["time_budget"] = budget.record(trainer.state.max_steps)
         if budget.stopped_at is not None and trainer.accelerator.is_main_process:

@@ -1,0 +1,61 @@
+"""Undoing class-balanced sampling at inference: logit adjustment (Menon et al., 2021, "Long-tail learning via logit
+adjustment").
+
+An adapter trained with ``train.class_balance=sampler`` saw each label c at a rate ``count_c x w_c`` instead of
+``count_c`` (``train/balance.py``), so its label scores carry a prior that favours the rare labels. Adding
+``-log w_c`` to each label's log-probability puts the training data's own label prior back. Whether that helps is
+decided on the silver validation split after training (``train/evidence_fit.py``: accuracy with and without) and the
+decision is kept beside the adapter as ``label_prior.json``; both backends (in process and served) apply a shift the
+file holds, so a user loading the adapters gets the verdicts the choice was made with.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PRIOR_FILE = "label_prior.json"
+
+
+@dataclass
+class LabelPrior:
+    """Per-label log-probability shifts (empty: the adapter's own scores were kept) and what the choice saw."""
+
+    shift: dict[str, float]
+    fitted: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, labels: tuple[str, ...] | list[str], scores: list[float]) -> list[float]:
+        return [s + self.shift.get(lab, 0.0) for lab, s in zip(labels, scores)]
+
+    def save(self, folder: str | Path) -> Path:
+        path = Path(folder) / PRIOR_FILE
+        path.write_text(json.dumps({"shift": self.shift, "fitted": self.fitted}, indent=2) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, folder: str | Path) -> LabelPrior | None:
+        """The folder's prior when it shifts anything, else None."""
+        path = Path(folder) / PRIOR_FILE
+        if not path.exists():
+            return None
+        raw = json.loads(path.read_text())
+        prior = cls({str(k): float(v) for k, v in (raw.get("shift") or {}).items()}, raw.get("fitted") or {})
+        return prior if prior.shift else None
+
+
+def sampler_shift(weights: Mapping[str, float]) -> dict[str, float]:
+    """``-log w_c`` per label from the sampler's weights (a label's shift is relative: only differences matter)."""
+    return {lab: -math.log(w) for lab, w in weights.items() if w > 0}
+
+
+def trained_weights(adapter_dir: str | Path) -> dict[str, float] | None:
+    """The class-balanced sampler's weights an adapter was trained with (its ``training_summary.json``), or None."""
+    path = Path(adapter_dir) / "training_summary.json"
+    if not path.exists():
+        return None
+    balance = json.loads(path.read_text()).get("class_balance") or {}
+    return dict(balance["weights"]) if balance.get("mode") == "sampler" and balance.get("weights") else None
