@@ -51,11 +51,3 @@ def sampler_shift(weights: Mapping[str, float]) -> dict[str, float]:
     """``-log w_c`` per label from the sampler's weights (a label's shift is relative: only differences matter)."""
     return {lab: -math.log(w) for lab, w in weights.items() if w > 0}
 
-
-def trained_weights(adapter_dir: str | Path) -> dict[str, float] | None:
-    """The class-balanced sampler's weights an adapter was trained with (its ``training_summary.json``), or None."""
-    path = Path(adapter_dir) / "training_summary.json"
-    if not path.exists():
-        return None
-    balance = json.loads(path.read_text()).get("class_balance") or {}
-    return dict(balance["weights"]) if balance.get("mode") == "sampler" and balance.get("weights") else None

@@ -169,7 +169,7 @@ class _SlotDecoder:
     device: Any
     graphs: bool
     full_mask: bool
-    out: list[Decoded | None] = field(default_factory=list)
+    out: list[Decoded | None] = field(init=False)   # each request's result, by index
 
     def __post_init__(self) -> None:
         self.out = [None] * len(self.suffixes)

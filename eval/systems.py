@@ -163,7 +163,7 @@ def _free_memory() -> None:
 
 def _describe(backend: Backend, style: str) -> dict[str, Any]:
     """A system's description: what its backend is, where an in-process model computes, its prompt style."""
-    hw = {"hardware": backend.hardware.to_dict()} if backend.hardware is not None and not backend.served else {}
+    hw = {"hardware": backend.hardware.to_dict()} if backend.hardware is not None else {}
     return {**backend.describe(), **hw, "prompts": style}
 
 

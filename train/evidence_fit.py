@@ -83,12 +83,11 @@ def fit_label_prior(recipe: Recipe, adapter_dir: str | Path, stage: str, weights
     shift = sampler_shift(weights)
     prior = LabelPrior(shift)
     own = adjusted = 0
-    for o, row in zip(out, rows):
-        labels = list(o.meta["logprobs"])
-        raw = [o.meta["logprobs"][lab] for lab in labels]
-        own += labels[max(range(len(raw)), key=raw.__getitem__)] == row["label"]
-        moved = prior.apply(labels, raw)
-        adjusted += labels[max(range(len(moved)), key=moved.__getitem__)] == row["label"]
+    for o, row in zip(out, rows):   # o.label: the adapter's own choice (no prior was loaded for this fit)
+        lp = o.meta["logprobs"]
+        moved = dict(zip(lp, prior.apply(list(lp), list(lp.values()))))
+        own += o.label == row["label"]
+        adjusted += max(moved, key=moved.get) == row["label"]
     n = max(len(rows), 1)
     fitted = {"split": f"silver {split} split", "silver": folder, "examples": len(rows),
               "accuracy_as_trained": round(own / n, 4), "accuracy_with_prior": round(adjusted / n, 4),
