@@ -211,6 +211,8 @@ class EvalSettings:
     heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
     given_claims: bool = False               # also run stages 2-3 of student and base on the human claims (claim level, paired)
     evidence: bool = True                    # with given_claims: the evidence probes (scoring/evidence.py) of student and base
+    evidence_conversations: int | None = None   # the whole-reference probes (deletion, foreign, edit) on the first N
+                                             # conversations of the eval order only (claim_only on all); None: all
     threads: int | str | None = "auto"       # torch CPU threads while evaluating (auto: the cores not busy)
     max_minutes: float | None = None         # time budget: conversations in a seeded order, every system on a first
                                              # round of round_size, then on as many more as that pace fits in the budget

@@ -139,7 +139,15 @@ def _evidence_markdown(results: dict[str, Any]) -> list[str]:
             "removed. Own vs foreign AUC: P(VERIFIED) of the human-VERIFIED claims with their own reference ranked "
             "against another turn's (0.5: the reference makes no difference). Claim-only: the claims with an empty "
             "reference, beside their accuracy with it. (`results.json`: `systems.<name>.evidence`; records: "
-            "`records/<name>.evidence.jsonl`.)", "", markdown_table(EVIDENCE_HEADER, rows), ""]
+            "`records/<name>.evidence.jsonl`.)" + _probe_scope(results), "", markdown_table(EVIDENCE_HEADER, rows), ""]
+
+
+def _probe_scope(results: dict[str, Any]) -> str:
+    """Where the whole-reference probes ran on part of the claims (``eval.evidence_conversations``), which part."""
+    n = (results.get("settings") or {}).get("evidence_conversations")
+    return "" if n is None else (f" The deletion, foreign and edit probes ran on the claims of the first {n} "
+                                 "conversations of the evaluation's order (`eval.evidence_conversations`); claim-only "
+                                 "and the low / high overlap strata on every claim.")
 
 
 def _world_markdown(results: dict[str, Any]) -> list[str]:

@@ -225,13 +225,14 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
                 for name in order:
                     on_system(runs[name])
     finally:
-        backends.release_base()
+        backends.release()
         torch.set_num_threads(threads_before)
     runs = {n: runs[n] for n in names}
     _write_records(out_dir / "records", runs)
     results = _results(recipe, names, material_info, runs, hw.threads.threads)
     results["wall_s"] = round(time.perf_counter() - t_start, 3)
     results["hardware"] = hw.to_dict()   # beside the timings, outside the fingerprint
+    results["model_loads"] = dict(backends.loads)   # each in-process model once where both fit (ModelLoader)
     if compare:
         results["compare"] = compare_results(results, compare)
     _write_reports(out_dir, recipe, results, runs, conversations)
@@ -247,6 +248,8 @@ def _validated_systems(recipe: Recipe, systems: Sequence[str] | None) -> list[st
     bad_rules = [r for r in e.rules if r not in RULES]
     if bad_rules or not e.rules:
         raise EvalError(f"eval.rules must list one or more of {', '.join(RULES)}, got {e.rules!r}")
+    if e.evidence_conversations is not None and e.evidence_conversations < 1:
+        raise EvalError(f"eval.evidence_conversations must be 1 or more (or null: all), got {e.evidence_conversations}")
     names = list(systems or e.systems)
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
@@ -290,6 +293,7 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
     if saved:
         log.warning("eval: resuming from %s: %d system round(s) already run are reused", journal.path, len(saved))
     by_id = {c.id: c for c in ordered}
+    probed = {c.id for c in ordered[:e.evidence_conversations]} if e.evidence_conversations is not None else None
     t_systems = time.perf_counter()
     runs: dict[str, SystemRun] = {}
     done: list[Conversation] = []
@@ -319,13 +323,14 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
             if key in saved:
                 run = SystemRun(**saved[key]["run"])
             else:
-                if name in ("student", "teacher"):
+                if name in ("student", "teacher") and not backends.both_fit():
                     backends.release_base()
                 log.info("eval: running %s on %d conversations%s%s", name, len(part),
                          f" ({len(given)} with the human claims given)" if e.given_claims and
                          len(given) != len(part) else "",
                          f" (round {rounds + 1}, time budget {e.max_minutes:g} min)" if e.max_minutes else "")
-                run = run_system(name, recipe, part, backends, out_dir, progress, given=given)
+                run = run_system(name, recipe, part, backends, out_dir, progress, given=given,
+                                 reference_probes=probed)
                 journal.append(key, {"part": [c.id for c in part], "given": [c.id for c in given],
                                      "spent_s": spent_before + time.perf_counter() - t_systems,
                                      "run": dataclasses.asdict(run)})
@@ -371,7 +376,8 @@ def _results(recipe: Recipe, names: list[str], material: dict[str, Any], runs: d
         "settings": {"rules": list(e.rules), "systems": names, "seed": e.seed, "bootstrap": e.bootstrap,
                      "mcnemar": e.mcnemar, "match_threshold": e.match_threshold,
                      "match_embeddings": e.match_embeddings, "calibration_bins": e.calibration_bins,
-                     "batch_size": e.batch_size, "threads": threads},
+                     "batch_size": e.batch_size, "threads": threads,
+                     "evidence_conversations": e.evidence_conversations},
         "material": material,
         "systems": {n: {**r.summary(), **({"evidence": evidence_metrics(r.evidence_records)}
                                           if r.evidence_records else {})} for n, r in runs.items()},

@@ -77,14 +77,18 @@ def _baseline_config(recipe: Recipe) -> BaselineConfig:
 
 
 class ModelLoader:
-    """Loads each model eval needs once, through the backend factory: the base (for base, llm_judge and factscore)
-    and the student with its adapters."""
+    """Loads each model eval needs once, through the backend factory: the base (for base, llm_judge, factscore and
+    pmi) and the student with its adapters. Both stay loaded across the rounds of a time budget when two copies of
+    the weights fit in a quarter of the device's memory (:meth:`both_fit`); otherwise the base goes before the
+    student comes, and comes back the next round."""
 
     def __init__(self, recipe: Recipe, cache_root: Path | None = None) -> None:
         self.recipe = recipe
         self.cache_root = cache_root   # server answers (student.servers) are cached under it, per role
         self._base: Any = None
+        self._student: Any = None
         self.load_s: dict[str, float] = {}
+        self.loads: Counter[str] = Counter()
 
     def _build(self, role: str, adapters: dict[str, Path] | None = None) -> Any:
         """The role's backend from the one factory (served when ``student.servers``, answers cached per role)."""
@@ -95,8 +99,9 @@ class ModelLoader:
             cache = str(self.cache_root / f"calls-{role}")
         t0 = time.perf_counter()
         backend = backend_for(self.recipe, role, adapters=adapters, cache_dir=cache)
+        self.loads[role] += 1
         if not self.recipe.student.servers:
-            self.load_s[role] = round(time.perf_counter() - t0, 3)
+            self.load_s[role] = round(self.load_s.get(role, 0.0) + time.perf_counter() - t0, 3)
         return backend
 
     def base(self) -> Any:
@@ -108,12 +113,37 @@ class ModelLoader:
         self._base = None
         _free_memory()
 
+    def release(self) -> None:
+        """Both models go (the end of an evaluation)."""
+        self._base = self._student = None
+        _free_memory()
+
+    def both_fit(self) -> bool:
+        """Whether the loaded base and a student (the same weights again, plus small adapters) fit in a quarter of
+        the memory of the device the base computes on; served models take none here."""
+        model = getattr(self._base, "model", None)
+        if model is None:
+            return True
+        import torch
+
+        weights = sum(p.numel() * p.element_size() for p in model.parameters())
+        device = next(model.parameters()).device
+        if device.type == "cuda":
+            total = torch.cuda.get_device_properties(device).total_memory
+        else:
+            import os
+
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return 2 * weights <= total / 4
+
     def adapters_dir(self) -> Path:
         return Path(self.recipe.resolve(self.recipe.train.output_dir))
 
     def student(self) -> Any:
         if self.recipe.student.servers:   # the adapters are on the servers (vista-distill serve-config)
             return self._build("student")
+        if self._student is not None:
+            return self._student
         root = self.adapters_dir()
         # the world stage's adapter too when the recipe runs that stage (else it would answer on the bare model)
         want = [s for s in self.recipe.adapter_stages() if s in DISTILLED_STAGES] or list(STAGES)
@@ -123,7 +153,8 @@ class ModelLoader:
                 f"no trained adapter for {', '.join(missing)} under {root} (expected "
                 f"{', '.join(str(root / s / 'adapter_config.json') for s in missing)}); train them with "
                 f"`vista-distill train --config {self.recipe.path or 'RECIPE'}`")
-        return self._build("student", {st: root / st for st in want})
+        self._student = self._build("student", {st: root / st for st in want})
+        return self._student
 
 
 def _rule_backend(name: str, recipe: Recipe, backends: ModelLoader) -> Any:
@@ -168,12 +199,14 @@ def _describe(backend: Backend, style: str) -> dict[str, Any]:
 
 
 def run_system(name: str, recipe: Recipe, conversations: list[Conversation], backends: ModelLoader,
-               out_dir: Path, progress: bool = False, given: list[Conversation] | None = None) -> SystemRun:
+               out_dir: Path, progress: bool = False, given: list[Conversation] | None = None,
+               reference_probes: set[str] | None = None) -> SystemRun:
     """Run one system over ``conversations``; prerequisites missing -> status ``skipped`` with the reason.
 
     ``given``: the conversations whose human claims go through stages 2-3 and the evidence probes
     (``eval.given_claims``; default ``conversations``): a time budget runs the claim level on more of them
-    than the whole pipeline."""
+    than the whole pipeline. ``reference_probes``: the conversations whose claims get the whole-reference probes
+    (``eval.evidence_conversations``; None: all)."""
     given = conversations if given is None else given
     run = SystemRun(name)
     try:
@@ -209,13 +242,11 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         run.description.update({k: v for k, v in backend.describe().items() if k in ("label_method", "replica_events")})
         run.description["label_methods"] = dict(backend.stats.get("label_methods") or {})
     if recipe.eval.given_claims and pipeline and given:
-        _run_given_claims(run, given, cfg, backend, recipe.eval.seed if recipe.eval.evidence else None, progress)
+        _run_given_claims(run, given, cfg, backend, recipe.eval.seed if recipe.eval.evidence else None, progress,
+                          reference_probes)
     if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)
         how = Counter(str((r.get("judge") or {}).get("parsed_from")) for r in run.records if r["scored"])
         run.description["judge_parsed_from"] = {k.replace("None", "unread"): v for k, v in sorted(how.items())}
-    if name == "student":
-        del backend
-        _free_memory()
     run.efficiency["cost_per_1k_turns"] = cost_per_1k_turns(recipe, name, run.efficiency)
     return run
 
@@ -250,7 +281,7 @@ def _start_system(name: str, recipe: Recipe, conversations: list[Conversation], 
 
 
 def _run_given_claims(run: SystemRun, given: list[Conversation], cfg: Any, backend: Backend,
-                      evidence_seed: int | None, progress: bool) -> None:
+                      evidence_seed: int | None, progress: bool, reference_probes: set[str] | None = None) -> None:
     """Stages 2-3 on the human claims of ``given`` (and the evidence probes, with ``evidence_seed``) into ``run``."""
     t0 = time.perf_counter()
     has_claims = any(c.turns[i].gold_claims for c in given for i in c.scored_turns)
@@ -258,7 +289,8 @@ def _run_given_claims(run: SystemRun, given: list[Conversation], cfg: Any, backe
                      mininterval=1.0)
     try:
         run.given_records, run.evidence_records = run_given_claims(
-            given, cfg, backend, evidence_seed=evidence_seed, on_issue=bar.on_issue if progress else None)
+            given, cfg, backend, evidence_seed=evidence_seed, on_issue=bar.on_issue if progress else None,
+            reference_probes=reference_probes)
     finally:
         bar.close()
     run.given_wall_s = time.perf_counter() - t0

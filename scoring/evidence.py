@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 from ..data.schema import UNVERIFIABLE, VERIFIED
@@ -76,9 +76,12 @@ def p_verified(stage2: dict[str, Any] | None) -> float | None:
     return None if stage2.get("label") is None else float(stage2["label"] == VERIFIED)
 
 
-def probe_requests(results: Sequence[Sequence[Any]], seed: int = 0) -> tuple[list[dict[str, Any]], list[Any]]:
+def probe_requests(results: Sequence[Sequence[Any]], seed: int = 0, reference_probes: Container[str] | None = None,
+                   ) -> tuple[list[dict[str, Any]], list[Any]]:
     """(one record per probe, its request) for the given-claims TurnResults of one system (with their calls).
-    Records hold the claim's key, gold label, the system's own stage 2 answer and what the probe changed."""
+    Records hold the claim's key, gold label, the system's own stage 2 answer and what the probe changed.
+    ``reference_probes``: the conversations whose claims get the probes that send a whole reference again
+    (deletion, foreign, edit: most of the probes' compute); None: all. Every claim gets ``claim_only``."""
     turns = [res for conv in results for res in conv if res.scored and res.reference]
     calls = [(res, call) for res in turns for call in stage2_calls(res)]
     pool = list(dict.fromkeys(call.reference for _, call in calls))
@@ -94,7 +97,8 @@ def probe_requests(results: Sequence[Sequence[Any]], seed: int = 0) -> tuple[lis
                 "own_p_verified": p_verified(own), "overlap": coverage(call.claim, call.reference)}
         if call.request is None:
             continue
-        if own.get("label") == VERIFIED:
+        whole = reference_probes is None or res.conversation_id in reference_probes
+        if whole and own.get("label") == VERIFIED:
             sup, why = support(call.claim, call.reference)
             if sup is None:
                 skipped[why] = skipped.get(why, 0) + 1
@@ -102,7 +106,7 @@ def probe_requests(results: Sequence[Sequence[Any]], seed: int = 0) -> tuple[lis
                 records.append({**base, "probe": "deletion", "removed": list(sup.removed),
                                 "coverage_left": sup.coverage_left})
                 requests.append(_with_input(call.request, call.with_reference(sup.remainder)))
-        if gold_binary == VERIFIED:
+        if whole and gold_binary == VERIFIED:
             rng = random.Random(f"foreign:{seed}:{res.conversation_id}:{res.turn_index}:{call.claim}")
             other = foreign_reference(call.claim, call.reference, pool, rng, avoid=call.head)
             if other is not None:
@@ -126,10 +130,11 @@ def probe_requests(results: Sequence[Sequence[Any]], seed: int = 0) -> tuple[lis
 
 
 def run_probes(results: Sequence[Sequence[Any]], backend: Any, seed: int = 0,
-               on_issue: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
+               on_issue: Callable[[str, int], None] | None = None,
+               reference_probes: Container[str] | None = None) -> list[dict[str, Any]]:
     """The probe records of :func:`probe_requests`, answered by ``backend`` (one batch; ``on_issue(stage, n)`` is
     told first, like the engine's)."""
-    records, requests = probe_requests(results, seed)
+    records, requests = probe_requests(results, seed, reference_probes)
     if requests and on_issue is not None:
         on_issue("evidence probes", len(requests))
     answers = backend.run(requests) if requests else []

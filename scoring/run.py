@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,15 +75,18 @@ def run_pipeline(conversations: Sequence[Conversation], config: EngineConfig, ba
 
 def run_given_claims(conversations: Sequence[Conversation], config: EngineConfig, backend: Any, *,
                      evidence_seed: int | None = 0, on_issue: Callable[[str, int], None] | None = None,
+                     reference_probes: Container[str] | None = None,
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Stages 2-3 on the human claims of every turn that has them (no stage 1), and (with ``evidence_seed``) the
-    evidence probes of that stage 2 (:mod:`.evidence`): (records, probe records)."""
+    evidence probes of that stage 2 (:mod:`.evidence`; the whole-reference probes on the ``reference_probes``
+    conversations only, where given): (records, probe records)."""
     given = [c for c in conversations if any(c.turns[i].gold_claims for i in c.scored_turns)]
     if not given:
         return [], []
     gcfg = dataclasses.replace(config, claims="gold")
     results = run_programs([vista_program(c, gcfg) for c in given], backend, batched=True, on_issue=on_issue)
-    probes = run_probes(results, backend, evidence_seed, on_issue) if evidence_seed is not None else []
+    probes = run_probes(results, backend, evidence_seed, on_issue, reference_probes) if evidence_seed is not None \
+        else []
     return records_of(results), probes
 
 

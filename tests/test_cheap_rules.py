@@ -54,6 +54,21 @@ def test_overlap_and_majority_on_the_human_claims_with_probes(sample_path):
     assert all(r["verdicts"]["safe"] == "faithful" for r in records if r["scored"] and r["claims"])
 
 
+def test_whole_reference_probes_on_the_named_conversations_only(sample_path):
+    """eval.evidence_conversations: deletion, foreign and edit (a whole reference sent again) only for the named
+    conversations' claims; claim_only (the strata's records) for every claim, the same as with all probes."""
+    convs = read_conversations(sample_path)
+    cfg = EngineConfig(style="compact")
+    _, every = run_given_claims(convs, cfg, RuleBackend("overlap"), evidence_seed=0)
+    whole = [p for p in every if p["probe"] in ("deletion", "foreign", "edit")]
+    first = whole[0]["conversation_id"]
+    assert {p["conversation_id"] for p in whole} - {first}   # the sample has such probes beyond one conversation
+    _, part = run_given_claims(convs, cfg, RuleBackend("overlap"), evidence_seed=0, reference_probes={first})
+    assert [p for p in part if p["probe"] in ("deletion", "foreign", "edit")] == \
+        [p for p in whole if p["conversation_id"] == first]
+    assert [p for p in part if p["probe"] == "claim_only"] == [p for p in every if p["probe"] == "claim_only"]
+
+
 def test_majority_labels_are_the_silver_training_majority(tmp_path):
     from datasets import load_from_disk
     from test_train import distill_sample

@@ -219,6 +219,8 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
             {r["conversation_id"] for r in run.given_records if r["scored"] and r["gold_claims"]}
         assert whole.results["systems"][name]["evidence"]["claim_only"]["claims"] > 0
     assert "## Does it read its evidence?" in (whole.out_dir / "report.md").read_text()
+    # the tiny base and student fit side by side: each loaded once for both rounds, not once a round
+    assert whole.results["model_loads"] == {"base": 1, "student": 1}
     # a budget spent by the first round: no second one, for either system, and the tests pair what was run
     cut = run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=0.0001"]), input_path=str(sample_path), limit=2,
                    output_dir=tmp_path / "cut", systems=["student", "base"])
