@@ -86,6 +86,37 @@ def test_padded_batch_label_scoring_matches_full_sequence_likelihood(embedded_ba
             assert resp.meta["logprobs"][label] == pytest.approx(expected, abs=2e-3)
 
 
+def test_label_batches_stop_at_the_padded_token_budget_with_the_same_answers(embedded_backend):
+    """prefill_tokens: a label-scoring batch takes rows (shortest first) while rows x its longest prompt stay within
+    the budget (one row at least, batch_size at most); the answers are those of whole batch_size batches."""
+    b = embedded_backend
+    reqs = [_stage2("compact", f"{c} ({k})") for k in range(3) for c in CLAIMS]
+    lengths = sorted(len(b._encode(r)[1]) for r in reqs)
+    budget = 3 * lengths[-1]
+    saved = b.prefill_tokens
+    try:
+        b.prefill_tokens = budget
+        chunks = b._chunks(list(range(len(reqs))), lengths, labels=True, slotted=False)
+        assert [i for c in chunks for i in c] == list(range(len(reqs)))
+        assert all(len(c) <= b.batch_size and len(c) * lengths[c[-1]] <= budget for c in chunks)
+        assert 1 < len(chunks) < len(reqs)   # cut, and not one row a batch
+        assert b._chunks(list(range(len(reqs))), lengths, labels=False, slotted=False) == [list(range(8)), [8]]
+        b.prefill_tokens = 1   # below any prompt: one row a batch
+        assert b._chunks([0, 1], lengths[:2], labels=True, slotted=False) == [[0], [1]]
+        b.prefill_tokens = budget
+        cut = b.run(reqs)
+        b.prefill_tokens = None
+        whole = b.run(reqs)
+    finally:
+        b.prefill_tokens = saved
+    for x, y in zip(cut, whole):
+        assert x.label == y.label
+        for lab in x.meta["logprobs"]:
+            assert x.meta["logprobs"][lab] == pytest.approx(y.meta["logprobs"][lab], abs=1e-4)
+    with pytest.raises(ValueError, match="prefill_tokens"):
+        type(b)(dtype="float32", prefill_tokens=0)
+
+
 BF16_MARGIN_BOUND = 0.3   # nats; bf16 hidden states move a label margin by up to 0.13 here (2-core AMD EPYC, 20 claims)
 
 
