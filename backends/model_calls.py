@@ -1,6 +1,6 @@
 """How the local backend calls a transformers model: the keyword its KV cache goes by, the attention registered
-on CPU (grouped-query SDPA, short half-precision queries, a prefix shared by every row) and the float32 LM head
-of label scoring (``TransformersBackend`` uses all of them)."""
+on CPU (grouped-query SDPA, short half-precision queries, a prefix shared by every row), the float32 LM head
+of label scoring and how label-scoring batches are cut (``TransformersBackend`` uses all of them)."""
 
 from __future__ import annotations
 
@@ -226,3 +226,31 @@ def float32_head(model: Any, keep: dict[str, Any]) -> Iterator[None]:
             del head.forward
         else:
             head.forward = own
+
+
+# padded prompt tokens per label-scoring batch on a CPU: a CPU computes at about the same rate from one row up, and
+# padding a short prompt to a long one's length is work (bench/results/prefill_batches/ chose it)
+CPU_PREFILL_TOKENS = 2048
+
+
+def resolve_prefill_tokens(value: int | str | None, device: str) -> int | None:
+    """``TransformersBackend(prefill_tokens=...)``: ``auto`` is ``CPU_PREFILL_TOKENS`` on a CPU, no limit elsewhere."""
+    if value == "auto":
+        return CPU_PREFILL_TOKENS if device == "cpu" else None
+    if value is not None and (not isinstance(value, int) or value < 1):
+        raise ValueError(f"prefill_tokens must be a positive number of tokens, 'auto' or None; got {value!r}")
+    return value
+
+
+def batches(idx: list[int], lengths: list[int], batch_size: int, budget: int | None) -> list[list[int]]:
+    """``idx`` (sorted by prompt length, ``lengths``) cut into batches of at most ``batch_size`` rows and, with a
+    ``budget``, at most that many padded tokens (rows times the longest; one row at least)."""
+    out: list[list[int]] = []
+    for i, n in zip(idx, lengths):
+        last = out[-1] if out else None
+        # lengths ascend, so this row's length is the batch's padded length if it joins
+        if last is None or len(last) >= batch_size or (budget is not None and (len(last) + 1) * n > budget):
+            out.append([i])
+        else:
+            last.append(i)
+    return out

@@ -26,10 +26,12 @@ from .label_prior import LabelPrior
 from .list_generation import ListMarkerFormat, RepeatedLineStop, list_stop_reason
 from .model_calls import (
     GQA_SDPA,
+    batches,
     cache_keyword,
     contiguous_head_input,
     float32_head,
     output_cache,
+    resolve_prefill_tokens,
     shared_prefix,
     use_gqa_sdpa,
 )
@@ -37,9 +39,6 @@ from .model_loading import encode_prompt, eos_ids, token_span
 from .slot_decoding import decode_in_slots, slots_supported, static_prefix_cache
 
 log = logging.getLogger(__name__)
-# padded prompt tokens per label-scoring batch on a CPU: a CPU computes at about the same rate from one row up, and
-# padding a short prompt to a long one's length is work (bench/results/prefill_batches/ chose it)
-CPU_PREFILL_TOKENS = 2048
 
 
 class TransformersBackend:
@@ -68,8 +67,8 @@ class TransformersBackend:
         reference; ``evidence_features``: compute that and the label margin for every label request
         (``meta["evidence"]``) even without a head (to fit one). ``cuda_graphs``: on a GPU, replay stage 1's decode
         steps from CUDA graphs (:mod:`.slot_decoding`). ``prefill_tokens``: a label-scoring batch stops growing
-        before its rows times its longest prompt pass this many tokens (fewer than ``batch_size`` rows of long
-        prompts); ``auto``: ``CPU_PREFILL_TOKENS`` on a CPU, none on a GPU (its batches fill the card)."""
+        before its rows times its longest prompt pass this many tokens; ``auto``: ``model_calls.CPU_PREFILL_TOKENS``
+        on a CPU, none on a GPU (its batches fill the card)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -81,11 +80,7 @@ class TransformersBackend:
         self.batch_size = batch_size
         self.use_prefix_cache = prefix_cache
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if prefill_tokens == "auto":
-            prefill_tokens = CPU_PREFILL_TOKENS if self.device == "cpu" else None
-        if prefill_tokens is not None and (not isinstance(prefill_tokens, int) or prefill_tokens < 1):
-            raise ValueError(f"prefill_tokens must be a positive number of tokens, 'auto' or None; got {prefill_tokens!r}")
-        self.prefill_tokens = prefill_tokens
+        self.prefill_tokens = resolve_prefill_tokens(prefill_tokens, self.device)
         self.precision = resolve_dtype(dtype, self.device)
         self.torch_dtype = self.precision.torch_dtype
         thread_choice = apply_threads(threads) if threads is not None else current_threads()
@@ -230,7 +225,9 @@ class TransformersBackend:
             # generation in slots takes the whole group (a row's slot goes to the next request; each counts as it ends)
             slotted = not labels and self._slots_ok(stage, prefix)
             with self._adapter_context(stage):
-                for chunk in self._chunks(idx, [len(encoded[i][1]) for i in idx], bool(labels), slotted):
+                # generation in slots takes the whole group; label scoring stops at prefill_tokens padded tokens
+                for chunk in [idx] if slotted else batches(idx, [len(encoded[i][1]) for i in idx], self.batch_size,
+                                                           self.prefill_tokens if labels else None):
                     suffixes = [encoded[i][1] for i in chunk]
                     t0 = time.perf_counter()
                     if labels:
@@ -248,23 +245,6 @@ class TransformersBackend:
         for i, j in twins.items():
             self._weigh_evidence(requests[i], out[i], out[j])
         return out[:n_asked]  # type: ignore[return-value]
-
-    def _chunks(self, idx: list[int], lengths: list[int], labels: bool, slotted: bool) -> list[list[int]]:
-        """``idx`` (sorted by prompt length, ``lengths``) cut into batches: generation in slots takes the whole
-        group; label scoring at most ``batch_size`` rows and, with ``prefill_tokens``, at most that many padded
-        tokens (one row at least); other generation ``batch_size`` rows."""
-        if slotted:
-            return [idx]
-        budget = self.prefill_tokens if labels else None
-        chunks: list[list[int]] = []
-        for i, n in zip(idx, lengths):
-            last = chunks[-1] if chunks else None
-            # lengths ascend, so this row's length is the batch's padded length if it joins
-            if last is None or len(last) >= self.batch_size or (budget is not None and (len(last) + 1) * n > budget):
-                chunks.append([i])
-            else:
-                last.append(i)
-        return chunks
 
     def _too_long(self, request: Request, prompt_tokens: int) -> str | None:
         """Why a prompt cannot run (longer, with its answer, than the model's context), or None: such a request

@@ -89,27 +89,27 @@ def test_padded_batch_label_scoring_matches_full_sequence_likelihood(embedded_ba
 def test_label_batches_stop_at_the_padded_token_budget_with_the_same_answers(embedded_backend):
     """prefill_tokens: a label-scoring batch takes rows (shortest first) while rows x its longest prompt stay within
     the budget (one row at least, batch_size at most); the answers are those of whole batch_size batches."""
+    from vista_distill.backends.model_calls import batches
+
     b = embedded_backend
     reqs = [_stage2("compact", f"{c} ({k})") for k in range(3) for c in CLAIMS]
     lengths = sorted(len(b._encode(r)[1]) for r in reqs)
     budget = 3 * lengths[-1]
+    cut = batches(list(range(len(reqs))), lengths, 8, budget)
+    assert [i for c in cut for i in c] == list(range(len(reqs)))
+    assert all(len(c) <= 8 and len(c) * lengths[c[-1]] <= budget for c in cut)
+    assert 1 < len(cut) < len(reqs)   # cut, and not one row a batch
+    assert batches(list(range(len(reqs))), lengths, 8, None) == [list(range(8)), [8]]
+    assert batches([0, 1], lengths[:2], 8, 1) == [[0], [1]]   # below any prompt: one row a batch
     saved = b.prefill_tokens
     try:
         b.prefill_tokens = budget
-        chunks = b._chunks(list(range(len(reqs))), lengths, labels=True, slotted=False)
-        assert [i for c in chunks for i in c] == list(range(len(reqs)))
-        assert all(len(c) <= b.batch_size and len(c) * lengths[c[-1]] <= budget for c in chunks)
-        assert 1 < len(chunks) < len(reqs)   # cut, and not one row a batch
-        assert b._chunks(list(range(len(reqs))), lengths, labels=False, slotted=False) == [list(range(8)), [8]]
-        b.prefill_tokens = 1   # below any prompt: one row a batch
-        assert b._chunks([0, 1], lengths[:2], labels=True, slotted=False) == [[0], [1]]
-        b.prefill_tokens = budget
-        cut = b.run(reqs)
+        answers = b.run(reqs)
         b.prefill_tokens = None
         whole = b.run(reqs)
     finally:
         b.prefill_tokens = saved
-    for x, y in zip(cut, whole):
+    for x, y in zip(answers, whole):
         assert x.label == y.label
         for lab in x.meta["logprobs"]:
             assert x.meta["logprobs"][lab] == pytest.approx(y.meta["logprobs"][lab], abs=1e-4)
