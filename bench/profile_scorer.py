@@ -304,6 +304,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="auto", help="the model's precision (auto, float32, bfloat16)")
     ap.add_argument("--batch-size", type=int, default=16, help="requests per forward / generate call")
     ap.add_argument("--pipelines", default="fewshot,student")
+    ap.add_argument("--prefill-tokens", default="auto",
+                    help="label-scoring batches' padded-token budget: auto (the backend's), none, or a number")
     ap.add_argument("--tag", default="")
     ap.add_argument("--records", default=None, help="folder to write each pipeline's records to (<pipeline>.jsonl)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -331,6 +333,8 @@ def main() -> None:
         scorer = VistaScorer(a.model, adapters=a.adapters if name == "student" else None, threads=a.threads,
                              dtype=a.dtype, batch_size=a.batch_size, load_in_4bit=a.load_in_4bit,
                              **({"claims": a.claims} if a.claims else {}))
+        if a.prefill_tokens != "auto":
+            scorer.backend.prefill_tokens = None if a.prefill_tokens == "none" else int(a.prefill_tokens)
         out["pipelines"].append(profile_pipeline(name, scorer, convs, a.threads, a.records))
         print(json.dumps({k: v for k, v in out["pipelines"][-1].items() if k not in ("top_self_time", "per_stage")}),
               flush=True)
