@@ -323,8 +323,8 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
             if key in saved:
                 run = SystemRun(**saved[key]["run"])
             else:
-                if name in ("student", "teacher") and not backends.both_fit():
-                    backends.release_base()
+                if name == "teacher" and not backends.both_fit():   # the loader sees to base and student
+                    backends.release()
                 log.info("eval: running %s on %d conversations%s%s", name, len(part),
                          f" ({len(given)} with the human claims given)" if e.given_claims and
                          len(given) != len(part) else "",

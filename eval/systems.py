@@ -79,8 +79,9 @@ def _baseline_config(recipe: Recipe) -> BaselineConfig:
 class ModelLoader:
     """Loads each model eval needs once, through the backend factory: the base (for base, llm_judge, factscore and
     pmi) and the student with its adapters. Both stay loaded across the rounds of a time budget when two copies of
-    the weights fit in a quarter of the device's memory (:meth:`both_fit`); otherwise the base goes before the
-    student comes, and comes back the next round."""
+    the weights fit in ``memory_share`` of the device's memory; otherwise loading one lets the other go first."""
+
+    memory_share = 0.25
 
     def __init__(self, recipe: Recipe, cache_root: Path | None = None) -> None:
         self.recipe = recipe
@@ -106,6 +107,9 @@ class ModelLoader:
 
     def base(self) -> Any:
         if self._base is None:
+            if not self._pair_fits(self._student):
+                self._student = None
+                _free_memory()
             self._base = self._build("base")
         return self._base
 
@@ -118,23 +122,25 @@ class ModelLoader:
         self._base = self._student = None
         _free_memory()
 
-    def both_fit(self) -> bool:
-        """Whether the loaded base and a student (the same weights again, plus small adapters) fit in a quarter of
-        the memory of the device the base computes on; served models take none here."""
-        model = getattr(self._base, "model", None)
+    def _pair_fits(self, loaded: Any) -> bool:
+        """Whether ``loaded`` (a backend, or None) and a second copy of its weights fit in ``memory_share`` of the
+        memory of the device it computes on; served models take none here."""
+        model = getattr(loaded, "model", None)
         if model is None:
             return True
+        import os
+
         import torch
 
         weights = sum(p.numel() * p.element_size() for p in model.parameters())
         device = next(model.parameters()).device
-        if device.type == "cuda":
-            total = torch.cuda.get_device_properties(device).total_memory
-        else:
-            import os
+        total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" \
+            else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return 2 * weights <= total * self.memory_share
 
-            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        return 2 * weights <= total / 4
+    def both_fit(self) -> bool:
+        """Whether the loaded base leaves room for the student (or a local teacher) beside it."""
+        return self._pair_fits(self._base)
 
     def adapters_dir(self) -> Path:
         return Path(self.recipe.resolve(self.recipe.train.output_dir))
@@ -153,6 +159,8 @@ class ModelLoader:
                 f"no trained adapter for {', '.join(missing)} under {root} (expected "
                 f"{', '.join(str(root / s / 'adapter_config.json') for s in missing)}); train them with "
                 f"`vista-distill train --config {self.recipe.path or 'RECIPE'}`")
+        if not self.both_fit():
+            self.release_base()
         self._student = self._build("student", {st: root / st for st in want})
         return self._student
 

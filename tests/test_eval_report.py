@@ -199,6 +199,25 @@ def test_cost_per_1k_turns_from_configured_prices():
     assert cost_per_1k_turns(recipe, "factscore", eff) is None
 
 
+def test_model_loader_keeps_one_model_where_two_do_not_fit(tmp_path):
+    """ModelLoader: with no memory to spare, loading the student lets the base go and the base the student (the
+    demo's two 135M models fit side by side and are each loaded once: the time-budget test below)."""
+    from vista_distill.eval.systems import ModelLoader
+
+    _identity_adapters(tmp_path / "checkpoints")
+    loader = ModelLoader(load_recipe(RECIPE, _overrides(tmp_path)))
+    loader.memory_share = 0.0
+    base = loader.base()
+    assert not loader.both_fit()
+    loader.student()
+    assert loader._base is None and loader._student is not None
+    assert loader.base() is not base and loader._student is None
+    assert loader.loads == {"base": 2, "student": 1}
+    roomy = ModelLoader(load_recipe(RECIPE, _overrides(tmp_path)))
+    roomy.base(), roomy.student()
+    assert roomy.both_fit() and roomy._base is not None and roomy._student is not None
+
+
 def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_path):
     """eval.max_minutes: conversations in a seeded order, every system on a first round, then on what that pace fits
     in the rest of the budget; a spent budget stops there and the report says how much of the material ran."""
