@@ -1,21 +1,24 @@
-"""Stage adapters: finding each stage's PEFT adapter folder.
+"""Stage adapters: finding each stage's PEFT adapter folder, loading them, and merging them for inference.
 
-Tried and discarded: each stage's adapter merged into its own copy of the adapted weights, swapped
-in per stage so the forward runs plain linear layers. In bf16 it changed what the student says: an adapter's delta
-is small beside the weight it is added to, and rounding their sum to bf16's 8-bit mantissa keeps a bit or two of
-it (the demo's student, merged in bf16, filed 95 of 132 dev claims OUT-OF-SCOPE against 66 of 114 unmerged;
-bench/results/profile_scorer_amd-epyc-avx512-bf16_merged-bf16.json). In float32 it was exact and saved 1.5% of a
-student turn (bench/results/profile_scorer_amd-epyc-avx512-bf16_float32-*.json): not worth a second weight path."""
+:class:`MergedStages` merges each stage's LoRA into its own copy of the weights it adapts and swaps those copies in
+per stage, so a forward runs plain linear layers. That is exact up to float rounding where the model computes in
+float32 (the default there: ``merge_adapters="auto"``). In bf16 the rounding of the merged weight to bf16's 8-bit
+mantissa keeps a bit or two of an adapter's small delta and changes what a small student says (the demo's student,
+merged in bf16, filed 95 of 132 dev claims OUT-OF-SCOPE against 66 of 114 unmerged;
+bench/results/profile_scorer_amd-epyc-avx512-bf16_merged-bf16.json): there it is opt-in (``merge_adapters=True``)."""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..data.vocabulary import ALL_STAGES
+
+log = logging.getLogger(__name__)
 
 
 def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) -> dict[str, Path]:
@@ -46,6 +49,79 @@ def adapters_in_dtype(model: Any, dtype: Any) -> None:
     for name, param in model.named_parameters():
         if "lora_" in name and param.dtype != dtype and param.dtype.is_floating_point:
             param.data = param.data.to(dtype)
+
+
+MERGE_MEMORY_SHARE = 0.25   # the stages' merged copies may take this share of the device's memory
+
+
+class MergedStages:
+    """A plain model (PEFT's wrappers removed) and, per stage, its LoRA merged into a copy of each weight it adapts
+    (``W + scale * B @ A`` in float32, stored in the weight's dtype); :meth:`activate` swaps a stage's copies in
+    (a stage without an adapter gets the base weights). Build it with :meth:`from_peft`, which says None where the
+    adapters hold anything but plain LoRA on linear layers, or where the copies would not fit."""
+
+    def __init__(self, model: Any, weights: list[tuple[Any, Any, dict[str, Any]]]) -> None:
+        self.model = model
+        self._weights = weights   # (linear layer, its base weight, {stage: merged weight})
+        self.active: str | None = None
+
+    @classmethod
+    def from_peft(cls, peft_model: Any, memory_share: float = MERGE_MEMORY_SHARE) -> MergedStages | None:
+        import torch
+        from peft.tuners.lora import Linear as LoraLinear
+        from peft.tuners.lora import LoraLayer
+
+        from ..runtime.hardware import device_memory_bytes
+
+        configs = peft_model.peft_config.values()
+        if any(getattr(c, "use_dora", False) or getattr(c, "modules_to_save", None) or getattr(c, "lora_bias", False)
+               for c in configs):
+            return None
+        layers = [m for m in peft_model.modules() if isinstance(m, LoraLayer)]
+        if not layers or any(type(m) is not LoraLinear for m in layers):   # 4-bit, embedding, conv: keep PEFT
+            return None
+        base = [m.get_base_layer().weight for m in layers]
+        extra = sum(w.numel() * w.element_size() * len(m.lora_A) for m, w in zip(layers, base))
+        if extra > memory_share * device_memory_bytes(base[0].device):
+            log.info("stage adapters not merged: %.1f GB of merged weights", extra / 1e9)
+            return None
+        weights = []
+        with torch.no_grad():
+            for m, w in zip(layers, base):
+                merged = {stage: (w.float() + m.get_delta_weight(stage).float()).to(w.dtype) for stage in m.lora_A}
+                weights.append((m.get_base_layer(), w.data, merged))
+        return cls(peft_model.base_model.unload(), weights)
+
+    def activate(self, stage: str | None) -> None:
+        """Swap ``stage``'s merged weights in (None, or a stage without an adapter: the base weights)."""
+        if stage == self.active:
+            return
+        for layer, base, merged in self._weights:
+            layer.weight.data = merged.get(stage, base) if stage is not None else base
+        self.active = stage
+
+
+def merged_stages(peft_model: Any, merge: bool | str, dtype: Any) -> MergedStages | None:
+    """:class:`MergedStages` of ``peft_model`` where ``merge`` asks for it: True, or ``auto`` where the model
+    computes in float32 (merging is exact there up to float rounding; in half precision it moves the labels)."""
+    import torch
+
+    if merge not in (True, False, "auto"):
+        raise ValueError(f"merge_adapters: {merge!r} (expected true, false or auto)")
+    return MergedStages.from_peft(peft_model) if merge is True or (merge == "auto" and dtype == torch.float32) \
+        else None
+
+
+def load_stage_adapters(model: Any, adapters: Mapping[str, Path], dtype: Any, merge: bool | str = "auto",
+                        on_gpu: bool = False, four_bit: bool = False) -> tuple[Any, MergedStages | None]:
+    """``model`` with the stage adapters (:func:`with_stage_adapters`; cast to ``dtype`` on a GPU) and, where
+    :func:`merged_stages` merges them (never over 4-bit weights), their :class:`MergedStages`, whose plain model
+    is returned instead."""
+    if not adapters:
+        return model, None
+    model = with_stage_adapters(model, adapters, dtype if on_gpu else None)
+    merged = None if four_bit else merged_stages(model, merge, dtype)
+    return (model, None) if merged is None else (merged.model, merged)
 
 
 @dataclass(frozen=True)

@@ -40,4 +40,4 @@ def backend_for(recipe: Recipe, role: Role = "student", *,
     return TransformersBackend(s.model, adapters=adapters if role == "student" else None, dtype=dtype or s.dtype,
                                load_in_4bit=s.load_in_4bit, batch_size=batch_size or recipe.eval.batch_size,
                                threads=threads, chat_template_kwargs=s.chat_template_kwargs,
-                               attn_implementation=s.attn_implementation)
+                               attn_implementation=s.attn_implementation, merge_adapters=s.merge_adapters)

@@ -20,7 +20,7 @@ from typing import Any
 from ..data.schema import UNVERIFIABLE, VERIFIED
 from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF
-from .adapters import find_stage_adapters, with_stage_adapters
+from .adapters import find_stage_adapters, load_stage_adapters
 from .evidence_head import EvidenceHead, claim_and_twin, claim_overlap
 from .label_prior import LabelPrior
 from .list_generation import ListMarkerFormat, RepeatedLineStop, list_stop_reason
@@ -59,6 +59,7 @@ class TransformersBackend:
         evidence_features: bool = False,
         cuda_graphs: bool = True,
         prefill_tokens: int | str | None = "auto",
+        merge_adapters: bool | str = "auto",
     ) -> None:
         """``dtype`` auto: chosen from the device (:mod:`hardware`); ``threads``: None leaves torch's setting alone,
         ``auto`` or a number sets it (:func:`hardware.apply_threads`); ``chat_template_kwargs``: template variables
@@ -68,7 +69,7 @@ class TransformersBackend:
         (``meta["evidence"]``) even without a head (to fit one). ``cuda_graphs``: on a GPU, replay stage 1's decode
         steps from CUDA graphs (:mod:`.slot_decoding`). ``prefill_tokens``: a label-scoring batch stops growing
         before its rows times its longest prompt pass this many tokens; ``auto``: ``model_calls.CPU_PREFILL_TOKENS``
-        on a CPU, none on a GPU (its batches fill the card)."""
+        on a CPU, none on a GPU (its batches fill the card). ``merge_adapters``: see :func:`.adapters.merged_stages`."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -103,9 +104,8 @@ class TransformersBackend:
             use_gqa_sdpa(model_obj)
         contiguous_head_input(model_obj)
         self.adapters = find_stage_adapters(adapters)
-        if self.adapters:
-            model_obj = with_stage_adapters(model_obj, self.adapters, self.torch_dtype if self.device.startswith("cuda")
-                                            else None)
+        model_obj, self.merged = load_stage_adapters(model_obj, self.adapters, self.torch_dtype, merge_adapters,
+                                                     on_gpu=self.device.startswith("cuda"), four_bit=load_in_4bit)
         self.model = model_obj.eval()
         self.heads = {st: h for st, p in self.adapters.items() if (h := EvidenceHead.load(p)) is not None}
         self.priors = {st: q for st, p in self.adapters.items() if (q := LabelPrior.load(p)) is not None}
@@ -128,17 +128,18 @@ class TransformersBackend:
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model_path": str(self.model_path), "dtype": str(self.torch_dtype),
                 "device": self.device, "adapters": {k: str(v) for k, v in self.adapters.items()} or None,
-                "batch_size": self.batch_size}
+                "merged_adapters": self.merged is not None, "batch_size": self.batch_size}
 
     # -- adapters -----------------------------------------------------------------------------
     def _adapter_context(self, stage: str):
-        """Activate the stage's adapter; stages without one run on the bare base model."""
-        if not self.adapters:
-            return contextlib.nullcontext()
-        if stage in self.adapters:
+        """Activate the stage's adapter (merged weights or PEFT's); stages without one run on the bare base model."""
+        if self.merged is not None:
+            self.merged.activate(stage if stage in self.adapters else None)
+        elif stage in self.adapters:
             self.model.set_adapter(stage)
-            return contextlib.nullcontext()
-        return self.model.disable_adapter()
+        elif self.adapters:
+            return self.model.disable_adapter()
+        return contextlib.nullcontext()
 
     # -- tokenisation ------------------------------------------------------------------------
     def _encode(self, request: Request) -> tuple[list[int], list[int]]:

@@ -145,7 +145,8 @@ def top_self_time(prof: cProfile.Profile, n: int = 15) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["self_s"])[:n]
 
 
-def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_dir: str | None = None) -> dict[str, Any]:
+def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_dir: str | None = None,
+                     cprofile: bool = True) -> dict[str, Any]:
     counter = StageCounter(scorer.backend)
     scorer.backend = counter
     stage = "stage2" if counter.inner.adapters else None
@@ -158,7 +159,8 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
     prof = cProfile.Profile()
     with LoadSampler() as load:
         t0 = time.perf_counter()
-        prof.enable()
+        if cprofile:
+            prof.enable()
         res = scorer.score(convs)
         prof.disable()
         wall = time.perf_counter() - t0
@@ -183,6 +185,7 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
     bound = computed / tput
     out = {
         "pipeline": name, "style": scorer.config.style, "adapters": {k: str(v) for k, v in counter.inner.adapters.items()},
+        "merged_adapters": getattr(counter.inner, "merged", None) is not None,
         "dtype": str(counter.inner.torch_dtype).replace("torch.", ""), "threads": threads,
         "wall_s": round(wall, 1), "forward_s": round(tot["forward_s"], 1),
         "outside_forward_s": round(wall - tot["forward_s"], 1),
@@ -202,7 +205,7 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
         "wall_over_bound_at_context": round(wall / max(sum(c["bound_s"] for c in context.values()), 1e-9), 2),
         "per_stage": {s: {k: round(v, 2) for k, v in d.items()} for s, d in sorted(counter.per_stage.items())},
         "verdicts_safe": facts["verdicts_safe"], "categories": facts["categories"],
-        "load": load.summary(), "top_self_time": top_self_time(prof),
+        "load": load.summary(), "cprofile": cprofile, "top_self_time": top_self_time(prof) if cprofile else [],
         "decoding": {k: counter.inner.stats.get(k, 0) for k in ("decode_steps", "decode_rows", "refills")},
         "peak_cuda_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
         "model_shape": model_shape(counter.inner.model),
@@ -264,12 +267,17 @@ def report(out: dict[str, Any]) -> str:
         for s, d in p["per_stage"].items():
             lines.append(f"| {s} | {int(d['requests'])} | {int(d.get('twin_requests', 0))} | {int(d['prompt_tokens'])} | {int(d['computed_prompt_tokens'])} | "
                          f"{int(d['generated_tokens'])} | {int(d['label_tokens'])} | {d['forward_s']:.1f} |")
+        if p.get("merged_adapters"):
+            lines += ["", "Stage adapters merged into copies of the weights (`merge_adapters`)."]
         d = p.get("decoding")
         if d:
             lines += ["", f"Stage-1 decoding: {d['decode_steps']} steps, {d['decode_rows']} rows, {d['refills']} refills."]
         if p.get("peak_cuda_gib") is not None:
             lines += ["", f"Peak CUDA memory (torch.cuda.max_memory_allocated, the run and both rate measurements): "
                           f"{p['peak_cuda_gib']} GiB."]
+        if not p.get("top_self_time"):
+            lines += ["", "Timed without cProfile (`--no-cprofile`)."]
+            continue
         lines += ["", "Most self time (cProfile):", "", "| function | calls | self s | cumulative s |", "| --- | ---: | ---: | ---: |"]
         lines += [f"| `{r['function']}` | {r['calls']} | {r['self_s']} | {r['cumulative_s']} |" for r in p["top_self_time"][:10]]
     return "\n".join(lines) + "\n"
@@ -306,6 +314,10 @@ def main() -> None:
     ap.add_argument("--pipelines", default="fewshot,student")
     ap.add_argument("--prefill-tokens", default="auto",
                     help="label-scoring batches' padded-token budget: auto (the backend's), none, or a number")
+    ap.add_argument("--merge-adapters", default="auto", choices=["auto", "true", "false"],
+                    help="the student's stage adapters merged into copies of the weights (auto: in float32)")
+    ap.add_argument("--no-cprofile", action="store_true",
+                    help="time the run without cProfile (its per-call hooks slow a decode loop of small ops)")
     ap.add_argument("--tag", default="")
     ap.add_argument("--records", default=None, help="folder to write each pipeline's records to (<pipeline>.jsonl)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -321,6 +333,7 @@ def main() -> None:
     import torch
     from vista_distill.data.io import read_conversations
     from vista_distill.runtime.hardware import detect, short_cpu_label
+    from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.scorer import VistaScorer
 
     convs = read_conversations(a.input)[: a.limit]
@@ -329,13 +342,17 @@ def main() -> None:
         "conversations": len(convs), "date": time.strftime("%Y-%m-%d %H:%M"),
         "command": "python bench/profile_scorer.py " + " ".join(sys.argv[1:]), "pipelines": [],
     }
+    merge = {"true": True, "false": False}.get(a.merge_adapters, "auto")
     for name in a.pipelines.split(","):
-        scorer = VistaScorer(a.model, adapters=a.adapters if name == "student" else None, threads=a.threads,
-                             dtype=a.dtype, batch_size=a.batch_size, load_in_4bit=a.load_in_4bit,
+        backend = TransformersBackend(a.model, adapters=a.adapters if name == "student" else None, threads=a.threads,
+                                      dtype=a.dtype, batch_size=a.batch_size, load_in_4bit=a.load_in_4bit,
+                                      merge_adapters=merge)
+        scorer = VistaScorer(a.model, adapters=a.adapters if name == "student" else None, backend=backend,
                              **({"claims": a.claims} if a.claims else {}))
         if a.prefill_tokens != "auto":
             scorer.backend.prefill_tokens = None if a.prefill_tokens == "none" else int(a.prefill_tokens)
-        out["pipelines"].append(profile_pipeline(name, scorer, convs, a.threads, a.records))
+        out["pipelines"].append(profile_pipeline(name, scorer, convs, a.threads, a.records,
+                                                   cprofile=not a.no_cprofile))
         print(json.dumps({k: v for k, v in out["pipelines"][-1].items() if k not in ("top_self_time", "per_stage")}),
               flush=True)
         del scorer

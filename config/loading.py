@@ -188,8 +188,9 @@ def _check_hardware_fields(recipe: Recipe, where: str) -> None:
         unknown = sorted(set(getattr(getattr(recipe, section), field_name)) - set(valid))
         if unknown:
             raise RecipeError(f"{where}: {key}: unknown stage(s) {unknown}; valid: {', '.join(valid)}")
-    if not (recipe.train.bf16 == "auto" or isinstance(recipe.train.bf16, bool)):
-        raise RecipeError(f"{where}: train.bf16 {recipe.train.bf16!r}; expected auto, true or false")
+    for key, value in (("train.bf16", recipe.train.bf16), ("student.merge_adapters", recipe.student.merge_adapters)):
+        if not (value == "auto" or isinstance(value, bool)):
+            raise RecipeError(f"{where}: {key} {value!r}; expected auto, true or false")
     for section, key in (("teacher", "threads"), ("train", "cpu_threads"), ("eval", "threads")):
         value = getattr(getattr(recipe, section), key)
         try:

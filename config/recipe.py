@@ -148,6 +148,9 @@ class StudentConfig:
     dtype: str = "auto"            # auto: bf16 where the device computes it natively, else fp16 (GPU) / fp32
     load_in_4bit: bool = False
     attn_implementation: str | None = None
+    # in-process scoring: each stage's LoRA merged into its own copy of the weights it adapts (no PEFT wrapper in the
+    # forward); auto: in float32 only, where it is exact up to float rounding (bf16 rounding moves a small student)
+    merge_adapters: bool | str = "auto"
     chat_template_kwargs: dict[str, Any] = field(default_factory=lambda: {"enable_thinking": False})  # training and scoring
     servers: list[str] = field(default_factory=list)   # OpenAI-compatible replicas serving base + adapters (score, eval)
     serving: ServingSettings = field(default_factory=ServingSettings)

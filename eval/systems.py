@@ -128,15 +128,10 @@ class ModelLoader:
         model = getattr(loaded, "model", None)
         if model is None:
             return True
-        import os
-
-        import torch
+        from ..runtime.hardware import device_memory_bytes
 
         weights = sum(p.numel() * p.element_size() for p in model.parameters())
-        device = next(model.parameters()).device
-        total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" \
-            else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        return 2 * weights <= total * self.memory_share
+        return 2 * weights <= device_memory_bytes(next(model.parameters()).device) * self.memory_share
 
     def both_fit(self) -> bool:
         """Whether the loaded base leaves room for the student (or a local teacher) beside it."""

@@ -341,6 +341,16 @@ def prepare_run(dtype: str | None = "auto", threads: int | str | None = "auto", 
     return hw
 
 
+def device_memory_bytes(device: Any) -> int:
+    """The memory of the device a model computes on: a GPU's own, else the machine's RAM."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def short_cpu_label(cap: Capability | None = None) -> str:
     """A file-name-safe label of the CPU and the instruction set that sets its speed, e.g. ``amd-epyc-avx2``
     (two machines may both call themselves "AMD EPYC": one with AVX512-BF16, one with AVX2 only)."""

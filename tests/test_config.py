@@ -32,6 +32,7 @@ DEMO = ROOT / "recipes" / "demo-cpu.yaml"
     ("train.per_stage={stage7: {max_steps: 3}}", r"train.per_stage.stage7: unknown stage"),
     ("train.per_stage={stage2: {max_stepz: 3}}", r"train.per_stage.stage2: \['max_stepz'\] are not train keys"),
     ("train.per_stage={stage2: {class_balance: lots}}", r"train.per_stage.stage2.*class_balance: 'lots' is not one of"),
+    ("student.merge_adapters=sometimes", r"student.merge_adapters 'sometimes'; expected auto, true or false"),
 ])
 def test_bad_values_fail_at_load_naming_file_and_key(override, message):
     with pytest.raises(RecipeError, match=message):

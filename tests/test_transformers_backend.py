@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 
 import pytest
@@ -384,7 +385,7 @@ def test_stage_adapters_switch_without_reloading(adapters_dir, embedded_backend)
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        b = TransformersBackend(adapters=adapters_dir, dtype="float32")
+        b = TransformersBackend(adapters=adapters_dir, dtype="float32", merge_adapters=False)
     # PEFT's read of the deprecated `is_gradient_checkpointing` says nothing a user can act on: not shown
     assert not [w for w in seen if "is_gradient_checkpointing" in str(w.message)]
     assert sorted(b.model.peft_config) == ["stage1", "stage2", "stage3"]
@@ -406,6 +407,41 @@ def test_stage_adapters_switch_without_reloading(adapters_dir, embedded_backend)
     gen = Request("stage1", tuple(build_messages(get_template("stage1"), stage1_input([("user", "Hi")], "Paris."))),
                   max_new_tokens=8)
     assert b.run([gen])[0].completion_tokens > 0
+
+
+def test_merged_stage_adapters_decode_and_label_as_peft_does(adapters_dir):
+    """float32 (``merge_adapters="auto"``): each stage's LoRA merged into its own copy of the weights it adapts
+    (backends/adapters.MergedStages) decodes the same stage-1 tokens in slots and scores the same labels as PEFT's
+    wrapped layers, the stages switching back and forth on one plain model; a stage without an adapter runs the base."""
+    from vista_distill.backends.adapters import merged_stages
+    from vista_distill.backends.transformers import TransformersBackend
+
+    peft = TransformersBackend(adapters=adapters_dir, dtype="float32", batch_size=2, merge_adapters=False)
+    merged = TransformersBackend(adapters=adapters_dir, dtype="float32", batch_size=2)
+    assert peft.merged is None and merged.merged is not None and merged.describe()["merged_adapters"]
+    assert not any("lora_" in name for name, _ in merged.model.named_parameters())
+    assert merged_stages(peft.model, "auto", torch.bfloat16) is None   # half precision: only when asked
+    t1 = get_template("stage1", "compact")
+    hist = [("user", "What do you know about Paris?")]
+    gen = [Request("stage1", tuple(build_messages(t1, stage1_input(hist, x))), max_new_tokens=20, stop_on_repeat=True)
+           for x in ("The Eiffel Tower is in Paris and it is 330 metres tall.", "I love Paris.",
+                     "Paris is the capital of France, and the Louvre is the most visited museum in the world.")]
+    t3 = get_template("stage3", "compact")
+    reqs = [*gen, _stage2("compact"), _stage2("compact", CLAIMS[1]), _stage2("fewshot", CLAIMS[2]),
+            Request("stage3", tuple(build_messages(t3, stage3_input([], REF, CLAIMS[1]))), labels=t3.labels),
+            dataclasses.replace(_stage2("compact"), stage="stage4")]
+    for order in (reqs, reqs[::-1]):
+        want, got = peft.run(list(order)), merged.run(list(order))
+        assert [r.text for r in got] == [r.text for r in want]
+        lists = [r.text for r, q in zip(got, order) if q.stage == "stage1"]
+        assert all(lists) and len(set(lists)) == 3
+        for w, g in zip(want, got):
+            assert g.label == w.label
+            assert g.meta.get("logprobs", {}) == pytest.approx(w.meta.get("logprobs", {}), rel=1e-5, abs=1e-4)
+    assert merged.stats["decode_steps"] > 0
+    # the stage-4 request (no adapter) got the base model: its log-probabilities differ from stage 2's
+    base = merged.run([dataclasses.replace(_stage2("compact"), stage="stage4")])[0].meta["logprobs"]
+    assert base != pytest.approx(merged.run([_stage2("compact")])[0].meta["logprobs"], abs=1e-3)
 
 
 def test_missing_adapters_folder_is_a_clear_error(tmp_path):
