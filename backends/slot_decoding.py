@@ -223,7 +223,7 @@ class _Wave:
         import torch
 
         width = len(d.suffixes[wave[0]])   # the longest: the queue is sorted longest first
-        self.d, self.length = d, d.prefix_len + width + HORIZON_BUDGETS * d.max_new
+        self.d, self.length = d, d.prefix_len + width + int(HORIZON_BUDGETS * d.max_new)
         self.cache = make_cache(len(wave), self.length)
         self.keys = torch.zeros(len(wave), self.length, dtype=torch.bool, device=d.device)  # what each row may attend
         self.keys[:, :d.prefix_len] = True

@@ -1,9 +1,12 @@
-"""Stage 1's lists decoded in slots with different slot counts, back to back, on the same requests.
+"""Stage 1's lists decoded in slots with different slot counts and cache horizons, back to back, on the same
+requests.
 
 Builds every stage-1 request of the conversations (the pipeline's own first round), then runs them through the
-backend with each slot count in turn, ``--reps`` times, and writes seconds, decode steps and rows per step.
+backend with each slot count and each horizon (``slot_decoding.HORIZON_BUDGETS``: token budgets a wave's cache
+holds after its longest prompt) in turn, ``--reps`` times, and writes seconds, decode steps, rows per step and
+how many lists equal the first setting's.
 
-    python bench/decode_slots.py --adapters /path/to/demo/checkpoints [--slots 16,32,24] [--reps 2]
+    python bench/decode_slots.py --adapters /path/to/demo/checkpoints [--slots 16,32,24] [--horizons 3] [--reps 2]
 
 Writes ``bench/results/decode_slots_<cpu>.json``. Run it with the cores idle.
 """
@@ -24,6 +27,8 @@ def main() -> None:
     ap.add_argument("--adapters", default=None, help="the student's stage adapters (none: the few-shot base)")
     ap.add_argument("--input", default=str(ROOT.parent / "shared" / "data" / "vista_human" / "dev.json"))
     ap.add_argument("--slots", default="16,32,24")
+    ap.add_argument("--horizons", default="3", help="values of slot_decoding.HORIZON_BUDGETS to try")
+    ap.add_argument("--tag", default="", help="suffix of the result file's name")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
@@ -31,6 +36,7 @@ def main() -> None:
     from vista_distill.data.io import read_conversations
     from vista_distill.pipeline.engine import vista_program
     from vista_distill.runtime.hardware import short_cpu_label
+    from vista_distill.backends import slot_decoding
     from vista_distill.scorer import VistaScorer
 
     convs = read_conversations(a.input)
@@ -39,20 +45,25 @@ def main() -> None:
     requests = [r for c in convs for r in next(vista_program(c, scorer.config))]
     backend.run(requests[:4])   # warm-up: prefix cache, adapters
     runs = []
+    first: list[str] | None = None
+    settings = [(int(s), float(h)) for s in a.slots.split(",") for h in a.horizons.split(",")]
     for rep in range(a.reps):
-        for slots in (int(x) for x in a.slots.split(",")):
-            backend.batch_size = slots
+        for slots, horizon in settings:
+            backend.batch_size, slot_decoding.HORIZON_BUDGETS = slots, horizon
             before, t0 = dict(backend.stats), time.perf_counter()
             answers = backend.run(requests)
             seconds = time.perf_counter() - t0
             steps = backend.stats["decode_steps"] - before["decode_steps"]
             rows = backend.stats["decode_rows"] - before["decode_rows"]
-            runs.append({"rep": rep, "slots": slots, "seconds": round(seconds, 1), "steps": steps,
+            first = first or [x.text for x in answers]
+            runs.append({"rep": rep, "slots": slots, "horizon": horizon, "seconds": round(seconds, 1), "steps": steps,
                          "rows_per_step": round(rows / max(steps, 1), 1),
-                         "generated": sum(x.completion_tokens for x in answers)})
+                         "generated": sum(x.completion_tokens for x in answers),
+                         "same_lists_as_first": sum(x.text == y for x, y in zip(answers, first))})
             print(json.dumps(runs[-1]), flush=True)
-    path = harness.save(ROOT / "bench" / "results", f"decode_slots_{short_cpu_label()}", {
-        **harness.machine(), "input": a.input, "requests": len(requests), "adapters": a.adapters, "runs": runs})
+    path = harness.save(ROOT / "bench" / "results", f"decode_slots_{short_cpu_label()}" + (f"_{a.tag}" if a.tag else ""), {
+        **harness.machine(), "commit": harness.commit(), "input": a.input, "requests": len(requests),
+        "adapters": a.adapters, "dtype": backend.precision.dtype, "runs": runs})
     print(path)
 
 
