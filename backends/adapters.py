@@ -63,6 +63,7 @@ class MergedStages:
     def __init__(self, model: Any, weights: list[tuple[Any, Any, dict[str, Any]]]) -> None:
         self.model = model
         self._weights = weights   # (linear layer, its base weight, {stage: merged weight})
+        self.stages = sorted({stage for _, _, merged in weights for stage in merged})
         self.active: str | None = None
 
     @classmethod

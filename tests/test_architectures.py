@@ -109,7 +109,11 @@ def test_recipe_flow_on_its_tiny_architecture(src, tmp_path, tiny_models, capsys
                                   load_in_4bit=recipe.student.load_in_4bit,
                                   attn_implementation=recipe.student.attn_implementation)
     assert set(backend.adapters) == {"stage1", "stage2", "stage3"}
-    base = backend.model.get_base_model()
+    # float32 merges the stage adapters into copies of the weights (a plain model); over 4-bit weights PEFT stays
+    assert (backend.merged is None) == bool(recipe.student.load_in_4bit)
+    base = backend.model.get_base_model() if backend.merged is None else backend.model
+    if backend.merged is not None:
+        assert backend.merged.stages == ["stage1", "stage2", "stage3"]
     assert type(base).__name__ == json.loads((model / "config.json").read_text())["architectures"][0]
     attn = base.model.layers[0].self_attn
     if family == "qwen3":

@@ -185,14 +185,15 @@ def test_adapters_exist_are_trained_and_load(demo: DemoRuns) -> None:
         assert summary["results"]["global_step"] == MAX_STEPS and summary["resumed_from"] is None
         assert (ckpt / stage / f"checkpoint-{MAX_STEPS}" / "trainer_state.json").is_file()
 
-    backend = TransformersBackend(adapters=ckpt, dtype="float32", batch_size=1)
-    model = backend.model
-    assert set(backend.adapters) == set(STAGES) and set(model.peft_config) == set(STAGES)
+    backend = TransformersBackend(adapters=ckpt, dtype="float32", batch_size=1)   # float32: merged stage weights
+    model, merged = backend.model, backend.merged
+    assert set(backend.adapters) == set(STAGES) and merged is not None and merged.stages == sorted(STAGES)
     ids = backend.tokenizer("The wizard said the Eiffel Tower is in Paris.", return_tensors="pt").input_ids
-    with torch.no_grad(), model.disable_adapter():
+    merged.activate(None)
+    with torch.no_grad():
         base = model(input_ids=ids).logits
     for stage in STAGES:
-        model.set_adapter(stage)
+        merged.activate(stage)
         with torch.no_grad():
             tuned = model(input_ids=ids).logits
         assert not torch.allclose(tuned, base), f"{stage}: the loaded adapter does not change the model"
