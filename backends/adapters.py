@@ -94,11 +94,11 @@ class MergedStages:
         return cls(peft_model.base_model.unload(), weights)
 
     def activate(self, stage: str | None) -> None:
-        """Swap ``stage``'s merged weights in (None, or a stage without an adapter: the base weights)."""
+        """Swap ``stage``'s merged weights in (None, or a stage without an adapter on a layer: its base weight)."""
         if stage == self.active:
             return
         for layer, base, merged in self._weights:
-            layer.weight.data = merged.get(stage, base) if stage is not None else base
+            layer.weight.data = merged.get(stage, base)
         self.active = stage
 
 

@@ -134,7 +134,7 @@ class TransformersBackend:
     def _adapter_context(self, stage: str):
         """Activate the stage's adapter (merged weights or PEFT's); stages without one run on the bare base model."""
         if self.merged is not None:
-            self.merged.activate(stage if stage in self.adapters else None)
+            self.merged.activate(stage)
         elif stage in self.adapters:
             self.model.set_adapter(stage)
         elif self.adapters:
