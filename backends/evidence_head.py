@@ -82,6 +82,26 @@ def claim_overlap(content: str) -> float:
     return 0.0 if m is None else (coverage(m["claim"], m.group(2)) or 0.0)
 
 
+def weigh_evidence(content: str, own: Any, twin: Any, head: EvidenceHead | None) -> None:
+    """Put the claim's PMI with the reference, the label margin and the claim's word overlap with the reference in
+    ``own.meta["evidence"]`` (``own``/``twin``: the label responses of a stage 2 message and of its empty-reference
+    twin); with ``head``, the probabilities and label it gives."""
+    from ..data.schema import UNVERIFIABLE, VERIFIED
+
+    lp_own, lp_twin = own.meta.get("claim_logprob"), twin.meta.get("claim_logprob")
+    logprobs = own.meta.get("logprobs") or {}
+    if lp_own is None or lp_twin is None or VERIFIED not in logprobs or UNVERIFIABLE not in logprobs:
+        own.meta["evidence"] = {"error": "claim tokens not found in the prompt"}
+        return
+    margin, pmi = logprobs[VERIFIED] - logprobs[UNVERIFIABLE], lp_own - lp_twin
+    own.meta["evidence"] = {"margin": margin, "pmi": pmi, "overlap": claim_overlap(content)}
+    if head is not None:
+        p = head.p_verified(margin, pmi, own.meta["evidence"]["overlap"])
+        own.probs = {VERIFIED: p, UNVERIFIABLE: 1.0 - p}
+        own.label = own.text = VERIFIED if p > 0.5 else UNVERIFIABLE
+        own.meta["evidence"]["head"] = True
+
+
 FEATURES = ("margin", "pmi", "overlap")
 
 

@@ -17,6 +17,8 @@ if TYPE_CHECKING:   # annotations only: the recipe object sits above this layer
     from ..pipeline.protocol import Backend
 
 Role = Literal["student", "base"]
+# label answers an in-process backend keeps for prompts asked again (an eval's evidence probes: backends/label_memo.py)
+LABEL_MEMO = 4096
 
 
 def backend_for(recipe: Recipe, role: Role = "student", *,
@@ -40,4 +42,5 @@ def backend_for(recipe: Recipe, role: Role = "student", *,
     return TransformersBackend(s.model, adapters=adapters if role == "student" else None, dtype=dtype or s.dtype,
                                load_in_4bit=s.load_in_4bit, batch_size=batch_size or recipe.eval.batch_size,
                                threads=threads, chat_template_kwargs=s.chat_template_kwargs,
-                               attn_implementation=s.attn_implementation, merge_adapters=s.merge_adapters)
+                               attn_implementation=s.attn_implementation, merge_adapters=s.merge_adapters,
+                               label_memo=LABEL_MEMO)

@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..data.schema import UNVERIFIABLE, VERIFIED
 from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF
 from .adapters import find_stage_adapters, load_stage_adapters
-from .evidence_head import EvidenceHead, claim_and_twin, claim_overlap
+from .evidence_head import EvidenceHead, claim_and_twin, weigh_evidence
+from .label_memo import LabelMemo
 from .label_prior import LabelPrior
 from .list_generation import ListMarkerFormat, RepeatedLineStop, list_stop_reason
 from .model_calls import (
@@ -60,6 +60,7 @@ class TransformersBackend:
         cuda_graphs: bool = True,
         prefill_tokens: int | str | None = "auto",
         merge_adapters: bool | str = "auto",
+        label_memo: int = 0,
     ) -> None:
         """``dtype`` auto: chosen from the device (:mod:`hardware`); ``threads``: None leaves torch's setting alone,
         ``auto`` or a number sets it (:func:`hardware.apply_threads`); ``chat_template_kwargs``: template variables
@@ -69,7 +70,8 @@ class TransformersBackend:
         (``meta["evidence"]``) even without a head (to fit one). ``cuda_graphs``: on a GPU, replay stage 1's decode
         steps from CUDA graphs (:mod:`.slot_decoding`). ``prefill_tokens``: a label-scoring batch stops growing
         before its rows times its longest prompt pass this many tokens; ``auto``: ``model_calls.CPU_PREFILL_TOKENS``
-        on a CPU, none on a GPU (its batches fill the card). ``merge_adapters``: see :func:`.adapters.merged_stages`."""
+        on a CPU, none on a GPU (its batches fill the card). ``merge_adapters``: see :func:`.adapters.merged_stages`.
+        ``label_memo``: label answers kept for prompts asked again (:mod:`.label_memo`; 0: none)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -78,8 +80,7 @@ class TransformersBackend:
 
         self.model_path = resolve_model(model)
         self.name = f"transformers:{model or 'embedded'}"
-        self.batch_size = batch_size
-        self.use_prefix_cache = prefix_cache
+        self.batch_size, self.use_prefix_cache = batch_size, prefix_cache
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.prefill_tokens = resolve_prefill_tokens(prefill_tokens, self.device)
         self.precision = resolve_dtype(dtype, self.device)
@@ -109,19 +110,19 @@ class TransformersBackend:
         self.model = model_obj.eval()
         self.heads = {st: h for st, p in self.adapters.items() if (h := EvidenceHead.load(p)) is not None}
         self.priors = {st: q for st, p in self.adapters.items() if (q := LabelPrior.load(p)) is not None}
-        self.evidence_features = evidence_features
-        self.cuda_graphs = cuda_graphs
+        self.evidence_features, self.cuda_graphs = evidence_features, cuda_graphs
         self.eos_ids = eos_ids(self.tokenizer, self.model)
         self.cache_kw = cache_keyword(self.model)
         self.max_context: int | None = getattr(self.model.config, "max_position_embeddings", None)
         self._label_cache: dict[tuple[str, ...], list[list[int]]] = {}
         self._head32_cache: dict[str, Any] = {}   # the LM head's weight in float32 (model_calls.float32_head)
         self._prefixes: OrderedDict[tuple, object] = OrderedDict()
+        self._scored = LabelMemo(label_memo)   # label answers by (stage, prompt ids, labels); 0: none kept
         self._sliding: bool | None = None
         self._static_ok: bool | None = None   # slot_decoding.slots_supported(model), asked once
         self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "prefix_tokens_reused": 0, "forward_s": 0.0,
-                      "decode_steps": 0, "decode_rows": 0, "refills": 0, "twin_requests": 0}
+                      "decode_steps": 0, "decode_rows": 0, "refills": 0, "twin_requests": 0, "memo_hits": 0}
 
     served = False
 
@@ -213,11 +214,18 @@ class TransformersBackend:
         encoded = [self._encode(r) for r in requests]
         groups: dict[tuple, list[int]] = {}
         out: list[Response | None] = [None] * len(requests)
+        scored: dict[int, tuple] = {}   # label request -> its key in the memo of label answers
+        asked: set[tuple] = set()
         for i, (r, (prefix, suffix)) in enumerate(zip(requests, encoded)):
             if (why := self._too_long(r, len(prefix) + len(suffix))) is not None:
                 out[i] = Response(text="", prompt_tokens=len(prefix) + len(suffix),
                                   meta={"error": why, "finish_reason": "too_long"})
                 continue
+            if r.labels:   # a prompt scored before or earlier in this call is answered from the memo
+                key = scored[i] = (r.stage, tuple(prefix), tuple(suffix), r.labels, i in claims)
+                if key in self._scored or key in asked:
+                    continue
+                asked.add(key)
             groups.setdefault((r.stage, tuple(prefix), r.labels, r.max_new_tokens, r.stop_on_repeat), []).append(i)
         if self.progress is not None and any(r is not None for r in out[:n_asked]):
             self.progress(sum(r is not None for r in out[:n_asked]))
@@ -243,8 +251,14 @@ class TransformersBackend:
                         self.stats["prompt_tokens"] += r.prompt_tokens
                         self.stats["completion_tokens"] += r.completion_tokens
                         out[i] = r
+                        if i in scored:
+                            self._scored.put(scored[i], r)
+        hits = self._scored.fill(out, scored)
+        self.stats["memo_hits"] += len(hits)
+        if self.progress is not None and any(i < n_asked for i in hits):
+            self.progress(sum(i < n_asked for i in hits))
         for i, j in twins.items():
-            self._weigh_evidence(requests[i], out[i], out[j])
+            weigh_evidence(requests[i].messages[-1]["content"], out[i], out[j], self.heads.get(requests[i].stage))
         return out[:n_asked]  # type: ignore[return-value]
 
     def _too_long(self, request: Request, prompt_tokens: int) -> str | None:
@@ -263,24 +277,6 @@ class TransformersBackend:
         if key not in self._label_cache:
             self._label_cache[key] = [self.tokenizer(lab, add_special_tokens=False)["input_ids"] for lab in key]
         return self._label_cache[key]
-
-    def _weigh_evidence(self, request: Request, own: Response, twin: Response) -> None:
-        """The claim's PMI with the reference, the label margin and the claim's word overlap with the reference in
-        ``meta["evidence"]``; with the stage's head, the probabilities and label it gives."""
-        lp_own, lp_twin = own.meta.get("claim_logprob"), twin.meta.get("claim_logprob")
-        logprobs = own.meta.get("logprobs") or {}
-        if lp_own is None or lp_twin is None or VERIFIED not in logprobs or UNVERIFIABLE not in logprobs:
-            own.meta["evidence"] = {"error": "claim tokens not found in the prompt"}
-            return
-        margin, pmi = logprobs[VERIFIED] - logprobs[UNVERIFIABLE], lp_own - lp_twin
-        overlap = claim_overlap(request.messages[-1]["content"])
-        own.meta["evidence"] = {"margin": margin, "pmi": pmi, "overlap": overlap}
-        head = self.heads.get(request.stage)
-        if head is not None:
-            p = head.p_verified(margin, pmi, overlap)
-            own.probs = {VERIFIED: p, UNVERIFIABLE: 1.0 - p}
-            own.label = own.text = VERIFIED if p > 0.5 else UNVERIFIABLE
-            own.meta["evidence"]["head"] = True
 
     def _generate(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]], max_new: int,
                   stop_on_repeat: bool = False) -> list[Response]:

@@ -86,8 +86,11 @@ def run_variant(recipe: str, silver: str, stage: str, overrides: list[str], step
 
     with tempfile.TemporaryDirectory() as tmp:
         extra = [f"train.silver_dir={silver}", f"train.output_dir={tmp}", f"train.max_steps={warmup + steps}",
-                 "train.eval_steps=0", "train.save_steps=100000", "train.resume=false", "train.logging_steps=1000",
-                 "train.per_stage={}"]   # the measured steps, whatever the recipe gives each stage
+                 "train.eval_steps=0", "train.save_steps=100000", "train.resume=false", "train.logging_steps=1000"]
+        # the stage as the recipe trains it (its per_stage settings), for the measured steps only
+        per_stage = load_recipe(recipe, overrides).train.per_stage
+        extra += [f"train.per_stage.{stage}.max_steps={warmup + steps}"] if stage in per_stage else \
+            ["train.per_stage={}"]
         if model_dir:
             extra.append(f"student.model={model_dir}")
         r = load_recipe(recipe, extra + overrides)

@@ -175,6 +175,9 @@ class TrainSettings:
     max_minutes: float | None = None         # stop a stage at the end of the step that crosses this much training time
     per_device_train_batch_size: int = 4
     gradient_accumulation_steps: int = 1
+    # run each device batch as length-sorted micro-batches of this many examples (gradient accumulation): the same
+    # examples and loss per optimizer step, less padding (train/trainer.py LengthSortedSteps); None: one batch
+    micro_batch_size: int | None = None
     max_length: int = 1024
     gradient_checkpointing: bool = False
     bf16: bool | str = "auto"                # bf16 autocast; auto: when student.dtype resolves to bfloat16

@@ -504,3 +504,59 @@ def test_max_minutes_stops_a_stage_early_saves_it_and_counts_it_done(tmp_path, s
                                                                   "train.max_length=256"])
     done = train_stage(unbounded, "stage3")
     assert done["results"]["global_step"] == 2 and done["time_budget"]["stopped_at_step"] is None
+
+
+def test_length_sorted_steps_reorder_within_a_step_only():
+    from vista_distill.train.trainer import LengthSortedSteps
+
+    lengths = [50, 10, 40, 30, 20, 60, 5]
+    order = list(LengthSortedSteps([0, 1, 2, 3, 4, 5, 6], lengths, step=3))
+    assert order == [1, 2, 0, 4, 3, 5, 6]   # runs {0,1,2} {3,4,5} {6}, each by length
+    assert len(LengthSortedSteps(range(7), lengths, step=3)) == 7
+
+
+def test_micro_batches_train_the_same_steps_with_less_padding(tmp_path, silver):
+    """``train.micro_batch_size``: a batch of 4 run as length-sorted micro-batches of 1 (4 accumulation steps)
+    sees the same examples in each optimizer step, pads fewer tokens, and trains the same adapter (float32, plain
+    SGD: Adam's first steps are the sign of each gradient, which float rounding flips where a gradient is ~0)."""
+    import torch
+    from safetensors.torch import load_file
+
+    adapters, steps, padded = {}, {}, {}
+    for micro in (None, 1):
+        (tmp_path / str(micro)).mkdir()
+        recipe = load_recipe(write_recipe(tmp_path / str(micro), silver, per_device_train_batch_size=4,
+                                          micro_batch_size=micro, class_balance="none", max_steps=2,
+                                          learning_rate=0.05, options={"optim": "sgd"}),
+                             ["student.dtype=float32", "train.bf16=false"])
+        trainer = prepare_stage(recipe, "stage2").trainer
+        args = trainer.args
+        assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == \
+            ((4, 1) if micro is None else (1, 4))
+        batches = list(trainer.get_train_dataloader())[:8 // args.per_device_train_batch_size]
+        per_step = 4 // args.per_device_train_batch_size
+        steps[micro] = [sorted(tuple(row[m.bool()].tolist()) for b in batches[k:k + per_step]
+                               for row, m in zip(b["input_ids"], b["attention_mask"]))
+                        for k in range(0, len(batches), per_step)]
+        padded[micro] = sum(b["input_ids"].numel() for b in batches)
+        del trainer
+        train_stage(recipe, "stage2")
+        adapters[micro] = load_file(str(tmp_path / str(micro) / "ck" / "stage2" / "adapter_model.safetensors"))
+    assert steps[1] == steps[None] and len(steps[1]) == 2
+    assert padded[1] < padded[None]
+    assert adapters[1].keys() == adapters[None].keys()
+    # LoRA B starts at zero, so after SGD it is the sum of the updates: the same to float rounding
+    b_full = torch.cat([w.flatten() for n, w in sorted(adapters[None].items()) if "lora_B" in n])
+    b_micro = torch.cat([w.flatten() for n, w in sorted(adapters[1].items()) if "lora_B" in n])
+    assert b_full.norm() > 0
+    assert (b_micro - b_full).norm() < 1e-4 * b_full.norm()
+    for name, weight in adapters[None].items():
+        assert (adapters[1][name] - weight).norm() <= 1e-3 * weight.norm(), name
+
+
+def test_micro_batch_size_must_divide_the_batch(tmp_path, silver):
+    from vista_distill.config import RecipeError
+
+    recipe = load_recipe(write_recipe(tmp_path, silver, per_device_train_batch_size=4, micro_batch_size=3))
+    with pytest.raises(RecipeError, match="micro_batch_size 3 must divide train.per_device_train_batch_size 4"):
+        build_sft_config(recipe, tmp_path / "out", "<|im_end|>", has_eval=False, resuming=False)

@@ -549,3 +549,33 @@ def test_shared_prefix_attention_equals_sdpa(dtype, q, monkeypatch):
         guarded, _ = _sdpa_gqa(Layer(), query, key, value, hidden, scaling=64 ** -0.5)
     assert torch.equal(guarded, _sdpa_gqa(Layer(), query, key, value, hidden, scaling=64 ** -0.5)[0])
     assert len(cascades) == (q <= SHORT_QUERY)
+
+
+def test_a_label_prompt_asked_again_is_answered_from_the_memo(embedded_backend):
+    """``label_memo``: a label prompt asked again, in the same call or a later one, gets a copy of the answer computed
+    the first time and runs no forward pass; the memo keeps the most recent ``label_memo`` answers. An empty
+    reference's twin is the prompt itself: with an evidence head's features, it runs once."""
+    from vista_distill.backends.transformers import TransformersBackend
+
+    b = TransformersBackend(dtype="float32", batch_size=8, label_memo=2)
+    reqs = [_stage2(claim=c) for c in CLAIMS]
+    first = b.run([reqs[0], reqs[1], reqs[0]])
+    assert b.stats["memo_hits"] == 1 and first[2].probs == first[0].probs and first[2] is not first[0]
+    for got, fresh in zip(first[:2], embedded_backend.run(reqs[:2])):   # no memo there
+        assert got.label == fresh.label and got.probs == pytest.approx(fresh.probs, abs=1e-6)
+    tokens = b.stats["prompt_tokens"]
+    (again,) = b.run([reqs[1]])
+    assert b.stats["prompt_tokens"] == tokens and b.stats["memo_hits"] == 2 and again.probs == first[1].probs
+    again.probs["VERIFIED"], again.meta["edited"] = 2.0, True   # a copy: the memo keeps its own
+    (third,) = b.run([reqs[1]])
+    assert third.probs == first[1].probs and "edited" not in third.meta
+    b.run([reqs[2]])                       # holds 2: the least recent (claim 0) goes
+    b.run([reqs[0]])
+    assert b.stats["memo_hits"] == 3 and b.stats["prompt_tokens"] > tokens
+
+    t = get_template("stage2", "compact")
+    empty = Request("stage2", tuple(build_messages(t, stage2_input([], "", CLAIMS[0]))), labels=t.labels)
+    with_features = TransformersBackend(dtype="float32", batch_size=8, label_memo=16, evidence_features=True)
+    (r,) = with_features.run([empty])
+    assert with_features.stats == {**with_features.stats, "twin_requests": 1, "memo_hits": 1}
+    assert r.meta["evidence"]["pmi"] == pytest.approx(0.0, abs=1e-9)

@@ -163,7 +163,22 @@ def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has
     if t.options.get("model_init_kwargs"):
         init_kwargs.update(t.options["model_init_kwargs"])
     kwargs.update({k: v for k, v in t.options.items() if k != "model_init_kwargs"})
+    kwargs.update(micro_batches(recipe))
     return SFTConfig(**kwargs)
+
+
+def micro_batches(recipe: Recipe) -> dict[str, int]:
+    """The SFTConfig batch fields that run ``train.per_device_train_batch_size`` as micro-batches of
+    ``train.micro_batch_size`` (more accumulation steps, the same examples per optimizer step); {} without."""
+    t = recipe.train
+    micro, batch = t.micro_batch_size, t.per_device_train_batch_size
+    if micro is None or micro == batch:
+        return {}
+    if micro < 1 or batch % micro:
+        raise RecipeError(f"{recipe.path}: train.micro_batch_size {micro} must divide "
+                          f"train.per_device_train_batch_size {batch}")
+    return {"per_device_train_batch_size": micro,
+            "gradient_accumulation_steps": t.gradient_accumulation_steps * (batch // micro)}
 
 
 def training_hardware(recipe: Recipe, announce: bool = False):

@@ -23,7 +23,8 @@ def stage_summary(run: Any, result: Any, runtime: float) -> dict[str, Any]:
     hp = {
         "learning_rate": t.learning_rate, "num_train_epochs": t.num_train_epochs, "max_steps": args.max_steps,
         "per_device_train_batch_size": t.per_device_train_batch_size,
-        "gradient_accumulation_steps": t.gradient_accumulation_steps, "world_size": args.world_size,
+        "gradient_accumulation_steps": t.gradient_accumulation_steps, "micro_batch_size": t.micro_batch_size,
+        "world_size": args.world_size,
         "max_length": t.max_length, "lora_r": recipe.lora.r, "lora_alpha": recipe.lora.alpha,
         "lora_dropout": recipe.lora.dropout, "target_modules": recipe.lora.target_modules,
         "load_in_4bit": recipe.student.load_in_4bit, "dtype": str(args.model_init_kwargs["dtype"]),

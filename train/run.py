@@ -150,6 +150,7 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
         trainer = trainer_class()(
             model=model_path, args=args, train_dataset=train_ds, eval_dataset=eval_ds, processing_class=tokenizer,
             peft_config=build_lora_config(recipe), sample_weights=sample_weights,
+            sort_steps=t.micro_batch_size not in (None, t.per_device_train_batch_size),
             quantization_config=build_quantization_config(recipe, precision),
         )
     return StageRun(recipe, stage, trainer, out, root, manifest, dd, eot, mode, weights,

@@ -2,7 +2,8 @@
 
 TRL builds the labels from the processed dataset's ``completion_mask`` (``completion_only_loss``), so
 prompt tokens get ``-100``. ``train.class_balance`` ``sampler`` replaces the train sampler with
-:class:`BalancedSampler`; ``weights`` multiplies each example's token losses by its class weight
+:class:`BalancedSampler`; ``train.micro_batch_size`` runs each step's examples in :class:`LengthSortedSteps` order, so
+its micro-batches hold examples of similar length; ``weights`` multiplies each example's token losses by its class weight
 (a ``class_weight`` column, kept through collation), with TRL's normaliser. Eval loss is never weighted.
 
 On a CPU, TRL's fused LM head projects every position of the batch through the vocabulary (it keeps only
@@ -12,7 +13,7 @@ makes it keep only the labelled ones there too, which is most of a CPU step's ti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .balance import BalancedSampler
@@ -41,6 +42,31 @@ def label_positions_only_on_cpu() -> bool:
     return True
 
 
+class LengthSortedSteps:
+    """A sampler's indices, each run of ``step`` (the examples of one optimizer step: micro-batch size times
+    accumulation steps) sorted by length, so that consecutive micro-batches pad less. Which examples an optimizer
+    step sees, and so its summed loss and gradient, do not change: only their order within the step."""
+
+    def __init__(self, sampler: Iterable[int], lengths: Sequence[int], step: int) -> None:
+        self.sampler, self.lengths, self.step = sampler, lengths, step
+
+    def __len__(self) -> int:
+        return len(self.sampler)   # type: ignore[arg-type]
+
+    def set_epoch(self, epoch: int) -> None:
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        run: list[int] = []
+        for i in self.sampler:
+            run.append(i)
+            if len(run) == self.step:
+                yield from sorted(run, key=self.lengths.__getitem__)
+                run = []
+        yield from sorted(run, key=self.lengths.__getitem__)
+
+
 def trainer_class():
     """``SFTTrainer`` subclass with class-balanced sampling / loss weights (built lazily: TRL is heavy)."""
     import torch
@@ -49,8 +75,9 @@ def trainer_class():
     label_positions_only_on_cpu()
 
     class VistaSFTTrainer(SFTTrainer):
-        def __init__(self, *args: Any, sample_weights: Sequence[float] | None = None, **kwargs: Any) -> None:
-            self.sample_weights = sample_weights
+        def __init__(self, *args: Any, sample_weights: Sequence[float] | None = None, sort_steps: bool = False,
+                     **kwargs: Any) -> None:
+            self.sample_weights, self.sort_steps = sample_weights, sort_steps
             super().__init__(*args, **kwargs)
             self.data_collator = _KeepWeights(self.data_collator)
 
@@ -58,6 +85,18 @@ def trainer_class():
             if self.sample_weights is None:
                 return super()._get_train_sampler(train_dataset)
             return BalancedSampler(self.sample_weights, seed=self.args.seed)
+
+        def get_train_dataloader(self):
+            # wrapped after accelerate prepared the loader: it swaps a RandomSampler for its seeded one, which a
+            # wrapper would hide (another order of examples than the unsplit batch's)
+            loader = super().get_train_dataloader()
+            if self.sort_steps:
+                from accelerate.data_loader import get_sampler
+
+                lengths = [len(ids) for ids in self.train_dataset["input_ids"]]
+                loader.set_sampler(LengthSortedSteps(get_sampler(loader), lengths, self.args.train_batch_size
+                                                     * self.args.gradient_accumulation_steps))
+            return loader
 
         def _set_signature_columns_if_needed(self) -> None:
             super()._set_signature_columns_if_needed()

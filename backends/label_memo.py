@@ -1,0 +1,42 @@
+"""Label answers kept by prompt, so a prompt scored again is answered without a forward pass: an evidence probe's
+empty reference is the twin its claim was already scored with (backends/evidence_head.py), and the same claim
+comes back in later calls. Keys: (stage, prompt token ids, labels, whether the claim's log-probability was asked); the answers are those the backend computed
+(before any evidence head weighs them), copied in and out."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections import OrderedDict
+
+from ..pipeline.protocol import Response
+
+
+def answer_copy(r: Response) -> Response:
+    return dataclasses.replace(r, probs=dict(r.probs) if r.probs is not None else None, meta=copy.deepcopy(r.meta))
+
+
+class LabelMemo:
+    """The most recent ``size`` label answers, least recently used first out (0: none kept past the call that
+    computed them; a prompt asked twice in one call still runs once)."""
+
+    def __init__(self, size: int = 0) -> None:
+        self.size = size
+        self._answers: OrderedDict[tuple, Response] = OrderedDict()
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._answers
+
+    def put(self, key: tuple, answer: Response) -> None:
+        self._answers[key] = answer_copy(answer)
+
+    def fill(self, out: list[Response | None], keys: dict[int, tuple]) -> list[int]:
+        """Answer each ``out[i]`` still None whose key is kept (``keys``: index -> key); returns those indices.
+        Trims to ``size`` afterwards, so keys put in the same call are all there to answer from."""
+        hits = [i for i, key in keys.items() if out[i] is None and key in self._answers]
+        for i in hits:
+            self._answers.move_to_end(keys[i])
+            out[i] = answer_copy(self._answers[keys[i]])
+        while len(self._answers) > self.size:
+            self._answers.popitem(last=False)
+        return hits
