@@ -145,7 +145,10 @@ def _budget_order(conversations: list[Conversation], e: Any) -> list[Conversatio
 def _next_round(total: int, done: int, given_done: int, spent_s: float, given_s: float, e: Any) -> tuple[int, int]:
     """How many conversations the next round takes, (whole pipeline, claim level): all of them without a budget;
     else a first round of ``eval.round_size`` measures the pace, and the next takes as many of the rest as that
-    pace fits in what is left of ``eval.max_minutes`` (all of them when they fit: one round batches best).
+    pace fits in what is left of ``eval.max_minutes`` (all of them when they fit: one round batches best). Where the
+    budget binds, a round takes at most as many conversations as the pace was measured on (``round_size``, or all
+    run so far): the pace of a few dialogues is noisy (one long stage-1 list), and a round twice too slow for its
+    estimate would overrun the budget by its whole length.
 
     With ``eval.given_claims`` the claim level (stages 2-3 on the human claims and the evidence probes, a few
     forward passes a claim) comes first: it extends to every conversation that its own pace fits, and the whole
@@ -164,6 +167,8 @@ def _next_round(total: int, done: int, given_done: int, spent_s: float, given_s:
         n_given = max(0, min(n_given, int(left / per_given)))
         left -= n_given * per_given
     n_pipe = max(0, min(total - done, int(left / per_pipe))) if per_pipe > 0 else total - done
+    if n_pipe < total - done:   # the budget binds: at most as many as the pace was measured on, then measure again
+        n_pipe = min(n_pipe, max(e.round_size, done))
     if not claims_first:
         return n_pipe, n_pipe
     return min(n_pipe, given_done + n_given - done), n_given

@@ -272,9 +272,12 @@ def test_time_budget_runs_the_claim_level_first():
     assert _next_round(134, 16, 16, 560.0, 32.0, e) == (0, 20)
     # everything fits: all of it in one round
     assert _next_round(134, 16, 16, 20.0, 4.0, e) == (118, 118)
-    # no human claims: the pipeline's pace alone, as before
+    # no human claims: the pipeline's pace alone; 32 would fit, but a round where the budget binds takes at most as
+    # many as the pace was measured on (16), then measures again (32 run: up to 32)
     plain = SimpleNamespace(max_minutes=10, round_size=16, given_claims=False)
-    assert _next_round(134, 16, 16, 200.0, 0.0, plain) == (32, 32)
+    assert _next_round(134, 16, 16, 200.0, 0.0, plain) == (16, 16)
+    assert _next_round(134, 32, 32, 240.0, 0.0, plain) == (32, 32)
+    assert _next_round(134, 16, 16, 20.0, 0.0, plain) == (118, 118)   # all fit: one round
     assert _next_round(134, 16, 16, 200.0, 0.0, SimpleNamespace(max_minutes=None, round_size=16,
                                                                   given_claims=True)) == (134, 134)
 
