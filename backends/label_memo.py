@@ -1,15 +1,24 @@
 """Label answers kept by prompt, so a prompt scored again is answered without a forward pass: an evidence probe's
 empty reference is the twin its claim was already scored with (backends/evidence_head.py), and the same claim
-comes back in later calls. Keys: (stage, prompt token ids, labels, whether the claim's log-probability was asked); the answers are those the backend computed
-(before any evidence head weighs them), copied in and out."""
+comes back in later calls. A key is :func:`memo_key`: the stage, the labels, whether the claim's log-probability was
+asked, and a digest of the prompt's token ids (a few-shot prompt is thousands of ids: 4,096 of them kept as tuples
+would hold hundreds of MB). The answers are those the backend computed (before any evidence head weighs them),
+copied in and out."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
+from array import array
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from ..pipeline.protocol import Response
+
+
+def memo_key(stage: str, ids: Sequence[int], labels: Sequence[str], claim_logprob: bool) -> tuple:
+    return stage, tuple(labels), claim_logprob, hashlib.blake2b(array("q", ids).tobytes(), digest_size=20).digest()
 
 
 def answer_copy(r: Response) -> Response:

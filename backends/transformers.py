@@ -21,7 +21,7 @@ from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF
 from .adapters import find_stage_adapters, load_stage_adapters
 from .evidence_head import EvidenceHead, claim_and_twin, weigh_evidence
-from .label_memo import LabelMemo
+from .label_memo import LabelMemo, memo_key
 from .label_prior import LabelPrior
 from .list_generation import ListMarkerFormat, RepeatedLineStop, list_stop_reason
 from .model_calls import (
@@ -222,7 +222,7 @@ class TransformersBackend:
                                   meta={"error": why, "finish_reason": "too_long"})
                 continue
             if r.labels:   # a prompt scored before or earlier in this call is answered from the memo
-                key = scored[i] = (r.stage, tuple(prefix), tuple(suffix), r.labels, i in claims)
+                key = scored[i] = memo_key(r.stage, [*prefix, *suffix], r.labels, i in claims)
                 if key in self._scored or key in asked:
                     continue
                 asked.add(key)
