@@ -17,18 +17,20 @@ if TYPE_CHECKING:   # annotations only: the recipe object sits above this layer
     from ..pipeline.protocol import Backend
 
 Role = Literal["student", "base"]
-# label answers an in-process backend keeps for prompts asked again (an eval's evidence probes: backends/label_memo.py)
+# label answers an eval's in-process backends keep for prompts asked again (its evidence probes:
+# backends/label_memo.py); ``score`` keeps none, so a resumed run computes what the uninterrupted one did
 LABEL_MEMO = 4096
 
 
 def backend_for(recipe: Recipe, role: Role = "student", *,
                 adapters: str | Path | Mapping[str, str | Path] | None = None,
                 servers: Sequence[str] | None = None, cache_dir: str | None = None, batch_size: int | None = None,
-                threads: int | str | None = None, dtype: str | None = None) -> Backend:
+                threads: int | str | None = None, dtype: str | None = None, label_memo: int = 0) -> Backend:
     """The recipe's ``role`` as a backend. ``adapters``: the student's stage adapters (a folder with ``stage1/``
     ... or ``{stage: dir}``; in process only); ``servers``: OpenAI-compatible URLs (default ``student.servers``);
     ``cache_dir``: where served answers are cached; ``batch_size`` (default ``eval.batch_size``), ``threads``
-    (None: as the process is set) and ``dtype`` (default ``student.dtype``): in-process settings."""
+    (None: as the process is set), ``dtype`` (default ``student.dtype``) and ``label_memo``
+    (:class:`.transformers.TransformersBackend`): in-process settings."""
     if role not in ("student", "base"):
         raise ValueError(f"role must be 'student' or 'base', got {role!r} (the teacher: backends.teacher)")
     s = recipe.student
@@ -43,4 +45,4 @@ def backend_for(recipe: Recipe, role: Role = "student", *,
                                load_in_4bit=s.load_in_4bit, batch_size=batch_size or recipe.eval.batch_size,
                                threads=threads, chat_template_kwargs=s.chat_template_kwargs,
                                attn_implementation=s.attn_implementation, merge_adapters=s.merge_adapters,
-                               label_memo=LABEL_MEMO)
+                               label_memo=label_memo)

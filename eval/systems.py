@@ -93,13 +93,13 @@ class ModelLoader:
 
     def _build(self, role: str, adapters: dict[str, Path] | None = None) -> Any:
         """The role's backend from the one factory (served when ``student.servers``, answers cached per role)."""
-        from ..backends.factory import backend_for
+        from ..backends.factory import LABEL_MEMO, backend_for
 
         cache = None
         if self.recipe.student.serving.cache and self.cache_root is not None:
             cache = str(self.cache_root / f"calls-{role}")
         t0 = time.perf_counter()
-        backend = backend_for(self.recipe, role, adapters=adapters, cache_dir=cache)
+        backend = backend_for(self.recipe, role, adapters=adapters, cache_dir=cache, label_memo=LABEL_MEMO)
         self.loads[role] += 1
         if not self.recipe.student.servers:
             self.load_s[role] = round(self.load_s.get(role, 0.0) + time.perf_counter() - t0, 3)
