@@ -32,7 +32,13 @@ from ..config import Recipe, RecipeError
 from ..runtime.progress import QUIET_ENV, training_bar
 from .balance import CLASS_BALANCE, class_weights
 from .encoding import encode_split, end_of_turn
-from .hf_configs import build_lora_config, build_quantization_config, build_sft_config, training_hardware
+from .hf_configs import (
+    build_lora_config,
+    build_quantization_config,
+    build_sft_config,
+    micro_batches,
+    training_hardware,
+)
 from .model_card import SUMMARY_NAME, stage_summary, write_model_card
 from .silver_data import (
     DISTILLED_STAGES,
@@ -150,7 +156,7 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
         trainer = trainer_class()(
             model=model_path, args=args, train_dataset=train_ds, eval_dataset=eval_ds, processing_class=tokenizer,
             peft_config=build_lora_config(recipe), sample_weights=sample_weights,
-            sort_steps=t.micro_batch_size not in (None, t.per_device_train_batch_size),
+            sort_steps=bool(micro_batches(recipe)),
             quantization_config=build_quantization_config(recipe, precision),
         )
     return StageRun(recipe, stage, trainer, out, root, manifest, dd, eot, mode, weights,
