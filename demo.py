@@ -200,8 +200,11 @@ def _system_rows(results: dict) -> list[tuple[str, list[str], str]]:
         if sysres.get("status") != "ok":
             rows.append((name, ["-"] * (len(rules) + 1), f"{sysres.get('status')}: {sysres.get('reason')}"))
             continue
-        turn = results.get("metrics", {}).get(name, {}).get(OVERALL, {}).get("turn") or {}
         claims = (given.get(name) or {}).get(OVERALL) or {}
+        if name not in (results.get("metrics") or {}):   # eval.pipeline_systems left it out: no turns of its own
+            rows.append((name, ["-"] * len(rules) + [_num(claims.get("binary_accuracy"))], "claim level only"))
+            continue
+        turn = results["metrics"][name].get(OVERALL, {}).get("turn") or {}
         eff = sysres.get("efficiency") or {}
         speed = f"{eff.get('turns_per_s') or 0:.2f}" + (f" ({eff['cache_hit_share']:.0%} from the call cache)"
                                                         if eff.get("cache_hit_share") else "")
@@ -264,7 +267,8 @@ def _headline(results: dict) -> list[str]:
         if sysres.get("status") != "ok":
             lines.append(f"{name:8s} {speed}")
             continue
-        parts = [f"turn accuracy {rule} {v}" for rule, v in zip(rules, cells)] + [f"claims (stage 2) {cells[-1]}"]
+        parts = [f"turn accuracy {rule} {v}" for rule, v in zip(rules, cells) if v != "-"] + \
+            [f"claims (stage 2) {cells[-1]}"]
         ev = sysres.get("evidence") or {}
         if ev:
             strata = ev.get("strata") or {}
@@ -274,7 +278,7 @@ def _headline(results: dict) -> list[str]:
                       f"{_num((strata.get('unverifiable_high_overlap') or {}).get('accuracy'))}",
                       f"deletion flip rate {_num(ev.get('deletion_flip_rate'))}",
                       f"own vs foreign reference AUC {_num(ev.get('foreign_reference_auc'))}"]
-        lines.append(f"{name:8s} " + ", ".join(parts) + f", {speed} turns/s")
+        lines.append(f"{name:8s} " + ", ".join(parts) + (f", {speed} turns/s" if cells[0] != "-" else f", {speed}"))
     for label, other, delta, n, p in _student_tests(results):
         lines.append(f"student - {other}, {label}: {delta:+.3f} over {n}, McNemar p = {p:.2g}")
     return lines

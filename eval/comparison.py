@@ -35,7 +35,7 @@ def _paired_tests(correct: dict[str, dict], source_of: dict[str, dict], variant:
 
 def significance(runs: dict[str, SystemRun], rules: Sequence[str], variant: str) -> dict[str, Any]:
     """McNemar for every pair of systems, per rule, per benchmark and overall (unknown = wrong)."""
-    ok = [n for n, r in runs.items() if r.status == "ok"]
+    ok = [n for n, r in runs.items() if r.status == "ok" and r.records]   # not the claim-level-only ones
     sources = {n: {M.turn_key(r): r["source"] for r in M.gold_turns(runs[n].records)} for n in ok}
     return {rule: _paired_tests({n: M.correctness(runs[n].records, rule) for n in ok}, sources, variant)
             for rule in rules}
@@ -65,7 +65,7 @@ def add_common_coverage(metrics: dict[str, Any], runs: dict[str, SystemRun], rul
     """Accuracy over the gold turns every system that ran gave a verdict (``M.common_coverage``), per rule:
     written beside each system's own accuracy (``accuracy_common``, ``n_common``) and returned as
     ``{"systems": [...], "by_rule": {rule: {group: ...}}}``."""
-    ok = {n: r.records for n, r in runs.items() if r.status == "ok"}
+    ok = {n: r.records for n, r in runs.items() if r.status == "ok" and r.records}
     by_rule = {rule: M.common_coverage(ok, rule) for rule in rules}
     for rule, groups in by_rule.items():
         for group, c in groups.items():
@@ -81,7 +81,7 @@ def bootstrap_intervals(runs: dict[str, SystemRun], rules: Sequence[str], n_resa
     """Seeded percentile intervals on accuracy (turns with a verdict) and accuracy_all (unknown = wrong)."""
     out: dict[str, Any] = {}
     for name, run in runs.items():
-        if run.status != "ok":
+        if run.status != "ok" or not run.records:
             continue
         per: dict[str, Any] = {}
         for rule in rules:

@@ -259,6 +259,15 @@ def _validated_systems(recipe: Recipe, systems: Sequence[str] | None) -> list[st
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
         raise EvalError(f"unknown system(s) {unknown}; valid: {', '.join(SYSTEMS)}")
+    if e.pipeline_systems is not None:
+        bad = [n for n in e.pipeline_systems if n not in SYSTEMS]
+        if bad:
+            raise EvalError(f"eval.pipeline_systems: unknown system(s) {bad}; valid: {', '.join(SYSTEMS)}")
+        idle = [n for n in names if n not in e.pipeline_systems and not (e.given_claims and n in PIPELINE_SYSTEMS)]
+        if idle:
+            raise EvalError(f"eval.pipeline_systems leaves out {idle}, which would run nothing: a system left out runs "
+                            f"the claim level only, which needs eval.given_claims=true and a pipeline system "
+                            f"({', '.join(PIPELINE_SYSTEMS)})")
     return names
 
 
@@ -322,7 +331,8 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
         for name in order:
             if name in runs and runs[name].status != "ok":
                 continue
-            if not part and not (e.given_claims and name in PIPELINE_SYSTEMS):
+            own = part if e.pipeline_systems is None or name in e.pipeline_systems else []   # claim level only
+            if not own and not (e.given_claims and name in PIPELINE_SYSTEMS):
                 continue
             key = f"{rounds}:{name}"
             if key in saved:
@@ -330,11 +340,11 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
             else:
                 if name == "teacher" and not backends.both_fit():   # the loader sees to base and student
                     backends.release()
-                log.info("eval: running %s on %d conversations%s%s", name, len(part),
+                log.info("eval: running %s on %d conversations%s%s", name, len(own),
                          f" ({len(given)} with the human claims given)" if e.given_claims and
-                         len(given) != len(part) else "",
+                         len(given) != len(own) else "",
                          f" (round {rounds + 1}, time budget {e.max_minutes:g} min)" if e.max_minutes else "")
-                run = run_system(name, recipe, part, backends, out_dir, progress, given=given,
+                run = run_system(name, recipe, own, backends, out_dir, progress, given=given,
                                  reference_probes=probed)
                 journal.append(key, {"part": [c.id for c in part], "given": [c.id for c in given],
                                      "spent_s": spent_before + time.perf_counter() - t_systems,
@@ -367,13 +377,13 @@ def _results(recipe: Recipe, names: list[str], material: dict[str, Any], runs: d
     matcher = M.ClaimMatcher(threshold=e.match_threshold, use_embeddings=e.match_embeddings)
     metrics: dict[str, Any] = {}
     for name, run in runs.items():
-        if run.status != "ok":
+        if run.status != "ok" or not run.records:   # not run, or claim level only (eval.pipeline_systems)
             continue
         matches = M.match_records(run.records, matcher) if name != "llm_judge" else None
         metrics[name] = M.system_metrics(run.records, e.rules, matches, five_labels=name in FIVE_LABEL_SYSTEMS,
                                          n_bins=e.calibration_bins)
     common = add_common_coverage(metrics, runs, e.rules)
-    any_records = next((r.records for r in runs.values() if r.status == "ok"), [])
+    any_records = next((r.records for r in runs.values() if r.status == "ok" and r.records), [])
     majority = {group: {"turn": M.majority_turn_metrics(rs), "claim": M.majority_claim_metrics(rs)}
                 for group, rs in M.by_source(any_records).items()}
     results: dict[str, Any] = {

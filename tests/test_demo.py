@@ -331,15 +331,19 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     demo_summary = _json(out / "demo_summary.json")
     assert demo_summary["evaluated"]["time_budget"]["conversations_evaluated"] == 1
     assert demo_summary["budget"] == {"demo_max_minutes": 0.01, "eval_max_minutes": 0.01}
-    # turns safe, turns strict, claims (stage 2), turns/s: the student, the base and the cheap rules beside them
-    for name in ("student", "base", "pmi", "overlap", "majority"):
+    # turns safe, turns strict, claims (stage 2), turns/s: the student and the cheap rules beside it; the base
+    # (eval.pipeline_systems leaves it out) at claim level only
+    for name in ("student", "pmi", "overlap", "majority"):
         assert re.search(rf"^\s+{name}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d+\.\d\d\s*$", summary, re.M)
-    # the student against each of them, at claim level and per turn rule
+    assert re.search(r"^\s+base\s+-\s+-\s+\d\.\d{3}\s+claim level only\s*$", summary, re.M), summary
+    # the student against each of them, at claim level and (the base aside) per turn rule
     for other in ("base", "pmi", "overlap", "majority"):
         n_claims = re.search(rf"^\s+claims \(stage 2\)\s+{other}\s+[+-]\d\.\d{{3}}\s+(\d+)\s+[\d.e-]+\s*$", summary,
                              re.M)
         assert n_claims, summary
-        assert re.search(rf"^\s+turns \(strict\)\s+{other}\s+[+-]\d\.\d{{3}}\s+\d+\s+[\d.e-]+\s*$", summary, re.M)
+        turns = re.search(rf"^\s+turns \(strict\)\s+{other}\s+[+-]\d\.\d{{3}}\s+\d+\s+[\d.e-]+\s*$", summary, re.M)
+        assert bool(turns) == (other != "base"), summary
+    assert results_base_ran_no_stage1(out)
     results = _json(out / "eval" / "results.json")
     assert results["settings"]["systems"] == ["student", "base", "pmi", "overlap", "majority"]
     assert (out / "checkpoints" / "pmi_head.json").exists()   # the pmi threshold, fitted on the silver data
@@ -364,6 +368,15 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert "does it read its evidence?" in proc.stdout
     material = next(line for line in report.splitlines() if line.startswith("Material:"))
     assert "faithdial_balanced_sample.jsonl" in material and "?" not in material   # the split notes are not sources
+
+
+def results_base_ran_no_stage1(out: Path) -> bool:
+    """The base wrote no whole-pipeline records and decoded no stage-1 list (it ran the claim level only)."""
+    results = _json(out / "eval" / "results.json")
+    records = out / "eval" / "records" / "base.jsonl"
+    stats = results["systems"]["base"]["efficiency"]["backend_stats"]
+    return "base" not in results["metrics"] and (not records.exists() or not records.read_text().strip()) \
+        and not stats.get("completion_tokens")
 
 
 def test_eval_budget_is_what_the_demo_budget_left_at_most_the_recipes() -> None:

@@ -319,3 +319,30 @@ def test_eval_killed_mid_run_reuses_the_systems_it_finished(tmp_path, sample_pat
     assert results["systems"]["base"]["efficiency"]["wall_s"] == entries[0]["value"]["run"]["efficiency"]["wall_s"]
     assert results["systems"]["student"]["status"] == "ok" and results["systems"]["base"]["status"] == "ok"
     assert not journal.exists()
+
+
+def test_a_system_left_out_of_pipeline_systems_runs_the_claim_level_only(tmp_path, sample_path):
+    """eval.pipeline_systems: the base runs stages 2-3 on the human claims (paired with the student there) and no
+    stage 1; the student runs both; a system left with nothing to run is refused, naming the setting."""
+    _identity_adapters(tmp_path / "checkpoints")
+    ov = [*_overrides(tmp_path), "eval.given_claims=true", "eval.evidence=false",
+          "pipeline.max_new_tokens={stage1: 32, stage3: 16}"]
+    res = run_eval(load_recipe(RECIPE, [*ov, "eval.pipeline_systems=[student]"]), input_path=str(sample_path),
+                   limit=2, output_dir=tmp_path / "out", systems=["student", "base"])
+    base, student = res.systems["base"], res.systems["student"]
+    assert base.status == "ok" and base.records == [] and base.given_records
+    assert student.records and student.given_records
+    assert base.efficiency["backend_stats"]["completion_tokens"] == 0   # nothing decoded: no stage-1 list
+    assert {r["conversation_id"] for r in base.given_records} == {r["conversation_id"] for r in student.given_records}
+    pairs = {(p["system_1"], p["system_2"]) for p in res.results["given_claims"]["significance"]["stage2"]["overall"]}
+    assert pairs == {("student", "base")} or pairs == {("base", "student")}
+    assert not any("base" in (p["system_1"], p["system_2"]) for rule in res.results["significance"]["by_rule"].values()
+                   for group in rule.values() for p in group)
+    assert res.results["metrics"]["student"] and "base" not in res.results["metrics"]
+    assert "base" in (res.out_dir / "report.md").read_text()
+    with pytest.raises(EvalError, match="eval.pipeline_systems leaves out"):
+        run_eval(load_recipe(RECIPE, [*ov, "eval.pipeline_systems=[student]", "eval.given_claims=false"]),
+                 input_path=str(sample_path), limit=1, output_dir=tmp_path / "bad", systems=["student", "base"])
+    with pytest.raises(EvalError, match="eval.pipeline_systems: unknown"):
+        run_eval(load_recipe(RECIPE, [*ov, "eval.pipeline_systems=[studnet]"]), input_path=str(sample_path), limit=1,
+                 output_dir=tmp_path / "bad2", systems=["student"])
