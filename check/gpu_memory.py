@@ -152,10 +152,16 @@ def promised_gib(recipe_name: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
+def rows_per_forward(t: Any) -> int:
+    """The examples one forward and backward pass holds: ``train.micro_batch_size`` where it splits the batch."""
+    return t.micro_batch_size or t.per_device_train_batch_size
+
+
 def largest_training(recipe: Any) -> tuple[str, Any]:
-    """The stage whose train settings (``train.per_stage`` applied) hold the most tokens per step, and those."""
+    """The stage whose train settings (``train.per_stage`` applied) hold the most tokens per forward pass, and
+    those."""
     stages = [(s, recipe.for_stage(s).train) for s in recipe.adapter_stages()]
-    return max(stages, key=lambda st: st[1].per_device_train_batch_size * st[1].max_length)
+    return max(stages, key=lambda st: rows_per_forward(st[1]) * st[1].max_length)
 
 
 def recipe_estimates(recipe: Any, scoring_length: int = 2048) -> tuple[dict[str, Estimate] | None, str]:
@@ -168,7 +174,7 @@ def recipe_estimates(recipe: Any, scoring_length: int = 2048) -> tuple[dict[str,
     t, lo = largest_training(recipe)[1], recipe.lora
     optim = str(t.options.get("optim", ""))
     return {
-        "training": training_estimate(shape, batch=t.per_device_train_batch_size, length=t.max_length,
+        "training": training_estimate(shape, batch=rows_per_forward(t), length=t.max_length,
                                       load_in_4bit=recipe.student.load_in_4bit, r=lo.r, targets=lo.target_modules,
                                       checkpointing=t.gradient_checkpointing, optim=optim),
         "scoring": scoring_estimate(shape, batch=recipe.eval.batch_size, length=scoring_length,

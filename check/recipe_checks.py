@@ -173,7 +173,7 @@ def check_thinking(recipe: Recipe, report: Report) -> None:
 # -- memory -----------------------------------------------------------------------------------------
 
 def check_memory(recipe: Recipe, report: Report) -> None:
-    from .gpu_memory import largest_training, promised_gib, recipe_estimates
+    from .gpu_memory import largest_training, promised_gib, recipe_estimates, rows_per_forward
 
     est, where = recipe_estimates(recipe)
     if est is None:
@@ -181,7 +181,7 @@ def check_memory(recipe: Recipe, report: Report) -> None:
         return
     stage, t = largest_training(recipe)
     budget = promised_gib(recipe.name)
-    report.info(f"  memory from {where}: training ({stage}) at {t.per_device_train_batch_size} x {t.max_length} tokens "
+    report.info(f"  memory from {where}: training ({stage}) at {rows_per_forward(t)} x {t.max_length} tokens "
                 f"{est['training'].line()}; scoring at batch {recipe.eval.batch_size} {est['scoring'].line()}"
                 + (f"; the name promises {budget:g} GB" if budget else ""))
     if budget:

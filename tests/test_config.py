@@ -140,6 +140,11 @@ def test_memory_estimate_takes_the_largest_stage():
     est_base, _ = recipe_estimates(base)
     est_longer, _ = recipe_estimates(longer)
     assert est_longer["training"].total > est_base["training"].total
+    # micro-batches (train.micro_batch_size): a forward pass holds 2 rows, not the step's 8
+    micro = load_recipe(None, ["train.max_length=320", "train.per_device_train_batch_size=8",
+                               "train.micro_batch_size=2"])
+    est_micro, _ = recipe_estimates(micro)
+    assert est_micro["training"].total < est_base["training"].total
 
 
 def test_every_gpu_recipe_gets_a_memory_estimate_within_its_promise():
