@@ -201,7 +201,7 @@ def _system_rows(results: dict) -> list[tuple[str, list[str], str]]:
             rows.append((name, ["-"] * (len(rules) + 1), f"{sysres.get('status')}: {sysres.get('reason')}"))
             continue
         claims = (given.get(name) or {}).get(OVERALL) or {}
-        if name not in (results.get("metrics") or {}):   # eval.pipeline_systems left it out: no turns of its own
+        if name not in (results.get("metrics") or {}):   # eval.claim_level_only left it out: no turns of its own
             rows.append((name, ["-"] * len(rules) + [_num(claims.get("binary_accuracy"))], "claim level only"))
             continue
         turn = results["metrics"][name].get(OVERALL, {}).get("turn") or {}

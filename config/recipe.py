@@ -216,8 +216,8 @@ class EvalSettings:
     price_per_hour: dict[str, float] = field(default_factory=dict)  # {system: hardware price per hour}
     heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
     given_claims: bool = False               # also run stages 2-3 of student and base on the human claims (claim level, paired)
-    pipeline_systems: list[str] | None = None   # the systems that also run the whole pipeline (stage 1 on); the others
-                                             # run the claim level only (needs given_claims). None: every system
+    claim_level_only: list[str] = field(default_factory=list)   # systems that run the claim level only (no stage 1)
+                                             # while given_claims is on; without it they run the whole pipeline
     evidence: bool = True                    # with given_claims: the evidence probes (scoring/evidence.py) of student and base
     evidence_conversations: int | None = None   # the whole-reference probes (deletion, foreign, edit) on the first N
                                              # conversations of the eval order only (claim_only on all); None: all

@@ -14,7 +14,7 @@ PLOTS = ("accuracy.png", "confusion_stage3.png", "calibration.png")
 
 
 def ok_systems(results: dict[str, Any]) -> list[str]:
-    """The systems that ran the whole pipeline (a claim-level-only one, ``eval.pipeline_systems``, has no turn
+    """The systems that ran the whole pipeline (a claim-level-only one, ``eval.claim_level_only``, has no turn
     metrics: its figures are in the claim-level tables)."""
     return [n for n, s in results["systems"].items() if s["status"] == "ok" and results["metrics"].get(n)]
 

@@ -259,15 +259,10 @@ def _validated_systems(recipe: Recipe, systems: Sequence[str] | None) -> list[st
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
         raise EvalError(f"unknown system(s) {unknown}; valid: {', '.join(SYSTEMS)}")
-    if e.pipeline_systems is not None:
-        bad = [n for n in e.pipeline_systems if n not in SYSTEMS]
-        if bad:
-            raise EvalError(f"eval.pipeline_systems: unknown system(s) {bad}; valid: {', '.join(SYSTEMS)}")
-        idle = [n for n in names if n not in e.pipeline_systems and not (e.given_claims and n in PIPELINE_SYSTEMS)]
-        if idle:
-            raise EvalError(f"eval.pipeline_systems leaves out {idle}, which would run nothing: a system left out runs "
-                            f"the claim level only, which needs eval.given_claims=true and a pipeline system "
-                            f"({', '.join(PIPELINE_SYSTEMS)})")
+    no_claim_level = [n for n in e.claim_level_only if n not in PIPELINE_SYSTEMS]
+    if no_claim_level:
+        raise EvalError(f"eval.claim_level_only: {no_claim_level} run no claim level (stages 2-3 on the human claims); "
+                        f"systems that do: {', '.join(PIPELINE_SYSTEMS)}")
     return names
 
 
@@ -331,7 +326,7 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
         for name in order:
             if name in runs and runs[name].status != "ok":
                 continue
-            own = part if e.pipeline_systems is None or name in e.pipeline_systems else []   # claim level only
+            own = [] if e.given_claims and name in e.claim_level_only else part
             if not own and not (e.given_claims and name in PIPELINE_SYSTEMS):
                 continue
             key = f"{rounds}:{name}"
@@ -377,7 +372,7 @@ def _results(recipe: Recipe, names: list[str], material: dict[str, Any], runs: d
     matcher = M.ClaimMatcher(threshold=e.match_threshold, use_embeddings=e.match_embeddings)
     metrics: dict[str, Any] = {}
     for name, run in runs.items():
-        if run.status != "ok" or not run.records:   # not run, or claim level only (eval.pipeline_systems)
+        if run.status != "ok" or not run.records:   # not run, or claim level only (eval.claim_level_only)
             continue
         matches = M.match_records(run.records, matcher) if name != "llm_judge" else None
         metrics[name] = M.system_metrics(run.records, e.rules, matches, five_labels=name in FIVE_LABEL_SYSTEMS,

@@ -332,7 +332,7 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert demo_summary["evaluated"]["time_budget"]["conversations_evaluated"] == 1
     assert demo_summary["budget"] == {"demo_max_minutes": 0.01, "eval_max_minutes": 0.01}
     # turns safe, turns strict, claims (stage 2), turns/s: the student and the cheap rules beside it; the base
-    # (eval.pipeline_systems leaves it out) at claim level only
+    # (eval.claim_level_only) at claim level only
     for name in ("student", "pmi", "overlap", "majority"):
         assert re.search(rf"^\s+{name}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d+\.\d\d\s*$", summary, re.M)
     assert re.search(r"^\s+base\s+-\s+-\s+\d\.\d{3}\s+claim level only\s*$", summary, re.M), summary

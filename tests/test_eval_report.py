@@ -321,14 +321,15 @@ def test_eval_killed_mid_run_reuses_the_systems_it_finished(tmp_path, sample_pat
     assert not journal.exists()
 
 
-def test_a_system_left_out_of_pipeline_systems_runs_the_claim_level_only(tmp_path, sample_path):
-    """eval.pipeline_systems: the base runs stages 2-3 on the human claims (paired with the student there) and no
-    stage 1; the student runs both; a system left with nothing to run is refused, naming the setting."""
+def test_a_claim_level_only_system_runs_no_stage1_while_the_claims_are_given(tmp_path, sample_path):
+    """eval.claim_level_only: with the human claims given, the base runs stages 2-3 on them (paired with the student
+    there) and no stage 1, while the student runs both; without given claims the base runs the whole pipeline; a
+    system with no claim level is refused, naming the setting."""
     _identity_adapters(tmp_path / "checkpoints")
-    ov = [*_overrides(tmp_path), "eval.given_claims=true", "eval.evidence=false",
-          "pipeline.max_new_tokens={stage1: 32, stage3: 16}"]
-    res = run_eval(load_recipe(RECIPE, [*ov, "eval.pipeline_systems=[student]"]), input_path=str(sample_path),
-                   limit=2, output_dir=tmp_path / "out", systems=["student", "base"])
+    ov = [*_overrides(tmp_path), "eval.evidence=false", "pipeline.max_new_tokens={stage1: 32, stage3: 16}",
+          "eval.claim_level_only=[base]"]
+    res = run_eval(load_recipe(RECIPE, [*ov, "eval.given_claims=true"]), input_path=str(sample_path), limit=2,
+                   output_dir=tmp_path / "out", systems=["student", "base"])
     base, student = res.systems["base"], res.systems["student"]
     assert base.status == "ok" and base.records == [] and base.given_records
     assert student.records and student.given_records
@@ -340,9 +341,9 @@ def test_a_system_left_out_of_pipeline_systems_runs_the_claim_level_only(tmp_pat
                    for group in rule.values() for p in group)
     assert res.results["metrics"]["student"] and "base" not in res.results["metrics"]
     assert "base" in (res.out_dir / "report.md").read_text()
-    with pytest.raises(EvalError, match="eval.pipeline_systems leaves out"):
-        run_eval(load_recipe(RECIPE, [*ov, "eval.pipeline_systems=[student]", "eval.given_claims=false"]),
-                 input_path=str(sample_path), limit=1, output_dir=tmp_path / "bad", systems=["student", "base"])
-    with pytest.raises(EvalError, match="eval.pipeline_systems: unknown"):
-        run_eval(load_recipe(RECIPE, [*ov, "eval.pipeline_systems=[studnet]"]), input_path=str(sample_path), limit=1,
-                 output_dir=tmp_path / "bad2", systems=["student"])
+    whole = run_eval(load_recipe(RECIPE, [*ov, "eval.given_claims=false"]), input_path=str(sample_path), limit=1,
+                     output_dir=tmp_path / "whole", systems=["base"])
+    assert whole.systems["base"].records and whole.systems["base"].efficiency["backend_stats"]["completion_tokens"] > 0
+    with pytest.raises(EvalError, match="eval.claim_level_only"):
+        run_eval(load_recipe(RECIPE, [*ov, "eval.claim_level_only=[teacher]"]), input_path=str(sample_path), limit=1,
+                 output_dir=tmp_path / "bad", systems=["student"])
