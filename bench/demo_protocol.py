@@ -466,6 +466,23 @@ def step_ref_swap(name: str, adapter: str | None) -> None:
                               "faithful": sum(faithful), **res})
 
 
+def _variant_recipe(name: str):
+    """(recipe, checkpoints folder) of the VAL_VARIANTS entry ``name`` under ``val-NAME``; its own silver data
+    distilled first where it has some (``own_silver``) and none is there yet."""
+    v = VAL_VARIANTS[name]
+    run = f"val-{name}"
+    extra = [*v["overrides"]]
+    if v.get("own_silver"):
+        extra.append(f"distill.output_dir={RUNS / run / 'silver'}")
+    r = recipe(run, extra)
+    if v.get("own_silver") and not (RUNS / run / "silver" / "manifest.json").exists():
+        from vista_distill.data.material import load_material
+        from vista_distill.distill.run import run_distill
+
+        run_distill(r, progress=False, material=load_material(r))
+    return r, RUNS / run / "checkpoints"
+
+
 def step_val_evidence(name: str) -> None:
     """Stage 2 of a VAL_VARIANTS entry (trained here first unless its adapter exists; its own silver data where it
     changes distill settings) or of the prompted base (``base``) on the 200 validation responses' claims, with the
@@ -482,17 +499,7 @@ def step_val_evidence(name: str) -> None:
         backend, style, v = TransformersBackend(threads="auto"), "fewshot", {"what": "prompted base", "overrides": []}
     else:
         v = VAL_VARIANTS[name]
-        run = f"val-{name}"
-        extra = [*v["overrides"]]
-        if v.get("own_silver"):
-            extra.append(f"distill.output_dir={RUNS / run / 'silver'}")
-        r = recipe(run, extra)
-        if v.get("own_silver") and not (RUNS / run / "silver" / "manifest.json").exists():
-            from vista_distill.data.material import load_material
-            from vista_distill.distill.run import run_distill
-
-            run_distill(r, progress=False, material=load_material(r))
-        ckpt = RUNS / run / "checkpoints"
+        r, ckpt = _variant_recipe(name)
         if v.get("from_adapter") and not (ckpt / "stage2").exists():
             ckpt.mkdir(parents=True, exist_ok=True)
             shutil.copytree(RUNS / v["from_adapter"] / "checkpoints" / "stage2", ckpt / "stage2",
@@ -614,17 +621,7 @@ def step_val_claims(name: str) -> None:
     from vista_distill.train.run import train_stage
 
     v = VAL_VARIANTS[name]
-    run = f"val-{name}"
-    extra = [*v["overrides"]]
-    if v.get("own_silver"):
-        extra.append(f"distill.output_dir={RUNS / run / 'silver'}")
-    r = recipe(run, extra)
-    if v.get("own_silver") and not (RUNS / run / "silver" / "manifest.json").exists():
-        from vista_distill.data.material import load_material
-        from vista_distill.distill.run import run_distill
-
-        run_distill(r, progress=False, material=load_material(r))
-    ckpt = RUNS / run / "checkpoints"
+    r, ckpt = _variant_recipe(name)
     for stage, src in (v.get("adapters_from") or {}).items():   # adapters another variant trained
         ckpt.mkdir(parents=True, exist_ok=True)
         if not (ckpt / stage).exists():
