@@ -327,8 +327,8 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
             if name in runs and runs[name].status != "ok":
                 continue
             own = [] if e.given_claims and name in e.claim_level_only else part
-            if not own and not (e.given_claims and name in PIPELINE_SYSTEMS):
-                continue
+            if not own and not (e.given_claims and name in PIPELINE_SYSTEMS and given):
+                continue   # nothing of its own this round (a claim-level-only system once the claims are all run)
             key = f"{rounds}:{name}"
             if key in saved:
                 run = SystemRun(**saved[key]["run"])
