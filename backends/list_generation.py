@@ -9,6 +9,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from ..pipeline.parsing import claim_key
+
 _LIST_NUMBER = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s*")
 
 
@@ -124,7 +126,8 @@ def _looping_line(text: str) -> bool:
 
 
 def _has_repeated_line(text: str) -> bool:
-    """Does a completed line (one followed by a newline) repeat an earlier one, list numbers aside?"""
-    lines = [_LIST_NUMBER.sub("", ln).strip().lower() for ln in text.split("\n")[:-1]]
+    """Does a completed line (one followed by a newline) repeat an earlier one, list numbers aside (and what
+    :func:`claim_key` sets aside: a counting template repeats a line)?"""
+    lines = [claim_key(_LIST_NUMBER.sub("", ln)) for ln in text.split("\n")[:-1]]
     lines = [ln for ln in lines if ln]
     return len(lines) != len(set(lines))

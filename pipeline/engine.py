@@ -53,7 +53,7 @@ from ..data.vocabulary import (  # noqa: F401 - the turn rules and world verdict
 from .chunking import Chunk, approx_tokens, chunk_context, combine
 from .driver import RETRY_FACTOR, Program, run_programs, run_requests  # noqa: F401 (re-exported)
 from .knowledge import TurnContext, evidence_for
-from .parsing import parse_claim_list, parse_label, strip_think
+from .parsing import claim_key, parse_claim_list, parse_label, strip_think
 from .protocol import Request, Response
 from .templates import (
     Speakers,
@@ -203,10 +203,10 @@ def turn_verdict(claims: Sequence[ClaimResult], rule: str) -> tuple[str, float |
 
 
 def dedupe_claims(claims: list[str], limit: int) -> tuple[list[str], int, int]:
-    """(claims kept, duplicates dropped, claims beyond ``limit`` dropped)."""
+    """(claims kept, duplicates dropped (:func:`.parsing.claim_key`), claims beyond ``limit`` dropped)."""
     seen, out = set(), []
     for c in claims:
-        key = " ".join(c.lower().split())
+        key = claim_key(c)
         if key not in seen:
             seen.add(key)
             out.append(c)

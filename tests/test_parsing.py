@@ -74,3 +74,16 @@ def test_strip_think_keeps_thoughts_aside():
     assert strip_think("reasoning without an opening tag</think>ANSWER") == ("ANSWER", "reasoning without an opening tag")
     assert strip_think("<think>unfinished") == ("", "unfinished")
     assert strip_think("plain") == ("plain", "")
+
+
+def test_claims_that_differ_only_in_ordinal_words_are_one_claim():
+    """A small model counting through a template says one claim again and again; the turn keeps it once.
+    Claims that differ in any other word stay two."""
+    from vista_distill.pipeline.engine import dedupe_claims
+
+    counting = [f"The {o} claim is a single claim." for o in ("first", "second", "third", "4th")]
+    kept, duplicates, over = dedupe_claims(counting + ["The car is red."], limit=16)
+    assert kept == ["The first claim is a single claim.", "The car is red."] and (duplicates, over) == (3, 0)
+    distinct = ["The Sun sets due west on the spring equinox.", "The Sun sets due west on the fall equinox.",
+                "Mercury is the first planet.", "It took 2 seconds."]
+    assert dedupe_claims(distinct, limit=16) == (distinct, 0, 0)

@@ -174,8 +174,9 @@ def test_gqa_attention_equals_transformers_sdpa_on_a_padded_batch(embedded_backe
 
 def test_a_line_that_keeps_repeating_a_sentence_stops_generation(embedded_backend):
     """A small model that loops inside one line ("I like cars. I like cars. ...") is stopped at the third
-    repetition instead of running to its budget (and then to a retry with twice the budget); a list of
-    distinct claims, or a sentence said twice, is not stopped."""
+    repetition instead of running to its budget (and then to a retry with twice the budget), and one that counts
+    through a template ("The first claim is ...", "The second claim is ...") at its second line; a list of distinct
+    claims, claims that differ in one word other than an ordinal, or a sentence said twice, is not stopped."""
     from vista_distill.backends.transformers import RepeatedLineStop
 
     b = embedded_backend
@@ -194,6 +195,10 @@ def test_a_line_that_keeps_repeating_a_sentence_stops_generation(embedded_backen
     assert first_stop(loop) == loop[: loop.rindex(" I have always liked")]
     assert first_stop("1. The car is red.\n2. It is fast. It is fast.\n3. It was built in 1987.\n") is None
     assert first_stop("1. The car is red.\n2. The car is fast.\n1. The car is red.\n") is not None  # repeated line
+    counting = "1. The first claim is a single claim.\n2. The second claim is a single claim.\n3. The third"
+    assert first_stop(counting) == counting[: counting.index("3.")]   # a counting template repeats its line
+    assert first_stop("1. The Sun sets due west on the spring equinox.\n2. The Sun sets due west on the fall "
+                      "equinox.\n3. It is the second planet.\n") is None
 
 
 def test_after_a_list_marker_a_claim_must_start_not_another_digit(embedded_backend):
