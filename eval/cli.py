@@ -37,8 +37,9 @@ def add_eval_subcommand(subparsers: argparse._SubParsersAction) -> argparse.Argu
 
 
 def _announce(run) -> None:
-    wall = run.efficiency.get("wall_s")
-    print(f"[eval] {run.name}: {run.status}" + (f" in {wall:.0f}s" if wall is not None else "")
+    wall, given = run.efficiency.get("wall_s"), run.given_wall_s if run.given_records else None
+    print(f"[eval] {run.name}: {run.status}" + (f" in {wall:.0f}s" if wall and run.records else "")
+          + (f"{',' if wall and run.records else ''} claim level in {given:.0f}s" if given is not None else "")
           + (f" ({run.reason})" if run.reason else ""), file=sys.stderr, flush=True)
 
 
@@ -61,18 +62,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
     r = result.results
     m = r["material"]
     rule = r["settings"]["rules"][0]
+    given = (r.get("given_claims") or {}).get("systems", {})
     rows = []
     for name, s in r["systems"].items():
         if s["status"] != "ok":
-            rows.append([name, f"{s['status']}: {s['reason']}", None, None, None, None, None])
+            rows.append([name, f"{s['status']}: {s['reason']}", None, None, None, None, None, None])
+            continue
+        on_given = _fmt(((given.get(name) or {}).get(OVERALL) or {}).get("binary_accuracy"))
+        wall = s["efficiency"].get("wall_s", 0) + s.get("claim_level_wall_s", 0)
+        if name not in r["metrics"]:   # eval.claim_level_only: stages 2-3 on the human claims, no turn of its own
+            rows.append([name, "ok: claim level only", None, None, None, None, on_given, f"{wall:.0f}"])
             continue
         t = r["metrics"][name][OVERALL]["turn"][rule]
         c = r["metrics"][name][OVERALL].get("claim") or {}
         rows.append([name, "ok", _fmt(t.get("accuracy")), _fmt(t.get("coverage")), _fmt(t.get("accuracy_common")),
-                     _fmt(c.get("accuracy")), f"{s['efficiency']['wall_s']:.0f}"])
+                     _fmt(c.get("accuracy")), on_given, f"{wall:.0f}"])
     print_table(f"evaluated {m['conversations']} conversations ({m['gold_turns']} gold turns, {m['human_claims']} "
                 f"human claims) in {r['wall_s']:.0f}s",
-                ["system", "status", f"turn acc ({rule})", "coverage", "acc on turns all scored", "claim acc", "wall s"],
+                ["system", "status", f"turn acc ({rule})", "coverage", "acc on turns all scored", "claim acc",
+                 "stage 2, human claims", "wall s"],
                 rows)
     if "world" in r:   # three-way verdicts (FHSumBench): the mixed-context study's metric beside its published rows
         w = r["world"]

@@ -65,8 +65,11 @@ class SystemRun:
     given_wall_s: float = 0.0             # of which the human claims' stages 2-3 and probes (budget pacing)
 
     def summary(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "description": self.description,
-                "efficiency": self.efficiency}
+        out = {"status": self.status, "reason": self.reason, "description": self.description,
+               "efficiency": self.efficiency}
+        if self.given_records:   # the whole pipeline's wall time is efficiency's; this is the claim level's
+            out["claim_level_wall_s"] = round(self.given_wall_s, 3)
+        return out
 
 
 def _baseline_config(recipe: Recipe) -> BaselineConfig:

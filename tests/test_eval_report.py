@@ -321,26 +321,34 @@ def test_eval_killed_mid_run_reuses_the_systems_it_finished(tmp_path, sample_pat
     assert not journal.exists()
 
 
-def test_a_claim_level_only_system_runs_no_stage1_while_the_claims_are_given(tmp_path, sample_path):
+def test_a_claim_level_only_system_runs_no_stage1_while_the_claims_are_given(tmp_path, sample_path, capsys):
     """eval.claim_level_only: with the human claims given, the base runs stages 2-3 on them (paired with the student
-    there) and no stage 1, while the student runs both; without given claims the base runs the whole pipeline; a
-    system with no claim level is refused, naming the setting."""
+    there) and no stage 1, while the student runs both, and the command's table says so; without given claims the
+    base runs the whole pipeline; a system with no claim level is refused, naming the setting."""
     _identity_adapters(tmp_path / "checkpoints")
     ov = [*_overrides(tmp_path), "eval.evidence=false", "pipeline.max_new_tokens={stage1: 32, stage3: 16}",
           "eval.claim_level_only=[base]"]
-    res = run_eval(load_recipe(RECIPE, [*ov, "eval.given_claims=true"]), input_path=str(sample_path), limit=2,
-                   output_dir=tmp_path / "out", systems=["student", "base"])
-    base, student = res.systems["base"], res.systems["student"]
-    assert base.status == "ok" and base.records == [] and base.given_records
-    assert student.records and student.given_records
-    assert base.efficiency["backend_stats"]["completion_tokens"] == 0   # nothing decoded: no stage-1 list
-    assert {r["conversation_id"] for r in base.given_records} == {r["conversation_id"] for r in student.given_records}
-    pairs = {(p["system_1"], p["system_2"]) for p in res.results["given_claims"]["significance"]["stage2"]["overall"]}
+    out = tmp_path / "out"
+    assert main(["eval", "--config", str(RECIPE), "--input", str(sample_path), "--limit", "2", "--systems",
+                 "student,base", "--output-dir", str(out), "--no-progress", *ov, "eval.given_claims=true"]) == 0
+    table = capsys.readouterr().out
+    assert [ln for ln in table.splitlines() if ln.split()[:1] == ["base"] and "claim level only" in ln]
+    results = json.loads((out / "results.json").read_text())
+    base, student = results["systems"]["base"], results["systems"]["student"]
+    records = {p.name for p in (out / "records").iterdir()}
+    assert base["status"] == "ok" and "base.jsonl" not in records and "base.given_claims.jsonl" in records
+    assert {"student.jsonl", "student.given_claims.jsonl"} <= records
+    assert base["efficiency"]["backend_stats"]["completion_tokens"] == 0   # nothing decoded: no stage-1 list
+    assert base["claim_level_wall_s"] > 0 and student["claim_level_wall_s"] > 0
+    given = {name: {json.loads(ln)["conversation_id"] for ln in (out / "records" / f"{name}.given_claims.jsonl")
+                    .read_text().splitlines()} for name in ("base", "student")}
+    assert given["base"] == given["student"]
+    pairs = {(p["system_1"], p["system_2"]) for p in results["given_claims"]["significance"]["stage2"]["overall"]}
     assert pairs == {("student", "base")} or pairs == {("base", "student")}
-    assert not any("base" in (p["system_1"], p["system_2"]) for rule in res.results["significance"]["by_rule"].values()
+    assert not any("base" in (p["system_1"], p["system_2"]) for rule in results["significance"]["by_rule"].values()
                    for group in rule.values() for p in group)
-    assert res.results["metrics"]["student"] and "base" not in res.results["metrics"]
-    assert "base" in (res.out_dir / "report.md").read_text()
+    assert results["metrics"]["student"] and "base" not in results["metrics"]
+    assert "base" in (out / "report.md").read_text()
     whole = run_eval(load_recipe(RECIPE, [*ov, "eval.given_claims=false"]), input_path=str(sample_path), limit=1,
                      output_dir=tmp_path / "whole", systems=["base"])
     assert whole.systems["base"].records and whole.systems["base"].efficiency["backend_stats"]["completion_tokens"] > 0
