@@ -43,11 +43,12 @@ def _vocab_ids(backend: Any) -> _VocabIds:
 
 class RepeatedLineStop:
     """Stops a row once it completes a line that repeats an earlier one, or once its unfinished line has
-    said the same sentence ``LOOP_REPEATS`` times (small models loop on lists, and within a line). A looping
-    row would otherwise run to its budget and then be retried with twice the budget, for a line the parser
-    drops anyway.
+    said the same sentence ``LOOP_REPEATS`` times or ends in one phrase said over and over (small models loop on
+    lists, and within a line: "the scene in the scene in ...", "(1.1.1.1..."). A looping row would otherwise run
+    to its budget and then be retried with twice the budget, for a line the parser drops anyway.
 
-    Checked only when the row's newest token ends a line or a sentence, so it costs nothing on most steps.
+    Checked when the row's newest token ends a line or a sentence, and every ``TAIL_CHECK`` tokens for a phrase
+    loop, so it costs little next to a decode step.
     """
 
     def __init__(self, backend: Any, prompt_len: int) -> None:
@@ -65,8 +66,10 @@ class RepeatedLineStop:
         """Whether a row that generated these token ids is to stop."""
         last = generated[-1] if generated else None
         newline, sentence = last in self.newline_ids, last in self.sentence_end_ids
-        if not (newline or sentence):
-            return False
+        if not (newline or sentence):   # a phrase loop never ends a sentence: looked for every TAIL_CHECK tokens
+            if len(generated) % TAIL_CHECK:
+                return False
+            return _looping_tail(self.tokenizer.decode(generated, skip_special_tokens=True).rsplit("\n", 1)[-1])
         text = self.tokenizer.decode(generated, skip_special_tokens=True)
         return (newline and _has_repeated_line(text)) or (sentence and _looping_line(text))
 
@@ -103,7 +106,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 def list_stop_reason(text: str) -> str | None:
     """Why stage 1's stop rule ends a list with this text: ``loop`` (its last line said one sentence
-    ``LOOP_REPEATS`` times), ``repeat`` (a completed line repeats an earlier one), or None. The in-process backend
+    ``LOOP_REPEATS`` times, or ends in a phrase loop), ``repeat`` (a completed line repeats an earlier one), or None. The in-process backend
     and a served list (cut afterwards) record the same finish reason from it."""
     if _looping_line(text):
         return "loop"
@@ -112,9 +115,24 @@ def list_stop_reason(text: str) -> str | None:
     return None
 
 
+TAIL_CHECK = 8
+_TAIL_LOOP = re.compile(r"(.{1,40}?)\1{3,}$", re.DOTALL)
+
+
+def _looping_tail(line: str) -> bool:
+    """Does the unfinished line end in one piece of text (1-40 characters) said 4+ times back to back, over 48+
+    characters? No claim does; "the scene in the scene in ..." and "1.1.1.1..." do."""
+    tail = line[-200:]
+    m = _TAIL_LOOP.search(tail)
+    return m is not None and len(tail) - m.start() >= 48
+
+
 def _looping_line(text: str) -> bool:
-    """Has the unfinished last line said one sentence (of 8+ characters) ``LOOP_REPEATS`` times?"""
+    """Has the unfinished last line said one sentence (of 8+ characters) ``LOOP_REPEATS`` times, or does it end in
+    a phrase loop (:func:`_looping_tail`)?"""
     line = text.rsplit("\n", 1)[-1]
+    if _looping_tail(line):
+        return True
     seen: dict[str, int] = {}
     for sentence in _SENTENCE_END.split(line.strip()):
         key = sentence.strip().lower()

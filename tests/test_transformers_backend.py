@@ -175,8 +175,10 @@ def test_gqa_attention_equals_transformers_sdpa_on_a_padded_batch(embedded_backe
 def test_a_line_that_keeps_repeating_a_sentence_stops_generation(embedded_backend):
     """A small model that loops inside one line ("I like cars. I like cars. ...") is stopped at the third
     repetition instead of running to its budget (and then to a retry with twice the budget), and one that counts
-    through a template ("The first claim is ...", "The second claim is ...") at its second line; a list of distinct
-    claims, claims that differ in one word other than an ordinal, or a sentence said twice, is not stopped."""
+    through a template ("The first claim is ...", "The second claim is ...") at its second line, and one that says a
+    phrase over and over without ending a sentence ("the scene in the scene in ...") within a few tokens of its
+    fourth time; a list of distinct claims, claims that differ in one word other than an ordinal, a long line, or a
+    sentence said twice, is not stopped."""
     from vista_distill.backends.transformers import RepeatedLineStop
 
     b = embedded_backend
@@ -195,6 +197,13 @@ def test_a_line_that_keeps_repeating_a_sentence_stops_generation(embedded_backen
     assert first_stop(loop) == loop[: loop.rindex(" I have always liked")]
     assert first_stop("1. The car is red.\n2. It is fast. It is fast.\n3. It was built in 1987.\n") is None
     assert first_stop("1. The car is red.\n2. The car is fast.\n1. The car is red.\n") is not None  # repeated line
+    phrase = "1. The car is red.\n2. The scene in" + " the scene in" * 30
+    stopped = first_stop(phrase)
+    assert stopped is not None and len(stopped) < len(phrase) - 100 and stopped.lower().count("the scene in") >= 4
+    assert first_stop("1. It was built in (1.1" + ".1" * 60) is not None
+    fine = "1. The Eiffel Tower, built between 1887 and 1889 by Gustave Eiffel's company, is 330 metres tall and " \
+           "stands on the Champ de Mars in Paris, where it was the world's tallest structure until 1930"
+    assert first_stop(fine) is None
     counting = "1. The first claim is a single claim.\n2. The second claim is a single claim.\n3. The third"
     assert first_stop(counting) == counting[: counting.index("3.")]   # a counting template repeats its line
     assert first_stop("1. The Sun sets due west on the spring equinox.\n2. The Sun sets due west on the fall "
