@@ -331,20 +331,22 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     demo_summary = _json(out / "demo_summary.json")
     assert demo_summary["evaluated"]["time_budget"]["conversations_evaluated"] == 1
     assert demo_summary["budget"] == {"demo_max_minutes": 0.01, "eval_max_minutes": 0.01}
-    # turns safe, turns strict, claims (stage 2), turns/s: the student and the cheap rules beside it; the base
-    # (eval.claim_level_only) at claim level only
-    for name in ("student", "pmi", "overlap", "majority"):
+    # turns safe, turns strict, claims (stage 2), turns/s: the student and the ten-line rules beside it; the base and
+    # the pmi rule (eval.claim_level_only) at claim level only
+    for name in ("student", "overlap", "majority"):
         assert re.search(rf"^\s+{name}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d+\.\d\d\s*$", summary, re.M)
-    assert re.search(r"^\s+base\s+-\s+-\s+\d\.\d{3}\s+claim level only\s*$", summary, re.M), summary
-    # the student against each of them, at claim level and (the base aside) per turn rule
+    for name in ("base", "pmi"):
+        assert re.search(rf"^\s+{name}\s+-\s+-\s+\d\.\d{{3}}\s+claim level only\s*$", summary, re.M), summary
+    # the student against each of them, at claim level and (the base and pmi aside) per turn rule
     for other in ("base", "pmi", "overlap", "majority"):
         n_claims = re.search(rf"^\s+claims \(stage 2\)\s+{other}\s+[+-]\d\.\d{{3}}\s+(\d+)\s+[\d.e-]+\s*$", summary,
                              re.M)
         assert n_claims, summary
         turns = re.search(rf"^\s+turns \(strict\)\s+{other}\s+[+-]\d\.\d{{3}}\s+\d+\s+[\d.e-]+\s*$", summary, re.M)
-        assert bool(turns) == (other != "base"), summary
+        assert bool(turns) == (other not in ("base", "pmi")), summary
     assert results_base_ran_no_stage1(out)
     results = _json(out / "eval" / "results.json")
+    assert "pmi" not in results["metrics"] and results["systems"]["pmi"]["claim_level_wall_s"] > 0
     assert results["settings"]["systems"] == ["student", "base", "pmi", "overlap", "majority"]
     assert (out / "checkpoints" / "pmi_head.json").exists()   # the pmi threshold, fitted on the silver data
     given = _jsonl(out / "eval" / "records" / "student.given_claims.jsonl")
