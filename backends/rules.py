@@ -24,6 +24,7 @@ from typing import Any
 from ..data.schema import LACKING_EVIDENCE, UNVERIFIABLE, VERIFIED
 from ..pipeline.evidence import coverage, overlap_says_verified, sentences
 from ..pipeline.protocol import Request, Response
+from .evidence_head import claim_and_twin
 from .human_labels import message_fields
 
 RULES = ("overlap", "majority", "pmi")
@@ -96,11 +97,26 @@ class RuleBackend:
             return Response(text="", meta={"error": f"rule {self.rule} has no answer for stage {req.stage}"})
         return Response(text=label, label=label, probs={lab: float(lab == label) for lab in req.labels})
 
+    def _no_evidence(self) -> Response:
+        """The pmi rule on a claim against an empty reference (the claim-only probe): the claim's PMI is 0 by
+        definition (its empty-reference twin is the prompt itself), so the head answers without a forward pass, as
+        the model would have."""
+        p = self.head.p_verified(0.0, 0.0)
+        label = VERIFIED if p > 0.5 else UNVERIFIABLE
+        return Response(text=label, label=label, probs={VERIFIED: p, UNVERIFIABLE: 1.0 - p},
+                        meta={"evidence": {"pmi": 0.0, "overlap": 0.0, "head": True, "empty_reference": True}})
+
     def run(self, requests: Sequence[Request]) -> list[Response]:
         requests = list(requests)
         self.stats["requests"] += len(requests)
-        to_model = [i for i, r in enumerate(requests) if self.rule == "pmi" and r.stage == "stage2" and r.labels]
         out: list[Response | None] = [None] * len(requests)
+        to_model = []
+        for i, r in enumerate(requests):
+            if self.rule == "pmi" and r.stage == "stage2" and r.labels:
+                if _empty_reference(r):
+                    out[i] = self._no_evidence()
+                else:
+                    to_model.append(i)
         if to_model:
             saved = dict(self.model.heads)
             self.model.heads = {"stage2": self.head}
@@ -116,6 +132,11 @@ class RuleBackend:
         if self.progress is not None and requests:
             self.progress(len(requests))
         return out  # type: ignore[return-value]
+
+
+def _empty_reference(req: Request) -> bool:
+    ct = claim_and_twin(req.messages[-1]["content"])
+    return ct is not None and ct[1] == req.messages[-1]["content"]
 
 
 __all__ = ["RULES", "RuleBackend", "decompose", "majority_labels"]

@@ -98,6 +98,19 @@ def test_pmi_rule_labels_by_the_base_models_pmi_and_leaves_its_heads_alone(embed
         pmi = o.meta["evidence"]["pmi"]
         assert o.label == (V if pmi > 0 else U) and o.probs[V] == pytest.approx(head.p_verified(0.0, pmi))
     assert out[0].meta["evidence"]["pmi"] > out[1].meta["evidence"]["pmi"]
+    # against an empty reference (the claim-only probe) the PMI is 0: the same answer as the model's, without it
+    empty = [Request("stage2", tuple(build_messages(t, stage2_input([], "", c))), labels=t.labels) for c in claims]
+    shortcut = RuleBackend("pmi", model=embedded_backend, head=EvidenceHead(w_margin=0.0, w_pmi=5.0, bias=0.3))
+    fast = shortcut.run(empty)
+    assert shortcut.stats["model_requests"] == 0
+    embedded_backend.heads = {"stage2": shortcut.head}
+    try:
+        slow = embedded_backend.run(empty)
+    finally:
+        embedded_backend.heads = before
+    for f, m in zip(fast, slow):
+        assert m.meta["evidence"]["pmi"] == 0.0 and f.label == m.label == V
+        assert f.probs[V] == pytest.approx(m.probs[V]) and f.meta["evidence"]["pmi"] == 0.0
 
 
 def test_eval_runs_the_cheap_rules_beside_the_student_with_mcnemar(tmp_path, sample_path):
