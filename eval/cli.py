@@ -37,9 +37,9 @@ def add_eval_subcommand(subparsers: argparse._SubParsersAction) -> argparse.Argu
 
 
 def _announce(run) -> None:
-    wall, given = run.efficiency.get("wall_s"), run.given_wall_s if run.given_records else None
-    print(f"[eval] {run.name}: {run.status}" + (f" in {wall:.0f}s" if wall and run.records else "")
-          + (f"{',' if wall and run.records else ''} claim level in {given:.0f}s" if given is not None else "")
+    parts = [f"whole pipeline {run.efficiency.get('wall_s') or 0:.0f}s"] if run.records else []
+    parts += [f"claim level {run.given_wall_s:.0f}s"] if run.given_records else []
+    print(f"[eval] {run.name}: {run.status}" + (f" ({', '.join(parts)})" if parts else "")
           + (f" ({run.reason})" if run.reason else ""), file=sys.stderr, flush=True)
 
 
