@@ -69,7 +69,8 @@ class RepeatedLineStop:
         if not (newline or sentence):   # a phrase loop never ends a sentence: looked for every TAIL_CHECK tokens
             if len(generated) % TAIL_CHECK:
                 return False
-            return _looping_tail(self.tokenizer.decode(generated, skip_special_tokens=True).rsplit("\n", 1)[-1])
+            tail = self.tokenizer.decode(generated[-TAIL_TOKENS:], skip_special_tokens=True)   # the row's last ~200+ chars
+            return _looping_tail(tail.rsplit("\n", 1)[-1])
         text = self.tokenizer.decode(generated, skip_special_tokens=True)
         return (newline and _has_repeated_line(text)) or (sentence and _looping_line(text))
 
@@ -116,6 +117,7 @@ def list_stop_reason(text: str) -> str | None:
 
 
 TAIL_CHECK = 8
+TAIL_TOKENS = 64   # what _looping_tail reads (its last 200 characters) fits in a row's last 64 tokens
 _TAIL_LOOP = re.compile(r"(.{1,40}?)\1{3,}$", re.DOTALL)
 
 
