@@ -219,8 +219,8 @@ class EvalSettings:
     claim_level_only: list[str] = field(default_factory=list)   # systems that run the claim level only (no stage 1)
                                              # while given_claims is on; without it they run the whole pipeline
     evidence: bool = True                    # with given_claims: the evidence probes (scoring/evidence.py) of student and base
-    evidence_conversations: int | None = None   # the whole-reference probes (deletion, foreign, edit) on the first N
-                                             # conversations of the eval order only (claim_only on all); None: all
+    evidence_conversations: int | None = None   # the whole-reference probes (deletion, foreign, edit) on N
+                                             # conversations spread evenly over the eval order (claim_only on all); None: all
     threads: int | str | None = "auto"       # torch CPU threads while evaluating (auto: the cores not busy)
     max_minutes: float | None = None         # time budget: conversations in a seeded order, every system on a first
                                              # round of round_size, then on as many more as that pace fits in the budget

@@ -145,8 +145,8 @@ def _evidence_markdown(results: dict[str, Any]) -> list[str]:
 def _probe_scope(results: dict[str, Any]) -> str:
     """Where the whole-reference probes ran on part of the claims (``eval.evidence_conversations``), which part."""
     n = (results.get("settings") or {}).get("evidence_conversations")
-    return "" if n is None else (f" The deletion, foreign and edit probes ran on the claims of the first {n} "
-                                 "conversations of the evaluation's order (`eval.evidence_conversations`); claim-only "
+    return "" if n is None else (f" The deletion, foreign and edit probes ran on the claims of {n} "
+                                 "conversations spread evenly over the evaluation's order (`eval.evidence_conversations`); claim-only "
                                  "and the low / high overlap strata on every claim.")
 
 

@@ -142,6 +142,16 @@ def _budget_order(conversations: list[Conversation], e: Any) -> list[Conversatio
     return shuffled
 
 
+def probed_conversations(ordered: list[Conversation], n: int | None) -> set[str] | None:
+    """The ids of the ``n`` conversations whose claims get the whole-reference probes (``eval.evidence_conversations``;
+    None: all), spread evenly over the evaluation order: every round then carries its share of the probes, so the
+    first round's pace stands for the rounds after it (with the first ``n`` probed, the demo's first round measured the
+    claim level slower a dialogue than its later rounds ran), and a budget cut leaves probed dialogues across the sample."""
+    if n is None or n >= len(ordered):
+        return None if n is None else {c.id for c in ordered}
+    return {ordered[k * len(ordered) // n].id for k in range(n)}
+
+
 def _next_round(total: int, done: int, given_done: int, spent_s: float, given_s: float, e: Any) -> tuple[int, int]:
     """How many conversations the next round takes, (whole pipeline, claim level): all of them without a budget;
     else a first round of ``eval.round_size`` measures the pace, and the next takes as many of the rest as that
@@ -302,7 +312,7 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
     if saved:
         log.warning("eval: resuming from %s: %d system round(s) already run are reused", journal.path, len(saved))
     by_id = {c.id: c for c in ordered}
-    probed = {c.id for c in ordered[:e.evidence_conversations]} if e.evidence_conversations is not None else None
+    probed = probed_conversations(ordered, e.evidence_conversations)
     t_systems = time.perf_counter()
     runs: dict[str, SystemRun] = {}
     done: list[Conversation] = []

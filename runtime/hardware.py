@@ -1,7 +1,8 @@
 """The machine a run uses, and the precision and thread count chosen for it.
 
 ``auto`` (the default everywhere) means: bfloat16 where the device computes it natively — a CUDA GPU
-that torch says supports bf16, or a CPU with AMX tiles or AVX512-BF16 as torch reports them —
+that torch says supports bf16, or a CPU with AMX tiles or AVX512-BF16 as torch reports them, where a bf16 matmul
+also measures at least as fast as a float32 one (:func:`bf16_matmul_speedup`, once per process) —
 float16 on other GPUs, float32 otherwise. On a CPU without native bf16 every bf16 matmul is emulated:
 ``bench/hardware.py`` measured it 50-65x slower than float32 on an AVX2-only AMD EPYC. An explicit
 choice is honoured; an explicit bf16 (or fp16) on such a CPU warns once with that cost.
@@ -45,6 +46,7 @@ class Capability:
     cpu_amx_tile: bool = False        # torch.cpu._is_amx_tile_supported()
     cpu_avx512_bf16: bool = False     # torch.cpu._is_avx512_bf16_supported()
     cuda_bf16: bool = False           # torch.cuda.is_bf16_supported()
+    cpu_bf16_speedup: float | None = None   # measured on a CPU with native bf16: a bf16 matmul's rate / float32's
 
     @property
     def native_bf16(self) -> bool:
@@ -113,8 +115,15 @@ def choose_dtype(requested: str | None, cap: Capability, where: str = "dtype") -
         elif cap.device == "mps":
             dtype, why = "float16", "Apple GPU (MPS) without reported bf16"
         elif cap.native_bf16:
-            dtype, why = "bfloat16", "CPU computes bf16 natively (" + (
-                "AMX" if cap.cpu_amx_tile else "AVX512-BF16") + ")"
+            isa, x = "AMX" if cap.cpu_amx_tile else "AVX512-BF16", cap.cpu_bf16_speedup
+            if x is None or x >= 1.0:
+                dtype = "bfloat16"
+                rate = "" if x is None else f"; a bf16 matmul {x:.1f}x float32's rate here"
+                why = f"CPU computes bf16 natively ({isa}{rate})"
+            else:
+                dtype = "float32"
+                why = (f"CPU has {isa}, but a bf16 matmul ran at {x:.2f}x float32's rate here "
+                       "(runtime.hardware.bf16_matmul_speedup)")
         else:
             dtype, why = "float32", "CPU has no native bf16 (no AMX or AVX512-BF16); bf16 would be emulated"
         return PrecisionChoice(dtype, "auto", f"auto: {why}", True)
@@ -161,6 +170,37 @@ def cpu_flags(wanted: tuple[str, ...] = ("avx2", "fma", "f16c", "avx512f", "avx5
     return []
 
 
+def bf16_matmul_speedup(tokens: int = 512, k: int = 576, n: int = 1536, repeats: int = 3) -> float:
+    """A bf16 matmul's rate over float32's on this CPU: the best of ``repeats`` products of a ``tokens`` x ``k``
+    input with an ``n`` x ``k`` weight (the embedded model's MLP), each precision after a warm-up; about 20 ms.
+    AVX512-BF16 alone does not make bf16 the faster one: a 2-core Intel Xeon that reports it (no AMX) ran bf16
+    matmuls at 0.5-0.6x float32's rate, and the demo trained 1.4x slower than on an AMD EPYC with it
+    (bench/results/hardware_intel-xeon-avx512-bf16.md)."""
+    import time
+
+    import torch
+
+    x, w = torch.randn(tokens, k), torch.randn(n, k)
+
+    def best(a, b) -> float:
+        torch.nn.functional.linear(a, b)
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            torch.nn.functional.linear(a, b)
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    with torch.inference_mode():
+        return best(x, w) / best(x.bfloat16(), w.bfloat16())
+
+
+@functools.lru_cache(maxsize=1)
+def _measured_bf16_speedup() -> float:
+    """:func:`bf16_matmul_speedup`, measured once per process (every role of a run then reads the same figure)."""
+    return round(bf16_matmul_speedup(), 2)
+
+
 def _cpu_capability(device: str) -> Capability:
     import torch
 
@@ -171,10 +211,11 @@ def _cpu_capability(device: str) -> Capability:
         except Exception:  # noqa: BLE001 - a probe that fails means "not supported"
             return False
 
+    amx, avx512_bf16 = probe("_is_amx_tile_supported"), probe("_is_avx512_bf16_supported")
+    speedup = _measured_bf16_speedup() if device == "cpu" and (amx or avx512_bf16) else None
     return Capability(device=device, name=cpu_model_name(),
                       cpu_capability=str(torch.backends.cpu.get_cpu_capability()),
-                      cpu_amx_tile=probe("_is_amx_tile_supported"),
-                      cpu_avx512_bf16=probe("_is_avx512_bf16_supported"))
+                      cpu_amx_tile=amx, cpu_avx512_bf16=avx512_bf16, cpu_bf16_speedup=speedup)
 
 
 @functools.lru_cache(maxsize=None)

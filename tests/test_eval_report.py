@@ -282,6 +282,23 @@ def test_time_budget_runs_the_claim_level_first():
                                                                   given_claims=True)) == (134, 134)
 
 
+def test_whole_reference_probes_are_spread_over_the_evaluation_order():
+    """eval.evidence_conversations picks n conversations evenly over the order, so the first round of a time budget
+    carries its share of the probes (its pace stands for the later rounds'), not all of them."""
+    from types import SimpleNamespace
+
+    from vista_distill.eval.run import probed_conversations
+
+    ordered = [SimpleNamespace(id=f"c{i}") for i in range(134)]
+    probed = probed_conversations(ordered, 32)
+    assert len(probed) == 32
+    positions = sorted(int(i[1:]) for i in probed)
+    assert sum(p < 8 for p in positions) == 2                        # the demo's first round: 8 dialogues, 2 probed
+    assert max(b - a for a, b in zip(positions, positions[1:])) <= 5 and positions[-1] >= 124   # no gap, to the end
+    assert probed_conversations(ordered, None) is None                # all probed
+    assert probed_conversations(ordered[:5], 32) == {f"c{i}" for i in range(5)}
+
+
 def test_eval_killed_mid_run_reuses_the_systems_it_finished(tmp_path, sample_path):
     """`vista-distill eval` SIGKILLed while the student runs (the base's round already in its journal): the same
     command again reuses the base's records instead of running it, runs the student, writes the whole run folder

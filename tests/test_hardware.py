@@ -72,8 +72,25 @@ def test_this_machine_is_described_as_torch_reports_it():
     assert cap.cpu_amx_tile == torch.cpu._is_amx_tile_supported()
     assert cap.cpu_avx512_bf16 == torch.cpu._is_avx512_bf16_supported()
     native = torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
-    assert choose_dtype("auto", cap).dtype == ("bfloat16" if native else "float32")
+    assert (cap.cpu_bf16_speedup is not None) == native   # measured only where bf16 is native
+    faster = native and cap.cpu_bf16_speedup >= 1.0
+    assert choose_dtype("auto", cap).dtype == ("bfloat16" if faster else "float32")
     assert cap.name == hardware.cpu_model_name() and cap.name
+
+
+def test_auto_takes_bf16_only_where_its_matmul_measured_faster():
+    """A CPU that reports AVX512-BF16 (or AMX) computes in bf16 under auto only where a bf16 matmul measured at
+    least float32's rate; the reason names the measurement. The measurement itself is a real product here."""
+    from dataclasses import replace
+
+    slow, fast = (replace(DEVICES["cpu-avx512-bf16"], cpu_bf16_speedup=x) for x in (0.57, 2.4))
+    choice = choose_dtype("auto", slow)
+    assert choice.dtype == "float32" and "0.57x float32's rate" in choice.reason and choice.native
+    assert choose_dtype("auto", fast).dtype == "bfloat16" and "2.4x float32's rate" in choose_dtype("auto", fast).reason
+    assert choose_dtype("bfloat16", slow).dtype == "bfloat16"          # an explicit choice is still honoured
+    assert choose_dtype("auto", replace(DEVICES["cpu-amx"], cpu_bf16_speedup=0.9)).dtype == "float32"
+    x = hardware.bf16_matmul_speedup(tokens=64, repeats=2)
+    assert 0 < x < 100
 
 
 @pytest.mark.parametrize("requested,cores,load,env,expected", [
