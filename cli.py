@@ -65,7 +65,8 @@ _SCORE_OVERRIDES: list[tuple[str, str, dict]] = [
     ("--model", "student.model", {"help": "path or hub id of a causal LM (default: embedded SmolLM2-135M) "
                                           "[recipe student.model]"}),
     ("--dtype", "student.dtype", {"choices": ("auto", "bfloat16", "float32", "float16"),
-                                  "help": "auto: bf16 where the device computes it natively, else float16 on a GPU, "
+                                  "help": "auto: bf16 where the device computes it natively (on a CPU: and measures it "
+                                          "faster), else float16 on a GPU, "
                                           "float32 on a CPU [recipe student.dtype]"}),
     ("--load-in-4bit", "student.load_in_4bit", {"action": "store_const", "const": True,
                                                 "help": "4-bit NF4 weights through bitsandbytes "

@@ -145,7 +145,7 @@ class ServingSettings:
 @dataclass
 class StudentConfig:
     model: str | None = None       # None: the embedded SmolLM2-135M
-    dtype: str = "auto"            # auto: bf16 where the device computes it natively, else fp16 (GPU) / fp32
+    dtype: str = "auto"            # auto: bf16 where the device computes it natively (a CPU: and faster), else fp16 (GPU) / fp32
     load_in_4bit: bool = False
     attn_implementation: str | None = None
     # in-process scoring: each stage's LoRA merged into its own copy of the weights it adapts (no PEFT wrapper in the

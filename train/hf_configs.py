@@ -43,7 +43,8 @@ def training_device(recipe: Recipe) -> str:
 def training_precision(recipe: Recipe, cap) -> TrainPrecision:
     """``student.dtype`` and ``train.bf16`` resolved on the device ``cap`` (a :class:`hardware.Capability`).
 
-    auto/auto: bf16 weights and autocast where the device computes bf16 natively; fp16 autocast on GPUs
+    auto/auto: bf16 weights and autocast where ``choose_dtype`` picks bf16 (native, and on a CPU measured
+    faster); fp16 autocast on GPUs
     without bf16; float32 otherwise. An explicit ``train.bf16: true`` is honoured where it can run (a CPU
     without native bf16 emulates it: a warning says so); on a GPU without bf16 it falls back to fp16."""
     from ..runtime.hardware import choose_dtype
