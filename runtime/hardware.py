@@ -2,7 +2,7 @@
 
 ``auto`` (the default everywhere) means: bfloat16 where the device computes it natively — a CUDA GPU
 that torch says supports bf16, or a CPU with AMX tiles or AVX512-BF16 as torch reports them, where a bf16 matmul
-also measures at least as fast as a float32 one (:func:`bf16_matmul_speedup`, once per process) —
+also measures at least as fast as a float32 one (:func:`measured_bf16_speedup`, once per machine) —
 float16 on other GPUs, float32 otherwise. On a CPU without native bf16 every bf16 matmul is emulated:
 ``bench/hardware.py`` measured it 50-65x slower than float32 on an AVX2-only AMD EPYC. An explicit
 choice is honoured; an explicit bf16 (or fp16) on such a CPU warns once with that cost.
@@ -170,9 +170,9 @@ def cpu_flags(wanted: tuple[str, ...] = ("avx2", "fma", "f16c", "avx512f", "avx5
     return []
 
 
-def bf16_matmul_speedup(tokens: int = 512, k: int = 576, n: int = 1536, repeats: int = 3) -> float:
+def bf16_matmul_speedup(tokens: int = 512, k: int = 576, n: int = 1536, repeats: int = 5) -> float:
     """A bf16 matmul's rate over float32's on this CPU: the best of ``repeats`` products of a ``tokens`` x ``k``
-    input with an ``n`` x ``k`` weight (the embedded model's MLP), each precision after a warm-up; about 20 ms.
+    input with an ``n`` x ``k`` weight (the embedded model's MLP), alternating, after a warm-up; about 30 ms.
     AVX512-BF16 alone does not make bf16 the faster one: a 2-core Intel Xeon that reports it (no AMX) ran bf16
     matmuls at 0.5-0.6x float32's rate, and the demo trained 1.4x slower than on an AMD EPYC with it
     (bench/results/hardware_intel-xeon-avx512-bf16.md)."""
@@ -181,24 +181,46 @@ def bf16_matmul_speedup(tokens: int = 512, k: int = 576, n: int = 1536, repeats:
     import torch
 
     x, w = torch.randn(tokens, k), torch.randn(n, k)
-
-    def best(a, b) -> float:
-        torch.nn.functional.linear(a, b)
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            torch.nn.functional.linear(a, b)
-            times.append(time.perf_counter() - t)
-        return min(times)
-
+    pairs = {torch.float32: (x, w), torch.bfloat16: (x.bfloat16(), w.bfloat16())}
+    best = {dtype: float("inf") for dtype in pairs}
     with torch.inference_mode():
-        return best(x, w) / best(x.bfloat16(), w.bfloat16())
+        for a, b in pairs.values():   # warm-up
+            torch.nn.functional.linear(a, b)
+        for _ in range(repeats):   # alternated, so that other work on the machine weighs on both alike
+            for dtype, (a, b) in pairs.items():
+                t = time.perf_counter()
+                torch.nn.functional.linear(a, b)
+                best[dtype] = min(best[dtype], time.perf_counter() - t)
+    return best[torch.float32] / best[torch.bfloat16]
+
+
+BF16_SPEEDUP_FILE = "bf16_speedup.json"
 
 
 @functools.lru_cache(maxsize=1)
-def _measured_bf16_speedup() -> float:
-    """:func:`bf16_matmul_speedup`, measured once per process (every role of a run then reads the same figure)."""
-    return round(bf16_matmul_speedup(), 2)
+def measured_bf16_speedup() -> float:
+    """:func:`bf16_matmul_speedup` of this machine, measured once and kept in the cache folder by CPU, flags, torch
+    version and threads, so that every process (training, evaluation, a second run) reads the same figure and
+    makes the same choice, and a run's manifest does not change with the measurement's noise."""
+    import json
+
+    import torch
+
+    from .cache import cache_dir, cache_lock
+
+    key = "|".join([cpu_model_name(), ",".join(cpu_flags()), torch.__version__, str(torch.get_num_threads())])
+    path = cache_dir() / BF16_SPEEDUP_FILE
+    with cache_lock(BF16_SPEEDUP_FILE):
+        try:
+            known = json.loads(path.read_text())
+        except (OSError, ValueError):
+            known = {}
+        if key not in known:
+            known[key] = round(bf16_matmul_speedup(), 2)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(known, indent=1) + "\n")
+            os.replace(tmp, path)
+    return float(known[key])
 
 
 def _cpu_capability(device: str) -> Capability:
@@ -212,7 +234,7 @@ def _cpu_capability(device: str) -> Capability:
             return False
 
     amx, avx512_bf16 = probe("_is_amx_tile_supported"), probe("_is_avx512_bf16_supported")
-    speedup = _measured_bf16_speedup() if device == "cpu" and (amx or avx512_bf16) else None
+    speedup = measured_bf16_speedup() if device == "cpu" and (amx or avx512_bf16) else None
     return Capability(device=device, name=cpu_model_name(),
                       cpu_capability=str(torch.backends.cpu.get_cpu_capability()),
                       cpu_amx_tile=amx, cpu_avx512_bf16=avx512_bf16, cpu_bf16_speedup=speedup)

@@ -93,6 +93,25 @@ def test_auto_takes_bf16_only_where_its_matmul_measured_faster():
     assert 0 < x < 100
 
 
+def test_the_bf16_measurement_is_kept_per_machine(tmp_path, monkeypatch):
+    """Measured once and kept in the cache folder: a later process reads the kept figure instead of measuring again,
+    so training and evaluation (and a second run) choose the same precision."""
+    import json
+
+    monkeypatch.setenv("VISTA_DISTILL_CACHE", str(tmp_path))
+    hardware.measured_bf16_speedup.cache_clear()
+    try:
+        first = hardware.measured_bf16_speedup()
+        path = tmp_path / hardware.BF16_SPEEDUP_FILE
+        kept = json.loads(path.read_text())
+        assert list(kept.values()) == [first] and hardware.cpu_model_name() in next(iter(kept))
+        path.write_text(json.dumps({k: 0.25 for k in kept}))   # what an earlier process measured
+        hardware.measured_bf16_speedup.cache_clear()
+        assert hardware.measured_bf16_speedup() == 0.25
+    finally:
+        hardware.measured_bf16_speedup.cache_clear()
+
+
 @pytest.mark.parametrize("requested,cores,load,env,expected", [
     ("auto", 2, 0.1, None, 2),      # idle 2-core machine
     ("auto", 2, 1.2, None, 1),      # another job holds a core
