@@ -210,17 +210,21 @@ def measured_bf16_speedup() -> float:
 
     key = "|".join([cpu_model_name(), ",".join(cpu_flags()), torch.__version__, str(torch.get_num_threads())])
     path = cache_dir() / BF16_SPEEDUP_FILE
-    with cache_lock(BF16_SPEEDUP_FILE):
-        try:
-            known = json.loads(path.read_text())
-        except (OSError, ValueError):
-            known = {}
-        if key not in known:
-            known[key] = round(bf16_matmul_speedup(), 2)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(known, indent=1) + "\n")
-            os.replace(tmp, path)
-    return float(known[key])
+    try:
+        with cache_lock(BF16_SPEEDUP_FILE):
+            try:
+                known = json.loads(path.read_text())
+            except (OSError, ValueError):
+                known = {}
+            if key not in known:
+                known[key] = round(bf16_matmul_speedup(), 2)
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(known, indent=1) + "\n")
+                os.replace(tmp, path)
+            return float(known[key])
+    except OSError as e:   # a cache folder that cannot be written: this process measures for itself
+        log.debug("bf16 measurement not kept (%s)", e)
+        return round(bf16_matmul_speedup(), 2)
 
 
 def _cpu_capability(device: str) -> Capability:
