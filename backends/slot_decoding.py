@@ -3,18 +3,22 @@ that finishes hands its slot to the next waiting request (continuous batching, o
 
 Hugging Face's ``generate`` runs a batch until its longest row ends: on the demo's stage 1 (16 rows, lists of 51
 tokens on average and up to 179) a decode step computed 5.8 live rows on average. Here a freed slot is refilled at
-once: the new request's prompt is run as its own small batch over a copy of the prefix cache, and its keys and
-values are written into the slot's row just before the shared write position, left-padded; a 4D mask and per-row
-positions keep every row's attention and rotary positions what they would be alone. On a CPU the mask is only as
-wide as the written columns, and the model's attention (``model_calls._sdpa_gqa``) reads no key beyond it. On a GPU
-the mask spans the whole cache (its unwritten columns masked), so every decode step of a wave has the same shapes
-and is replayed from one captured CUDA graph: a step launches once instead of several hundred kernels from Python.
+once. Every row holds the shared prefix in columns ``0..p-1`` and then its own tokens at the columns of their rotary
+positions (:class:`_Columns`, written by each layer's ``update``), so a row's attention is the causal mask over its
+own columns and a decode step reads no further than its longest live row. Prompts run ahead in small batches over
+copies of the prefix cache (:meth:`_Pool.prefill`) and are copied into freed rows; once no request is waiting, the
+cache sheds idle rows. On a CPU the mask is only as wide as the step needs, and the model's attention
+(``model_calls._sdpa_gqa``) reads no key beyond it. On a GPU the mask spans the whole cache, so every decode step has
+the same shapes and is replayed from one captured CUDA graph: a step launches once instead of several hundred
+kernels from Python.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,10 +26,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-# A slot is refilled only while the request could still reach its token budget before the cache ends; the cache
-# holds this many budgets after the longest prompt (more: fewer rounds, but longer rows of padding to attend over).
-HORIZON_BUDGETS = 3
-
+PREFILL_TOKENS = 512   # a refill's prompt batch takes queued prompts until it holds this many tokens
 
 def static_prefix_cache(config: Any, prefix_cache: Any, batch: int, max_len: int) -> Any:
     """A preallocated cache for ``batch`` rows holding the prefix, or None where the model's layers are not
@@ -40,6 +41,11 @@ def static_prefix_cache(config: Any, prefix_cache: Any, batch: int, max_len: int
         return None
     if len(cache.layers) != len(prefix_cache.layers) or any(type(x) is not StaticLayer for x in cache.layers):
         return None
+    _fill_prefix(cache, prefix_cache, batch)
+    return cache
+
+
+def _fill_prefix(cache: Any, prefix_cache: Any, batch: int) -> None:
     for src, dst in zip(prefix_cache.layers, cache.layers):
         k = src.keys.expand(batch, -1, -1, -1)
         v = src.values.expand(batch, -1, -1, -1)
@@ -48,7 +54,56 @@ def static_prefix_cache(config: Any, prefix_cache: Any, batch: int, max_len: int
         dst.keys[:, :, :n] = k
         dst.values[:, :, :n] = v
         dst.cumulative_length.fill_(n)
+
+
+class _Columns:
+    """Where the next forward writes: ``at[r, j]`` is the cache column of row ``r``'s ``j``-th new token (its rotary
+    position: a row's tokens sit at the columns of their positions, the shared prefix first)."""
+
+    def __init__(self) -> None:
+        self.at: Any = None
+
+
+def row_prefix_cache(config: Any, prefix_cache: Any, rows: int, length: int, where: _Columns) -> Any:
+    """A preallocated cache of ``rows`` rows and ``length`` columns holding the prefix in every row, whose layers
+    write each row's new keys and values at that row's own columns (``where.at``), or None where the model's
+    layers are not all plain full-attention layers."""
+    from transformers import StaticCache
+    from transformers.cache_utils import Cache, StaticLayer
+
+    try:
+        layers = StaticCache(config=config, max_cache_len=length).layers
+    except Exception:  # noqa: BLE001 - an architecture StaticCache cannot describe keeps the dynamic path
+        return None
+    if len(layers) != len(prefix_cache.layers) or any(type(x) is not StaticLayer for x in layers):
+        return None
+    cache = Cache(layers=[_row_layer_class()(length, where) for _ in layers])
+    _fill_prefix(cache, prefix_cache, rows)
     return cache
+
+
+@functools.cache
+def _row_layer_class() -> type:
+    from transformers.cache_utils import StaticLayer
+
+    class RowLayer(StaticLayer):
+        """A static layer whose rows write at columns of their own (``where.at``), not at one shared length."""
+
+        def __init__(self, max_cache_len: int, where: _Columns) -> None:
+            super().__init__(max_cache_len=max_cache_len)
+            self.where = where
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            import torch
+
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            rows = torch.arange(self.keys.shape[0], device=self.keys.device)[:, None]
+            self.keys[rows, :, self.where.at] = key_states.transpose(1, 2)
+            self.values[rows, :, self.where.at] = value_states.transpose(1, 2)
+            return self.keys, self.values
+
+    return RowLayer
 
 
 def slots_supported(model: Any) -> bool:
@@ -79,6 +134,14 @@ class _Slot:
 
 
 @dataclass
+class _Prompted:
+    request: int                 # index into the suffixes
+    row: int                     # its row in the block
+    block: Any                   # the cache its prompt batch wrote (prefix + left-padded prompts)
+    logits: Any                  # the next-token scores after its prompt
+
+
+@dataclass
 class Decoded:
     """One request's greedy continuation: its tokens (an end-of-sequence token excluded) and why it ended:
     ``eos``, ``stopped`` (the stop rule) or ``length`` (its budget)."""
@@ -87,29 +150,39 @@ class Decoded:
     reason: str
 
 
-class _GraphedStep:
-    """One wave's decode step captured as a CUDA graph: token ids and positions go into static buffers, the mask
-    is a view of the wave's key buffer (edited in place between steps), and a replay writes the new keys and values
-    into the static cache and advances it exactly as the eager step would."""
+def _step_mask(positions: Any, width: int) -> Any:
+    """(rows, 1, q, width): a query at position ``p`` sees the columns ``0..p`` of its own row (a row's tokens sit
+    at the columns of their positions, so this is the causal mask of each row alone)."""
+    import torch
 
-    def __init__(self, forward: Callable[..., Any], rows: int, mask: Any, cache: Any, device: Any) -> None:
+    return (torch.arange(width, device=positions.device) <= positions[..., None])[:, None]
+
+
+class _GraphedStep:
+    """The decode step captured as a CUDA graph: token ids and positions go into static buffers, the mask (as wide
+    as the cache) is computed from the positions inside the graph, and a replay writes the new keys and values at
+    each row's columns exactly as the eager step would."""
+
+    def __init__(self, forward: Callable[..., Any], rows: int, width: int, cache: Any, where: _Columns,
+                 device: Any) -> None:
         import torch
 
         self.ids = torch.zeros(rows, 1, dtype=torch.long, device=device)
-        self.positions = torch.zeros(rows, 1, dtype=torch.long, device=device)
-        lengths = [layer.cumulative_length.clone() for layer in cache.layers]
-        try:
-            side = torch.cuda.Stream(device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):   # warm-up (cuBLAS workspaces); it writes to columns not yet attended
-                forward(self.ids, self.positions, mask, cache)
-            torch.cuda.current_stream(device).wait_stream(side)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.logits = forward(self.ids, self.positions, mask, cache)
-        finally:
-            for layer, n in zip(cache.layers, lengths):   # the warm-up advanced the cache: put its length back
-                layer.cumulative_length.copy_(n)
+        # the cache's last column, which no request reaches: the warm-up and the capture write only there
+        self.positions = torch.full((rows, 1), width - 1, dtype=torch.long, device=device)
+        where.at = self.positions   # the layers read the static buffer the replays fill
+
+        def step() -> Any:
+            return forward(self.ids, self.positions, _step_mask(self.positions, width), cache)
+
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):   # warm-up (cuBLAS workspaces)
+            step()
+        torch.cuda.current_stream(device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.logits = step()
 
     def __call__(self, ids: Any, positions: Any) -> Any:
         self.ids.copy_(ids, non_blocking=True)
@@ -118,41 +191,42 @@ class _GraphedStep:
         return self.logits
 
 
-def decode_in_slots(model: Any, cache_kw: str, make_cache: Callable[[int, int], Any], prefix_cache: Any,
-                    prefix_len: int, suffixes: Sequence[Sequence[int]], max_new: int, slots: int,
-                    eos_ids: Sequence[int], pad_id: int,
+def decode_in_slots(model: Any, cache_kw: str, prefix_cache: Any, prefix_len: int,
+                    suffixes: Sequence[Sequence[int]], max_new: int, slots: int, eos_ids: Sequence[int], pad_id: int,
                     ban: Callable[[list[int], Any], None] | None = None,
                     stop: Callable[[list[int]], bool] | None = None,
                     on_done: Callable[[int], object] | None = None,
                     stats: dict[str, Any] | None = None,
                     full_mask: bool | None = None, graphs: bool | None = None) -> list[Decoded]:
-    """Greedy continuations of ``prefix + suffix`` for every suffix, ``slots`` rows at a time.
+    """Greedy continuations of ``prefix + suffix`` for every suffix, ``slots`` rows at a time (a model that
+    :func:`slots_supported` accepts).
 
-    ``make_cache(rows, length)``: a static cache of ``rows`` rows and ``length`` positions holding the prefix;
-    ``prefix_cache``: the prefix's dynamic cache (one row), copied for each refill; ``ban(tokens, scores)``
-    edits a row's next-token scores in place; ``stop(tokens)`` ends a row after its newest token; ``on_done(i)``
-    is told as each request finishes; ``stats`` counts decode steps, the rows they ran and refills.
-    ``full_mask``: decode steps attend over a mask as wide as the cache (default: on a GPU); ``graphs``: replay
-    each wave's decode step from a CUDA graph (default: on a GPU; needs the full mask)."""
+    ``prefix_cache``: the prefix's dynamic cache (one row), copied into every row and for each refill;
+    ``ban(tokens, scores)`` edits a row's next-token scores in place; ``stop(tokens)`` ends a row after its newest
+    token; ``on_done(i)`` is told as each request finishes; ``stats`` counts decode steps, the rows they ran and
+    refills, and the seconds spent in decode steps (``decode_s``) and in prompt blocks (``prompt_s``; host-side
+    time, so on a GPU only what the host waited for). ``full_mask``: decode steps attend over a mask as wide as
+    the cache (default: on a GPU); ``graphs``: replay the decode step from a CUDA graph (default: on a GPU; needs
+    the full mask)."""
     device = next(model.parameters()).device
     on_gpu = device.type == "cuda"
     graphs = on_gpu if graphs is None else graphs
     count = stats if stats is not None else {}
-    for k in ("decode_steps", "decode_rows", "refills"):
+    for k in ("decode_steps", "decode_rows", "refills", "decode_s", "prompt_s"):
         count.setdefault(k, 0)
+    if not suffixes:
+        return []
     decoder = _SlotDecoder(model=model, cache_kw=cache_kw, prefix_cache=prefix_cache, prefix_len=prefix_len,
                            suffixes=suffixes, max_new=max_new, eos=set(eos_ids), pad_id=pad_id, ban=ban, stop=stop,
                            on_done=on_done, count=count, device=device, graphs=graphs,
                            full_mask=(on_gpu if full_mask is None else full_mask) or graphs)  # a graph: one shape
-    queue = deque(sorted(range(len(suffixes)), key=lambda i: -len(suffixes[i])))  # longest first: later ones fit
-    while queue:
-        _Wave(decoder, [queue.popleft() for _ in range(min(slots, len(queue)))], make_cache).run(queue)
+    _Pool.make(decoder, min(slots, len(suffixes))).run(deque(sorted(range(len(suffixes)), key=lambda i: -len(suffixes[i]))))  # longest first
     return decoder.out  # type: ignore[return-value]
 
 
 @dataclass
 class _SlotDecoder:
-    """What every wave of one :func:`decode_in_slots` call shares: the model, the requests and their results."""
+    """What one :func:`decode_in_slots` call shares: the model, the requests and their results."""
 
     model: Any
     cache_kw: str
@@ -215,39 +289,41 @@ class _SlotDecoder:
         return None
 
 
-class _Wave:
-    """One static cache of ``len(wave)`` rows, decoded until every row is idle: rows that finish are refilled from
-    the queue while a new request can still reach its budget before the cache ends."""
+class _Pool:
+    """One preallocated cache of ``rows`` rows, decoded until every request has ended: a row that finishes is
+    refilled from the queue at once. Each row keeps its tokens at the columns of their positions, so a decode step
+    attends only as far as its longest live row, and once the queue is empty the cache sheds idle rows."""
 
-    def __init__(self, d: _SlotDecoder, wave: list[int], make_cache: Callable[[int, int], Any]) -> None:
-        import torch
-
-        width = len(d.suffixes[wave[0]])   # the longest: the queue is sorted longest first
-        self.d, self.length = d, d.prefix_len + width + int(HORIZON_BUDGETS * d.max_new)
-        self.cache = make_cache(len(wave), self.length)
-        self.keys = torch.zeros(len(wave), self.length, dtype=torch.bool, device=d.device)  # what each row may attend
-        self.keys[:, :d.prefix_len] = True
-        ids, valid, positions = d.prompt_block(wave)
-        self.keys[:, d.prefix_len:d.prefix_len + width] = valid
-        mask = d.block_mask(valid, width)
-        if d.full_mask:   # attention that reads every cached key needs the unwritten ones masked
-            mask = torch.nn.functional.pad(mask, (0, self.length - mask.shape[-1]), value=False)
-        with torch.inference_mode():
-            logits = d.forward(ids, positions, mask, self.cache)
-        self.write = d.prefix_len + width   # the next column every row writes
-        self.rows: list[_Slot | None] = [_Slot(i, int(positions[r, -1]) + 1) for r, i in enumerate(wave)]
-        self.pending: list[tuple[int, Any]] = list(enumerate(logits))
+    def __init__(self, d: _SlotDecoder, cache: Any, where: _Columns, length: int, rows: int) -> None:
+        self.d, self.cache, self.where, self.length = d, cache, where, length
+        self.rows: list[_Slot | None] = [None] * rows
+        self.pending: list[tuple[int, Any]] = []
+        self.ready: deque[_Prompted] = deque()   # requests whose prompts have run, waiting for a row
         self.graph: _GraphedStep | None = None
 
+    @classmethod
+    def make(cls, d: _SlotDecoder, rows: int) -> _Pool:
+        # every row's prompt and budget fit, and one column more, which no request reaches (see _GraphedStep)
+        length = d.prefix_len + max(len(s) for s in d.suffixes) + d.max_new + 1
+        where = _Columns()
+        cache = row_prefix_cache(d.model.config, d.prefix_cache, rows, length, where)
+        if cache is None:
+            raise RuntimeError(f"{type(d.model).__name__}: its cache layers cannot be preallocated; "
+                               "slot decoding needs slots_supported(model)")
+        return cls(d, cache, where, length, rows)
+
     def run(self, queue: deque[int]) -> None:
+        free = list(range(len(self.rows)))
         while True:
-            free = self.settle()
-            if free and queue and self.write + self.d.max_new <= self.length:
+            if free and (queue or self.ready):
                 self.refill(free, queue)
-                continue   # a refilled row may end at its first token: settle before the next step
-            if not any(s is not None for s in self.rows):
+            elif not any(s is not None for s in self.rows):
                 return
-            self.step()
+            else:
+                if not queue and not self.ready and not self.d.graphs:
+                    self.shed()
+                self.step()
+            free = self.settle()
 
     def settle(self) -> list[int]:
         """Each pending row's greedy token (bans applied in place, then one argmax and one copy to the host)
@@ -274,56 +350,93 @@ class _Wave:
         return free
 
     def refill(self, free: list[int], queue: deque[int]) -> None:
-        """The next queued requests' prompts run as their own batch over copies of the prefix cache, and their keys
-        and values written into the freed rows just before the shared write position, left-padded."""
+        """Freed rows take the next requests whose prompts have run (:meth:`prefill`), their keys and values
+        copied in at the columns of their positions."""
         import torch
 
         d = self.d
         d.count["refills"] += 1
-        chosen = [queue.popleft() for _ in range(min(len(free), len(queue)))]
-        targets = free[:len(chosen)]
+        start = time.perf_counter()
+        while len(self.ready) < len(free) and queue:
+            self.prefill(queue, len(free) - len(self.ready))
+        placed = [(r, self.ready.popleft()) for r in free[:len(self.ready)]]
+        for block in {id(p.block): p.block for _, p in placed}.values():
+            mine = [(r, p) for r, p in placed if p.block is block]
+            width = block.layers[0].keys.shape[2] - d.prefix_len
+            n = [len(d.suffixes[p.request]) for _, p in mine]
+            src_rows = torch.tensor([p.row for (_, p), k in zip(mine, n) for _ in range(k)], device=d.device)
+            src_cols = torch.tensor([d.prefix_len + width - k + j for k in n for j in range(k)], device=d.device)
+            dst_rows = torch.tensor([r for (r, _), k in zip(mine, n) for _ in range(k)], device=d.device)
+            dst_cols = torch.tensor([d.prefix_len + j for k in n for j in range(k)], device=d.device)
+            for src, dst in zip(block.layers, self.cache.layers):
+                dst.keys[dst_rows, :, dst_cols] = src.keys[src_rows, :, src_cols]
+                dst.values[dst_rows, :, dst_cols] = src.values[src_rows, :, src_cols]
+        for r, p in placed:
+            self.rows[r] = _Slot(p.request, d.prefix_len + len(d.suffixes[p.request]))
+            self.pending.append((r, p.logits))
+        d.count["prompt_s"] += time.perf_counter() - start
+
+    def prefill(self, queue: deque[int], need: int) -> None:
+        """The next queued prompts, at least ``need`` and at least ``PREFILL_TOKENS`` tokens of them where the
+        queue has them, run as one left-padded batch over copies of the prefix cache: a batch of several prompts
+        runs at a better rate than one alone (764 against 1,026 tokens/s for one against four 112-token prompts on
+        a 2-core CPU), and the rows not placed now wait in ``ready``."""
+        import torch
+
+        d = self.d
+        chosen: list[int] = []
+        while queue and (len(chosen) < need or sum(len(d.suffixes[i]) for i in chosen) < PREFILL_TOKENS):
+            chosen.append(queue.popleft())
         ids, valid, positions = d.prompt_block(chosen)
-        w = ids.shape[1]
-        small = copy.deepcopy(d.prefix_cache)
-        small.batch_repeat_interleave(len(chosen))
+        block = copy.deepcopy(d.prefix_cache)
+        block.batch_repeat_interleave(len(chosen))
         with torch.inference_mode():
-            logits = d.forward(ids, positions, d.block_mask(valid, w), small)
-        index = torch.tensor(targets, device=d.device)
-        for src, dst in zip(small.layers, self.cache.layers):
-            dst.keys[index, :, self.write - w:self.write] = src.keys[:, :, d.prefix_len:d.prefix_len + w]
-            dst.values[index, :, self.write - w:self.write] = src.values[:, :, d.prefix_len:d.prefix_len + w]
-        self.keys[index, d.prefix_len:] = False
-        self.keys[index, self.write - w:self.write] = valid
-        for r, i, pos, row_logits in zip(targets, chosen, positions[:, -1].tolist(), logits):
-            self.rows[r] = _Slot(i, pos + 1)
-            self.pending.append((r, row_logits))
+            logits = d.forward(ids, positions, d.block_mask(valid, ids.shape[1]), block)
+        self.ready.extend(_Prompted(i, row, block, logits[row]) for row, i in enumerate(chosen))
+
+    def shed(self) -> None:
+        """With no request left to start, keep only the live rows once half of the rows are idle: a step's cost
+        grows with its rows."""
+        live = [r for r, s in enumerate(self.rows) if s is not None]
+        if len(live) * 2 > len(self.rows):
+            return
+        import torch
+
+        keep = torch.tensor(live, device=self.d.device)
+        for layer in self.cache.layers:
+            layer.keys, layer.values = layer.keys.index_select(0, keep), layer.values.index_select(0, keep)
+            layer.batch_size = len(live)
+        self.rows = [self.rows[r] for r in live]
 
     def step(self) -> None:
-        """One decode step of every live row (idle rows compute padding), from the wave's CUDA graph if it has one."""
+        """One decode step of every row (idle rows compute padding at the prefix's end), from the CUDA graph if
+        there is one."""
         import torch
 
         d, rows = self.d, self.rows
+        start = time.perf_counter()
         live = [r for r, s in enumerate(rows) if s is not None]
         d.count["decode_steps"] += 1
         d.count["decode_rows"] += len(live)
         step_ids = torch.full((len(rows), 1), d.pad_id, dtype=torch.long)
-        step_pos = torch.zeros(len(rows), 1, dtype=torch.long)
+        step_pos = torch.full((len(rows), 1), d.prefix_len, dtype=torch.long)
         for r in live:
             step_ids[r, 0] = rows[r].tokens[-1]
             step_pos[r, 0] = rows[r].position
             rows[r].position += 1
-        self.keys[:, self.write] = True   # an idle row attends to its own column: no row without keys
         with torch.inference_mode():
             if d.graphs and self.graph is None:
                 try:
-                    self.graph = _GraphedStep(d.forward, len(rows), self.keys[:, None, None, :], self.cache, d.device)
+                    self.graph = _GraphedStep(d.forward, len(rows), self.length, self.cache, self.where, d.device)
                 except RuntimeError as e:   # an op that cannot be captured: this call decodes eagerly
                     log.warning("decode step not captured as a CUDA graph (%s); decoding eagerly", e)
                     d.graphs = False
             if d.graphs and self.graph is not None:
                 logits = self.graph(step_ids.to(d.device), step_pos.to(d.device))
             else:
-                mask = self.keys[:, None, None, :] if d.full_mask else self.keys[:, None, None, :self.write + 1]
-                logits = d.forward(step_ids.to(d.device), step_pos.to(d.device), mask, self.cache)
-        self.write += 1
+                positions = step_pos.to(d.device)
+                self.where.at = positions
+                width = self.length if d.full_mask else int(step_pos.max()) + 1
+                logits = d.forward(step_ids.to(d.device), positions, _step_mask(positions, width), self.cache)
         self.pending = [(r, logits[r]) for r in live]
+        d.count["decode_s"] += time.perf_counter() - start

@@ -122,7 +122,8 @@ class TransformersBackend:
         self._static_ok: bool | None = None   # slot_decoding.slots_supported(model), asked once
         self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "prefix_tokens_reused": 0, "forward_s": 0.0,
-                      "decode_steps": 0, "decode_rows": 0, "refills": 0, "twin_requests": 0, "memo_hits": 0}
+                      "decode_steps": 0, "decode_rows": 0, "refills": 0, "decode_s": 0.0, "prompt_s": 0.0,
+                      "twin_requests": 0, "memo_hits": 0}
 
     served = False
 
@@ -326,9 +327,8 @@ class TransformersBackend:
         ban = ListMarkerFormat(self, 0).apply if stop_on_repeat else None
         with torch.inference_mode(), self._shared(prefix):
             decoded = decode_in_slots(
-                self.model, self.cache_kw, lambda rows, n: static_prefix_cache(self.model.config, shared, rows, n),
-                shared, len(prefix), suffixes, max_new, self.batch_size, self.eos_ids, self.tokenizer.pad_token_id,
-                ban=ban, stop=stop, on_done=None if self.progress is None else (lambda _: self.progress(1)),
+                self.model, self.cache_kw, shared, len(prefix), suffixes, max_new, self.batch_size, self.eos_ids,
+                self.tokenizer.pad_token_id, ban=ban, stop=stop, on_done=None if self.progress is None else (lambda _: self.progress(1)),
                 stats=self.stats, graphs=None if self.cuda_graphs else False)
         self.stats["prefix_tokens_reused"] += len(prefix) * len(suffixes)
         return [self._generated(d.tokens, d.reason == "length", len(d.tokens) + (d.reason == "eos"), stop_on_repeat)

@@ -206,7 +206,7 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
         "per_stage": {s: {k: round(v, 2) for k, v in d.items()} for s, d in sorted(counter.per_stage.items())},
         "verdicts_safe": facts["verdicts_safe"], "categories": facts["categories"],
         "load": load.summary(), "cprofile": cprofile, "top_self_time": top_self_time(prof) if cprofile else [],
-        "decoding": {k: counter.inner.stats.get(k, 0) for k in ("decode_steps", "decode_rows", "refills")},
+        "decoding": {k: counter.inner.stats.get(k, 0) for k in ("decode_steps", "decode_rows", "refills", "decode_s", "prompt_s")},
         "peak_cuda_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
         "model_shape": model_shape(counter.inner.model),
     }
@@ -271,7 +271,9 @@ def report(out: dict[str, Any]) -> str:
             lines += ["", "Stage adapters merged into copies of the weights (`merge_adapters`)."]
         d = p.get("decoding")
         if d:
-            lines += ["", f"Stage-1 decoding: {d['decode_steps']} steps, {d['decode_rows']} rows, {d['refills']} refills."]
+            lines += ["", f"Stage-1 decoding: {d['decode_steps']} steps, {d['decode_rows']} rows, {d['refills']} refills; "
+                          f"{d.get('decode_s', 0):.1f} s in decode steps, {d.get('prompt_s', 0):.1f} s in prompt blocks "
+                          "(each wave's first batch and the refills)."]
         if p.get("peak_cuda_gib") is not None:
             lines += ["", f"Peak CUDA memory (torch.cuda.max_memory_allocated, the run and both rate measurements): "
                           f"{p['peak_cuda_gib']} GiB."]

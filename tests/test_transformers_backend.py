@@ -295,12 +295,66 @@ def test_finished_rows_hand_their_slot_to_the_next_request(embedded_backend):
     assert counts["decode_rows"] == sum(r.completion_tokens for r in slotted) - len(reqs)
 
 
+def test_rows_read_only_their_own_columns_prompts_run_ahead_and_idle_rows_are_shed(embedded_backend, monkeypatch):
+    """Six requests through three slots, decoded twice: each prompt run alone as its row frees, and every prompt
+    run ahead in one batch. Both give each request's tokens alone through generate. A decode step's mask reaches
+    exactly its longest live row (a row's tokens sit at the columns of their positions, so no step reads the
+    columns of rows that came before), never past the longest prompt plus the budget, and once no request waits
+    the steps run fewer rows."""
+    from vista_distill.backends import slot_decoding
+    from vista_distill.backends.list_generation import ListMarkerFormat, RepeatedLineStop
+
+    b = embedded_backend
+    system = "You are a helpful assistant. Answer briefly."
+    questions = ["Say hello.", "List ten French cities, one per line.", "What is 2+2?",
+                 "Write a short poem about the sea.", "Name one colour.", "List the days of the week, one per line."]
+    reqs = [Request("stage1", ({"role": "system", "content": system}, {"role": "user", "content": q}),
+                    max_new_tokens=40, stop_on_repeat=True) for q in questions]
+    encoded = [b._encode(r) for r in reqs]
+    prefix = tuple(encoded[0][0])
+    suffixes = [s for _, s in encoded]
+    shared = b._prefix_cache("stage1", prefix)
+    calls: list[tuple[int, int, int, int]] = []   # rows, query tokens, mask width, largest position
+
+    def record(_module, _args, kw):
+        calls.append((*kw["input_ids"].shape, kw["attention_mask"].shape[-1], int(kw["position_ids"].max())))
+
+    def decode(prefill_tokens: int) -> tuple[list[str], list, dict]:
+        monkeypatch.setattr(slot_decoding, "PREFILL_TOKENS", prefill_tokens)
+        calls.clear()
+        stats: dict = {}
+        hook = b.model.register_forward_pre_hook(record, with_kwargs=True)
+        try:
+            with torch.inference_mode(), b._shared(prefix):
+                out = slot_decoding.decode_in_slots(
+                    b.model, b.cache_kw, shared, len(prefix), suffixes, 40, 3, b.eos_ids, b.tokenizer.pad_token_id,
+                    ban=ListMarkerFormat(b, 0).apply, stop=RepeatedLineStop(b, 0).row_done, stats=stats)
+        finally:
+            hook.remove()
+        return [b.tokenizer.decode(d.tokens, skip_special_tokens=True).strip() for d in out], list(calls), stats
+
+    each, each_calls, each_stats = decode(0)
+    ahead, ahead_calls, ahead_stats = decode(10**6)
+    assert each == ahead == [r.text for r in _alone_without_prefix_cache(b, reqs)]
+    blocks = [c for c in each_calls if c[1] > 1]
+    assert len(blocks) == each_stats["refills"] >= 3 and blocks[0][0] == 3   # then one prompt per freed row
+    assert [c[0] for c in ahead_calls if c[1] > 1] == [6]                     # every prompt in one batch
+    for calls_ in (each_calls, ahead_calls):
+        steps = [c for c in calls_ if c[1] == 1]
+        assert all(width == top + 1 for _, _, width, top in steps)
+        assert max(width for *_, width, _ in steps) <= len(prefix) + max(map(len, suffixes)) + 40
+        rows = [c[0] for c in steps]
+        assert rows[0] == 3 and min(rows) < 3 and rows == sorted(rows, reverse=True)
+    assert each_stats["decode_rows"] == ahead_stats["decode_rows"]
+    assert each_stats["decode_s"] > 0 and each_stats["prompt_s"] > 0
+
+
 def test_decoding_over_the_whole_cache_width_gives_the_same_tokens(embedded_backend):
     """The GPU's decode step (a mask as wide as the cache, so every step of a wave has one shape and is replayed
     from a CUDA graph there) gives the tokens of the CPU's narrow-mask step, refills included, through
     transformers' SDPA attention, the one a GPU runs."""
     from vista_distill.backends.list_generation import ListMarkerFormat, RepeatedLineStop
-    from vista_distill.backends.slot_decoding import decode_in_slots, static_prefix_cache
+    from vista_distill.backends.slot_decoding import decode_in_slots
 
     b = embedded_backend
     system = "You are a helpful assistant. Answer briefly."
@@ -315,9 +369,8 @@ def test_decoding_over_the_whole_cache_width_gives_the_same_tokens(embedded_back
     def decode(full_mask: bool) -> tuple[list, dict]:
         stats: dict = {}
         with torch.inference_mode(), b._shared(prefix):
-            out = decode_in_slots(b.model, b.cache_kw, lambda rows, n: static_prefix_cache(b.model.config, shared, rows, n),
-                                  shared, len(prefix), suffixes, 32, 2, b.eos_ids, b.tokenizer.pad_token_id,
-                                  ban=ListMarkerFormat(b, 0).apply, stop=RepeatedLineStop(b, 0).row_done,
+            out = decode_in_slots(b.model, b.cache_kw, shared, len(prefix), suffixes, 32, 2, b.eos_ids,
+                                  b.tokenizer.pad_token_id, ban=ListMarkerFormat(b, 0).apply, stop=RepeatedLineStop(b, 0).row_done,
                                   stats=stats, full_mask=full_mask, graphs=False)
         return [(d.tokens, d.reason) for d in out], stats
 
