@@ -4,7 +4,7 @@ student (``TransformersBackend`` with three LoRA adapters, decoding in slots), i
 * ``eager, float32 adapters``: the step as PyTorch runs it op by op, PEFT's adapters in float32 on bf16 weights
   (every LoRA forward casts its input and output);
 * ``eager, bf16 adapters``: the adapters cast to the base's dtype (what the backend does on a GPU);
-* ``CUDA graphs, bf16 adapters``: each wave's decode step captured once and replayed (the backend's default on a GPU);
+* ``CUDA graphs, bf16 adapters``: the decode step captured once per call and replayed (the backend's default on a GPU);
 * ``CUDA graphs, adapter merged``: the stage's adapter added into the bf16 weights (PEFT's ``merge_adapter``) for the
   call, so the step runs no LoRA products: what the adapters' own kernels cost;
 * ``CUDA graphs, base model``: no adapter at all, the floor of this decoding path.

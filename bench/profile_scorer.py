@@ -273,7 +273,7 @@ def report(out: dict[str, Any]) -> str:
         if d:
             lines += ["", f"Stage-1 decoding: {d['decode_steps']} steps, {d['decode_rows']} rows, {d['refills']} refills; "
                           f"{d.get('decode_s', 0):.1f} s in decode steps, {d.get('prompt_s', 0):.1f} s in prompt blocks "
-                          "(each wave's first batch and the refills)."]
+                          "(the prompt batches and their copies into freed rows)."]
         if p.get("peak_cuda_gib") is not None:
             lines += ["", f"Peak CUDA memory (torch.cuda.max_memory_allocated, the run and both rate measurements): "
                           f"{p['peak_cuda_gib']} GiB."]

@@ -350,7 +350,7 @@ def test_rows_read_only_their_own_columns_prompts_run_ahead_and_idle_rows_are_sh
 
 
 def test_decoding_over_the_whole_cache_width_gives_the_same_tokens(embedded_backend):
-    """The GPU's decode step (a mask as wide as the cache, so every step of a wave has one shape and is replayed
+    """The GPU's decode step (a mask as wide as the cache, so every decode step has one shape and is replayed
     from a CUDA graph there) gives the tokens of the CPU's narrow-mask step, refills included, through
     transformers' SDPA attention, the one a GPU runs."""
     from vista_distill.backends.list_generation import ListMarkerFormat, RepeatedLineStop
