@@ -224,7 +224,8 @@ def decode_in_slots(model: Any, cache_kw: str, prefix_cache: Any, prefix_len: in
                            suffixes=suffixes, max_new=max_new, eos=set(eos_ids), pad_id=pad_id, ban=ban, stop=stop,
                            on_done=on_done, count=count, device=device, graphs=graphs,
                            full_mask=(on_gpu if full_mask is None else full_mask) or graphs)  # a graph: one shape
-    _Pool.make(decoder, min(slots, len(suffixes))).run(deque(sorted(range(len(suffixes)), key=lambda i: -len(suffixes[i]))))  # longest first
+    longest_first = deque(sorted(range(len(suffixes)), key=lambda i: -len(suffixes[i])))
+    _Pool.make(decoder, min(slots, len(suffixes))).run(longest_first)
     return decoder.out  # type: ignore[return-value]
 
 
