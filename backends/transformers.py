@@ -329,7 +329,8 @@ class TransformersBackend:
             decoded = decode_in_slots(
                 self.model, self.cache_kw, shared, len(prefix), suffixes, max_new, self.batch_size, self.eos_ids,
                 self.tokenizer.pad_token_id, ban=ban, stop=stop,
-                on_done=None if self.progress is None else (lambda _: self.progress(1)), stats=self.stats, graphs=None if self.cuda_graphs else False)
+                on_done=None if self.progress is None else (lambda _: self.progress(1)), stats=self.stats,
+                graphs=None if self.cuda_graphs else False)
         self.stats["prefix_tokens_reused"] += len(prefix) * len(suffixes)
         return [self._generated(d.tokens, d.reason == "length", len(d.tokens) + (d.reason == "eos"), stop_on_repeat)
                 for d in decoded]
