@@ -267,6 +267,16 @@ def test_batched_generation_equals_one_at_a_time(embedded_backend):
     assert type(cache).__name__ == "StaticCache" and cache.get_seq_length() == len(prefix)
 
 
+def _six_list_requests() -> list[Request]:
+    """Six stage-1 requests under one system prompt whose greedy answers end at different steps (end of turn, a
+    repeated line, the 40-token budget), with stage 1's stop rules."""
+    system = "You are a helpful assistant. Answer briefly."
+    questions = ["Say hello.", "List ten French cities, one per line.", "What is 2+2?",
+                 "Write a short poem about the sea.", "Name one colour.", "List the days of the week, one per line."]
+    return [Request("stage1", ({"role": "system", "content": system}, {"role": "user", "content": q}),
+                    max_new_tokens=40, stop_on_repeat=True) for q in questions]
+
+
 def test_finished_rows_hand_their_slot_to_the_next_request(embedded_backend):
     """Six requests through two slots, with stage 1's stop rules: a row that ends (end of turn, a repeated
     line, its budget) hands its slot to a waiting request, whose prompt is written into that row of the shared
@@ -274,11 +284,7 @@ def test_finished_rows_hand_their_slot_to_the_next_request(embedded_backend):
     prefix cache, no padding), and no decode step computes a finished row: the rows the steps ran are exactly
     the tokens generated after each request's first."""
     b = embedded_backend
-    system = "You are a helpful assistant. Answer briefly."
-    questions = ["Say hello.", "List ten French cities, one per line.", "What is 2+2?",
-                 "Write a short poem about the sea.", "Name one colour.", "List the days of the week, one per line."]
-    reqs = [Request("stage1", ({"role": "system", "content": system}, {"role": "user", "content": q}),
-                    max_new_tokens=40, stop_on_repeat=True) for q in questions]
+    reqs = _six_list_requests()
     before = dict(b.stats)
     b.batch_size = 2
     try:
@@ -305,11 +311,7 @@ def test_rows_read_only_their_own_columns_prompts_run_ahead_and_idle_rows_are_sh
     from vista_distill.backends.list_generation import ListMarkerFormat, RepeatedLineStop
 
     b = embedded_backend
-    system = "You are a helpful assistant. Answer briefly."
-    questions = ["Say hello.", "List ten French cities, one per line.", "What is 2+2?",
-                 "Write a short poem about the sea.", "Name one colour.", "List the days of the week, one per line."]
-    reqs = [Request("stage1", ({"role": "system", "content": system}, {"role": "user", "content": q}),
-                    max_new_tokens=40, stop_on_repeat=True) for q in questions]
+    reqs = _six_list_requests()
     encoded = [b._encode(r) for r in reqs]
     prefix = tuple(encoded[0][0])
     suffixes = [s for _, s in encoded]
