@@ -175,6 +175,7 @@ def main() -> None:
 
     from profile_scorer import forward_throughput, model_shape
     from vista_distill.data.io import read_conversations
+    from vista_distill.runtime.hardware import short_cpu_label
     from vista_distill.scorer import VistaScorer
 
     scorer = VistaScorer(adapters=a.adapters, threads=a.threads, batch_size=16)
@@ -204,7 +205,7 @@ def main() -> None:
         print(json.dumps(out["steps"][-1]), flush=True)
     if not a.no_lists:
         out["lists"] = stage1_lists(scorer, read_conversations(a.input))
-    name = f"decode_floor_{harness.dated_name(m, 'float32')}"
+    name = f"decode_floor_{short_cpu_label()}_{time.strftime('%Y-%m-%d')}"
     harness.save(ROOT / "bench" / "results", name, out)
     (ROOT / "bench" / "results" / f"{name}.md").write_text(report(out))
     print(report(out))
