@@ -93,7 +93,7 @@ def anatomy(step: Any, vocab: int, n: int) -> dict[str, float]:
         wall = time.perf_counter() - t
     for e in prof.key_averages(group_by_input_shape=True):
         ms = e.self_cpu_time_total / 1e3 / n
-        if e.key in ("aten::mm", "aten::addmm", "quantized::linear_dynamic"):
+        if e.key in ("aten::mm", "aten::addmm"):
             head = any(vocab in shape for shape in (e.input_shapes or []) if isinstance(shape, list))
             parts["head_ms" if head else "products_ms"] += ms
         elif "attention" in e.key:
