@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 import harness
+from hardware import timed
 
 ROOT = harness.ROOT
 DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "vista_human" / "dev.json"
@@ -34,13 +35,7 @@ def bandwidth_gbs(repeats: int = 5) -> float:
     import torch
 
     big = torch.ones(64 * 2**20)
-    big.sum()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        big.sum()
-        times.append(time.perf_counter() - t)
-    return big.numel() * 4 / sorted(times)[len(times) // 2] / 1e9
+    return big.numel() * 4 / timed(big.sum, repeats) / 1e9
 
 
 def step_call(model: Any, rows: int, width: int) -> Any:
@@ -70,14 +65,10 @@ def step_call(model: Any, rows: int, width: int) -> Any:
 
 
 def timed_ms(step: Any, n: int) -> float:
-    for _ in range(3):
+    """Median milliseconds of ``n`` steps after three warm-up steps."""
+    for _ in range(2):
         step()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t)
-    return 1e3 * sorted(times)[len(times) // 2]
+    return 1e3 * timed(step, n)
 
 
 def anatomy(step: Any, vocab: int, n: int) -> dict[str, float]:
