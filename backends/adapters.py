@@ -3,9 +3,8 @@
 :class:`MergedStages` merges each stage's LoRA into its own copy of the weights it adapts and swaps those copies in
 per stage, so a forward runs plain linear layers. That is exact up to float rounding where the model computes in
 float32 (the default there: ``merge_adapters="auto"``). In bf16 the rounding of the merged weight to bf16's 8-bit
-mantissa keeps a bit or two of an adapter's small delta and changes what a small student says (the demo's student,
-merged in bf16, filed 95 of 132 dev claims OUT-OF-SCOPE against 66 of 114 unmerged;
-bench/results/profile_scorer_amd-epyc-avx512-bf16_merged-bf16.json): there it is opt-in (``merge_adapters=True``)."""
+mantissa keeps a bit or two of an adapter's small delta and changes what a small student says (docs/performance.md,
+'CPU kinds and precision'): there it is opt-in (``merge_adapters=True``)."""
 
 from __future__ import annotations
 
@@ -44,8 +43,7 @@ def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) 
 
 def adapters_in_dtype(model: Any, dtype: Any) -> None:
     """Cast the LoRA weights to the base model's compute dtype. PEFT keeps them in float32, so on a GPU every LoRA
-    forward casts its input and output (623k casts in one random-init Qwen3-8B run, bench/results/gpu_random_8b); on
-    a CPU they stay float32, where the records were measured."""
+    forward casts its input and output (docs/performance.md, 'GPU figures'); on a CPU they stay float32."""
     for name, param in model.named_parameters():
         if "lora_" in name and param.dtype != dtype and param.dtype.is_floating_point:
             param.data = param.data.to(dtype)

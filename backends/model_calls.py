@@ -51,8 +51,7 @@ SHARED_PREFIX_MIN = 256   # shorter shared prefixes: reading them per row costs 
 def _short_query_attention(query, key, value, attention_mask, scaling: float | None):
     """Attention of a few query tokens (a decode step, a label's continuation) over a long cache, as two
     grouped matmuls with float32 scores: torch's CPU SDPA kernel takes 5-9x longer for one bf16 query token
-    than this (0.59 against 4.89 ms for 8 rows over 1,500 keys on a 2-core AMD EPYC with AVX512-BF16;
-    bench/results/attention_short_query_*.md) and was most of a few-shot decode step. Scores and softmax are
+    than this (docs/performance.md, 'Decoding') and was most of a few-shot decode step. Scores and softmax are
     float32, so the result matches SDPA's to its own rounding; the value product runs in the input dtype."""
     import torch
 
@@ -95,8 +94,8 @@ def _prefix_attention(query, key, value, attention_mask, scaling: float | None, 
     """Attention of a few query tokens where key positions ``[0, p)`` are the same in every row (the shared
     few-shot prefix, 1,100-2,700 tokens) and visible to every query: every row's queries meet row 0's prefix keys
     in one product, the rest per row, one softmax over both (cascade attention). A decode step read the prefix's
-    keys and values once per row before: 3.7x faster for 16 bf16 rows over a 1,500-token prefix on the AMD EPYC
-    with AVX512-BF16 (bench/results/attention_short_query_*.md). Long queries are compute-bound, and two flash
+    keys and values once per row otherwise: 3.7x faster for 16 bf16 rows over a 1,500-token prefix (docs/performance.md,
+    'Decoding'). Long queries are compute-bound, and two flash
     passes joined by log-sum-exp measured no faster there: they keep SDPA."""
     import torch
 
@@ -130,7 +129,8 @@ def _sdpa_gqa(module, query, key, value, attention_mask, dropout: float = 0.0, s
     multi-token forward of a grouped-query model runs SDPA with ``enable_gqa`` instead of first copying each
     key/value head ``num_key_value_groups`` times (transformers copies because CUDA's fused kernels refuse masked
     GQA; torch's CPU kernel takes it, and the copies were a third of the attention time of few-shot label scoring
-    on a 2-core CPU, bench/results/profile_scorer_*.md). Everything else goes to transformers' own function."""
+    on a 2-core CPU: docs/performance.md, 'The scorer's speed against its floor'). Everything else goes to
+    transformers' own function."""
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -229,7 +229,7 @@ def float32_head(model: Any, keep: dict[str, Any]) -> Iterator[None]:
 
 
 # padded prompt tokens per label-scoring batch on a CPU: a CPU computes at about the same rate from one row up, and
-# padding a short prompt to a long one's length is work (bench/results/prefill_batches/ chose it)
+# padding a short prompt to a long one's length is work (docs/performance.md, 'Label batches')
 CPU_PREFILL_TOKENS = 2048
 
 

@@ -26,15 +26,15 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-# A refill's prompt batch takes queued prompts until it holds this many tokens (bench/decode_slots.py: 512 and 2,048
-# ran stage 1 equally fast on a 2-core CPU, each prompt alone ~1.5 s slower in 37).
+# A refill's prompt batch takes queued prompts until it holds this many tokens (512 and 2,048 ran stage 1 equally
+# fast on a 2-core CPU, each prompt alone ~1.5 s slower in 37: docs/performance.md, 'Decoding').
 PREFILL_TOKENS = 512
 
 
 def static_prefix_cache(config: Any, prefix_cache: Any, batch: int, max_len: int) -> Any:
     """A preallocated cache for ``batch`` rows holding the prefix, or None where the model's layers are not
     all plain full-attention layers. Generating into it avoids the per-token ``torch.cat`` of a dynamic
-    cache, which was 60% of a decode step on a 2-core CPU (bench/results/decode_cache_*.md)."""
+    cache, which was 60% of a decode step on a 2-core CPU (docs/performance.md, 'Decoding')."""
     from transformers import StaticCache
     from transformers.cache_utils import StaticLayer
 

@@ -1,7 +1,7 @@
-"""Do the bundled samples come out of the official files? Every benchmark's ``build_sample`` rebuilds its files
-from a data root into a temporary folder; each is compared byte for byte with ``data/samples/``.
+"""python bench/benchmark_samples.py [--data ../shared/data]
 
-    python bench/benchmark_samples.py [--data ../shared/data]
+Do the bundled samples come out of the official files? Every benchmark's ``build_sample`` rebuilds its files
+from a data root into a temporary folder; each is compared byte for byte with ``data/samples/``.
 
 Writes ``bench/results/benchmark_samples.json`` (file, sha256 of both, identical) and exits 1 on any difference.
 """

@@ -1,4 +1,23 @@
-"""The main job's protocol: choose its training settings on a validation split, train the choice with three
+"""python bench/demo_protocol.py prepare            # silver data, validation conversations
+python bench/demo_protocol.py base               # the prompted base on validation (once)
+python bench/demo_protocol.py variant NAME       # one variant: train what it changes, validate
+python bench/demo_protocol.py seed N             # the chosen recipe with train.seed=N: train, test once
+python bench/demo_protocol.py vista-dev          # seed 0's adapters and the base on vista_human/dev.json
+python bench/demo_protocol.py val-models NAME [ADAPTER]   # stage 2 alone on the 200 validation responses
+python bench/demo_protocol.py val-turns NAME [SET]   # the whole pipeline on a validation set (SET: models, the 200
+                                                 # FaithDial responses, or begin-fade) of a VAL_VARIANTS entry
+                                                 # (trained first unless done) or ``base``
+python bench/demo_protocol.py ref-swap NAME [ADAPTER]   # stage 2 on the 200 responses against own vs foreign snippets
+python bench/demo_protocol.py val-claims NAME    # stages 2-3 of a variant on the 300 validation turns' human claims
+python bench/demo_protocol.py val-evidence NAME  # stage 2 of a variant (or base) on the 200 responses with the
+                                                 # evidence probes (scoring/evidence.py)
+python bench/demo_protocol.py seed-claims TAG    # the test's human claims once at claim level with the evidence
+                                                 # probes: base, demo ($DEMO_ADAPTERS) or a seed (stage 2 trained)
+python bench/demo_protocol.py claim-pairs        # each seed-claims student against the base: McNemar
+python bench/demo_protocol.py pairs              # every seed's student against the base on the test: McNemar
+python bench/demo_protocol.py report             # bench/results/demo_protocol/README.md tables
+
+The main job's protocol: choose its training settings on a validation split, train the choice with three
 seeds, evaluate on the held-out test material once, and score the VISTA human dev set.
 
 Material: ``recipes/demo-cpu.yaml`` (bundled FaithDial + Factcheck-GPT, human labels as teacher). Its
@@ -9,25 +28,6 @@ validation turns. Variants are judged on validation only:
 * claim level: stages 2-3 on the validation dialogues' human claims (stage-2 accuracy, the criterion
   fixed before any variant ran: highest stage-2 accuracy; ties within one claim go to the simpler variant);
 * turn level: the whole student pipeline on the validation dialogues (strict and safe rules).
-
-    python bench/demo_protocol.py prepare            # silver data, validation conversations
-    python bench/demo_protocol.py base               # the prompted base on validation (once)
-    python bench/demo_protocol.py variant NAME       # one variant: train what it changes, validate
-    python bench/demo_protocol.py seed N             # the chosen recipe with train.seed=N: train, test once
-    python bench/demo_protocol.py vista-dev          # seed 0's adapters and the base on vista_human/dev.json
-    python bench/demo_protocol.py val-models NAME [ADAPTER]   # stage 2 alone on the 200 validation responses
-    python bench/demo_protocol.py val-turns NAME [SET]   # the whole pipeline on a validation set (SET: models, the 200
-                                                     # FaithDial responses, or begin-fade) of a VAL_VARIANTS entry
-                                                     # (trained first unless done) or ``base``
-    python bench/demo_protocol.py ref-swap NAME [ADAPTER]   # stage 2 on the 200 responses against own vs foreign snippets
-    python bench/demo_protocol.py val-claims NAME    # stages 2-3 of a variant on the 300 validation turns' human claims
-    python bench/demo_protocol.py val-evidence NAME  # stage 2 of a variant (or base) on the 200 responses with the
-                                                     # evidence probes (scoring/evidence.py)
-    python bench/demo_protocol.py seed-claims TAG    # the test's human claims once at claim level with the evidence
-                                                     # probes: base, demo ($DEMO_ADAPTERS) or a seed (stage 2 trained)
-    python bench/demo_protocol.py claim-pairs        # each seed-claims student against the base: McNemar
-    python bench/demo_protocol.py pairs              # every seed's student against the base on the test: McNemar
-    python bench/demo_protocol.py report             # bench/results/demo_protocol/README.md tables
 
 Runs go to $PROTOCOL_RUNS (default /tmp/vista-protocol); results (small JSON) to
 bench/results/demo_protocol/. ``PROTOCOL_REUSE=1``: ``val-turns`` evaluates a variant's adapters already trained

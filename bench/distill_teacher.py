@@ -1,4 +1,6 @@
-"""Benchmark the teacher run against a real OpenAI-compatible server, and demonstrate resume.
+"""python bench/distill_teacher.py [--limit N] [--concurrency 4]
+
+Benchmark the teacher run against a real OpenAI-compatible server, and demonstrate resume.
 
 Starts llama.cpp (``llama-cpp-python[server]``) serving the embedded SmolLM2-135M GGUF on 127.0.0.1,
 then runs ``vista-distill distill`` with the few-shot VISTA prompts over the bundled sample dialogues:
@@ -10,8 +12,6 @@ then runs ``vista-distill distill`` with the few-shot VISTA prompts over the bun
    whether the export is identical to run 1's.
 
 Writes ``bench/results/distill_teacher.{md,json}``. About 4 minutes on two busy CPU cores.
-
-    python bench/distill_teacher.py [--limit N] [--concurrency 4]
 """
 
 from __future__ import annotations

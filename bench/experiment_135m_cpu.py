@@ -1,4 +1,6 @@
-"""The local distillation experiment: does distillation make the 135M scorer better?
+"""python bench/experiment_135m_cpu.py [--threads 1] [--jobs 2] [--pipeline-n 60] [--steps material,distill,...]
+
+The local distillation experiment: does distillation make the 135M scorer better?
 
 Recipe ``recipes/experiment-135m-cpu.yaml``: the human claim labels of the labelled development data
 in ``../shared/data`` (VISTA human re-annotation, DialFact, FineDialFact) are the teacher; 40% of each
@@ -18,8 +20,6 @@ same base model prompted with the paper's few-shot prompts (base) on the held-ou
 6. ``report``     ``bench/results/experiment_135m_cpu/{report.md,results.json,turn_accuracy.png}``.
 
 Every step skips what is already on disk, so a rerun after a crash continues.
-
-    python bench/experiment_135m_cpu.py [--threads 1] [--jobs 2] [--pipeline-n 60] [--steps material,distill,...]
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Stage 1's decode step on a GPU against the time the card takes to stream the model's weights, for the in-process
+"""python bench/gpu_decode_step.py --arch qwen3-8b --tokenizer TOKENIZER_DIR --out DIR [--rows 16] [--tokens 128]
+
+Stage 1's decode step on a GPU against the time the card takes to stream the model's weights, for the in-process
 student (``TransformersBackend`` with three LoRA adapters, decoding in slots), in three settings on one loaded model:
 
 * ``eager, float32 adapters``: the step as PyTorch runs it op by op, PEFT's adapters in float32 on bf16 weights
@@ -13,8 +15,6 @@ Random weights of a real architecture (``train_throughput.ARCHS``): every row de
 steps measure steady decoding. The weights' streaming time is their bytes over the card's read bandwidth, measured
 here as a device-to-device copy (bytes read and written over its time). Tokens of each setting are compared with the
 first setting's, row by row (bf16 adapters round differently; graphs replay the eager kernels).
-
-    python bench/gpu_decode_step.py --arch qwen3-8b --tokenizer TOKENIZER_DIR --out DIR [--rows 16] [--tokens 128]
 
 CPU smoke test (no graphs): ``--layers 2 --hidden 64 --rows 2 --tokens 8``.
 """

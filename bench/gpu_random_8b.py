@@ -1,10 +1,10 @@
-"""The 7-8B recipes on one GPU, with a randomly initialised model of the real architecture (config only,
+"""python bench/gpu_random_8b.py --arch qwen3-8b --silver runs/demo/silver \\
+    --input ../shared/data/vista_human/dev.json --out bench/results/gpu_random_8b
+
+The 7-8B recipes on one GPU, with a randomly initialised model of the real architecture (config only,
 no download): training steps of bf16 LoRA and NF4 QLoRA at the recipe's own batch and ``max_length``, and
 the student pipeline with three adapters; peak GPU memory and tokens/s beside ``vista-distill check``'s
 estimates for the same shapes.
-
-    python bench/gpu_random_8b.py --arch qwen3-8b --silver runs/demo/silver \\
-        --input ../shared/data/vista_human/dev.json --out bench/results/gpu_random_8b
 
 Random weights measure speed and memory only: claims and labels mean nothing (stage 1 decodes to its
 token budget). Training runs on two silver sets: ``long``, the silver stage-2 rows with their reference

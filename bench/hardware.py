@@ -1,8 +1,8 @@
-"""Precision x threads on the machine it runs on: matmul, forward (prefill) and LoRA training-step
+"""python bench/hardware.py [--threads 1,2] [--dtypes float32,bfloat16] [--out bench/results]
+
+Precision x threads on the machine it runs on: matmul, forward (prefill) and LoRA training-step
 throughput of the embedded SmolLM2-135M, plus the embedded GGUF loaded directly vs the cached
 dequantized copy. Names the CPU (``lscpu`` model name and flags) in its result files.
-
-    python bench/hardware.py [--threads 1,2] [--dtypes float32,bfloat16] [--out bench/results]
 
 Writes ``bench/results/hardware_<cpu>.json`` and ``.md``. Run it with the cores idle (the load average
 before and after each measurement is recorded). What ``auto`` picks here is printed beside the

@@ -36,13 +36,14 @@ def commit() -> str:
                           text=True).stdout.strip()
 
 
-def dated_name(m: dict[str, Any], tag: str) -> str:
-    """``<cpu>_<date>_<tag>``: a result file's name from :func:`machine`'s CPU and today's date."""
+def result_name(m: dict[str, Any], tag: str = "") -> str:
+    """``<cpu>[_<tag>]``: a result file's name from :func:`machine`'s CPU, so a rerun on the same kind overwrites it
+    (the date is inside the file)."""
     import re
 
     words = re.findall(r"[a-z0-9]+", m["cpu"].split(",")[0].lower())   # "CPU AMD EPYC (torch: AVX512-BF16; ...)"
     cpu = "-".join(w for w in dict.fromkeys(words) if w not in ("cpu", "torch", "native"))
-    return f"{cpu}_{time.strftime('%Y-%m-%d')}_{tag}"
+    return f"{cpu}_{tag}" if tag else cpu
 
 
 def header(m: dict[str, Any], what: str) -> str:

@@ -1,4 +1,7 @@
-"""Per-turn time of the in-process scorer against its prefill bound, few-shot and student, in one run.
+"""python bench/profile_scorer.py --adapters /path/to/demo/checkpoints [--input ../shared/data/vista_human/dev.json]
+    [--threads 2] [--tag after]
+
+Per-turn time of the in-process scorer against its prefill bound, few-shot and student, in one run.
 
 For each pipeline (the paper's few-shot prompts on the base model; the compact student prompts with
 three LoRA adapters) on the same conversations, in one process:
@@ -17,8 +20,9 @@ three LoRA adapters) on the same conversations, in one process:
   memory-bound steps credited at that rate too (so a lower bound on this CPU), and floor / bound;
 * the cProfile functions with the most self time (what is not model compute shows up there).
 
-    python bench/profile_scorer.py --adapters /path/to/demo/checkpoints [--input ../shared/data/vista_human/dev.json]
-        [--threads 2] [--tag after]
+A speed change must not change what the scorer says: ``--records DIR`` writes each pipeline's records, and
+``python bench/profile_scorer.py --compare BEFORE_DIR AFTER_DIR`` counts the turns whose claims, verdicts and
+categories stayed the same.
 
 Writes ``bench/results/profile_scorer_<cpu>[_<tag>].json`` and ``.md``. Run it with the cores idle: the
 load average is sampled during the run and recorded.
@@ -302,6 +306,31 @@ def add_floor(path: Path) -> None:
     print(path.with_suffix(".md"))
 
 
+def compare_records(before: list[dict], after: list[dict]) -> dict:
+    """Two runs' records of the same turns: how many have the same stage-1 claims, the same verdicts, and (where the
+    claims are the same) the same categories. For a speed change that must not change what the scorer says."""
+    if [(r["conversation_id"], r["turn_index"]) for r in before] != [(r["conversation_id"], r["turn_index"])
+                                                                        for r in after]:
+        raise SystemExit("the two runs scored different turns")
+    pairs = [(a, b) for a, b in zip(before, after) if a.get("scored") and b.get("scored")]
+    claims = lambda r: [c["text"] for c in r.get("claims", [])]  # noqa: E731
+    same = [(a, b) for a, b in pairs if claims(a) == claims(b)]
+    cats = [(x.get("category"), y.get("category")) for a, b in same for x, y in zip(a["claims"], b["claims"])]
+    return {
+        "turns": len(pairs), "same_claims": len(same),
+        "same_verdict": {rule: sum(a["verdicts"].get(rule) == b["verdicts"].get(rule) for a, b in pairs)
+                         for rule in ("safe", "strict")},
+        "claims_on_same_claim_turns": len(cats), "same_category": sum(x == y for x, y in cats),
+    }
+
+
+def compare_dirs(before: str, after: str) -> None:
+    """Print the comparison of every ``<pipeline>.jsonl`` two ``--records`` folders hold."""
+    load = lambda p: [json.loads(line) for line in p.read_text().splitlines()]  # noqa: E731
+    out = {f.stem: compare_records(load(f), load(Path(after) / f.name)) for f in sorted(Path(before).glob("*.jsonl"))}
+    print(json.dumps({"before": before, "after": after, "pipelines": out}, indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--adapters", default=None, help="folder with stage1/ stage2/ stage3/ adapters (the student)")
@@ -326,7 +355,11 @@ def main() -> None:
     ap.add_argument("--floor-of", default=None,
                     help="a saved profile JSON: add the compute floor to it (the embedded model's shape) and rewrite "
                          "its .md, running nothing else")
+    ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), default=None,
+                    help="two --records folders: how many turns keep their claims, verdicts and categories")
     a = ap.parse_args()
+    if a.compare:
+        return compare_dirs(*a.compare)
     if a.floor_of:
         return add_floor(Path(a.floor_of))
     if not a.adapters:

@@ -8,8 +8,16 @@ versions of the code itself), and writes one digest per output plus the normalis
     python bench/refactor_identity.py --tag after       # on the new one
     python bench/refactor_identity.py --compare before after
 
-Writes ``bench/results/refactor_identity/<tag>.json``; ``--compare`` writes ``comparison.md`` there and
-exits 1 when any output differs.
+    # the demo's own outputs: run the demo on each commit, then digest its run folder
+    vista-distill demo --max-minutes 0 eval.max_minutes=null train.cpu_threads=2 eval.threads=2 \
+        train.per_stage.stage1.max_minutes=null train.per_stage.stage2.max_minutes=null \
+        train.per_stage.stage3.max_minutes=null
+    python bench/refactor_identity.py --demo runs/demo-cpu --tag demo-before   # and --tag demo-after
+    python bench/refactor_identity.py --compare demo-before demo-after --out demo-comparison.md
+
+Writes ``bench/results/refactor_identity/<tag>.json``; ``--compare`` writes ``comparison.md`` there (or ``--out``)
+and exits 1 when any output differs. The demo runs without its time limits, so what it computes does not depend on
+the machine's speed: every training step, every test dialogue.
 
 Runs: distill with the labels teacher (the VISTA human fixture) and with the embedded SmolLM2-135M as
 a few-shot teacher (one conversation of the FaithDial sample: stage 1 generated, stages 2-3 scored);
@@ -182,13 +190,38 @@ def collect(served: bool = True) -> dict[str, Any]:
         return {k: _normalise(v, tmp) for k, v in outputs.items()}
 
 
+def collect_demo(run: Path) -> dict[str, Any]:
+    """A demo run folder's outputs: the silver datasets and records, each adapter's tensors and fitted heads, the
+    eval records and results.json. Checkpoints kept for resuming, logs, plots and pages are left out."""
+    from datasets import load_from_disk
+    import safetensors.torch
+
+    outputs: dict[str, Any] = {}
+    silver = run / "silver"
+    for name in ("manifest.json", "records.jsonl"):
+        outputs[f"silver/{name}"] = _load(silver / name)
+    for stage in sorted(p.name for p in silver.iterdir() if (p / "dataset_dict.json").exists()):
+        data = load_from_disk(str(silver / stage))
+        outputs[f"silver/{stage}"] = {split: data[split].to_list() for split in sorted(data)}
+    for stage_dir in sorted(p for p in (run / "checkpoints").iterdir() if p.is_dir()):
+        weights = safetensors.torch.load_file(str(stage_dir / "adapter_model.safetensors"))
+        outputs[f"checkpoints/{stage_dir.name}/adapter"] = {
+            k: hashlib.sha256(v.float().numpy().tobytes()).hexdigest() for k, v in sorted(weights.items())}
+        for fitted in sorted(stage_dir.glob("*.json")):
+            outputs[f"checkpoints/{stage_dir.name}/{fitted.name}"] = _load(fitted)
+    for records in sorted((run / "eval" / "records").glob("*.jsonl")):
+        outputs[f"eval/records/{records.name}"] = _load(records)
+    outputs["eval/results.json"] = _load(run / "eval" / "results.json")
+    return {k: _normalise(v, str(run)) for k, v in outputs.items()}
+
+
 def _digests(outputs: dict[str, Any]) -> dict[str, str]:
     """One sha256 per output, over its normalised form; eval's own fingerprint is left out (it hashes the
     material's absolute paths; the sections it covers are compared themselves)."""
     out = {}
     for key, value in outputs.items():
         value = _normalise(value, "<tmp>")
-        if key == "eval/results":
+        if key in ("eval/results", "eval/results.json"):
             value = {k: v for k, v in value.items() if k != "fingerprint"}
         out[key] = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
     return out
@@ -199,6 +232,8 @@ def main() -> int:
     ap.add_argument("--tag")
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"))
     ap.add_argument("--no-served", action="store_true", help="leave out the vLLM-served student")
+    ap.add_argument("--demo", type=Path, metavar="RUN_DIR", help="digest a finished demo run folder instead")
+    ap.add_argument("--out", default="comparison.md", help="--compare's file name under the results folder")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.compare:
@@ -215,10 +250,10 @@ def main() -> int:
             lines.append(f"| {key} | `{(da or '-')[:12]}` | `{(db or '-')[:12]}` | {'yes' if da == db else 'NO'} |")
         lines += ["", f"Commits: {a['commit']} -> {b['commit']}. Machine: {_cpu()}, one torch thread (outputs, not "
                   "timings, are compared; timings are left out)."]
-        (OUT / "comparison.md").write_text("\n".join(lines) + "\n")
+        (OUT / args.out).write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
         return 0 if same else 1
-    outputs = collect(served=not args.no_served)
+    outputs = collect_demo(args.demo.resolve()) if args.demo else collect(served=not args.no_served)
     digests = _digests(outputs)
     import vista_distill  # the code that ran (PYTHONPATH may point at another commit's worktree)
 

@@ -1,4 +1,6 @@
-"""Scoring throughput: batched engine vs one request at a time (the authors' loop), same inputs.
+"""python bench/score_throughput.py [--input ../shared/data/vista_human/dev.json] [--limit 8] [--dtype bfloat16]
+
+Scoring throughput: batched engine vs one request at a time (the authors' loop), same inputs.
 
 Runs several configurations in one process on the same backend and inputs and records wall time,
 turns/s, the speed-up ratio and how far the outputs agree (claims, labels, verdicts). Configurations
@@ -10,9 +12,7 @@ turns/s, the speed-up ratio and how far the outputs agree (claims, labels, verdi
 * authors-gen : the authors' loop proper: one request per call, no prefix cache, stages 2-3 answered
   by free generation and parsed.
 
-Few-shot base pipeline (the default; writes ``score_throughput.md``)::
-
-    python bench/score_throughput.py [--input ../shared/data/vista_human/dev.json] [--limit 8] [--dtype bfloat16]
+The command above runs the few-shot base pipeline (the default; writes ``score_throughput.md``).
 
 Student pipeline (compact prompts + one LoRA adapter per stage), batched label scoring vs the
 authors' loop, plus per-claim token counts of the few-shot base pipeline on the same inputs::

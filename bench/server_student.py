@@ -1,9 +1,9 @@
-"""The student in process (transformers) against the same adapters on a server (``vista-distill serve-config``'s
+"""python bench/server_student.py --adapters DIR --input DIALOGUES [--engine vllm|llama_cpp] [--limit N]
+    [--claims model|gold] [--dtype float32|bfloat16] [--threads 2]
+
+The student in process (transformers) against the same adapters on a server (``vista-distill serve-config``'s
 files: vLLM's CPU build, or llama.cpp with GGUF LoRA), on the same inputs, one after the other: turns/s, tokens
 per turn, and how often claims, labels and verdicts agree.
-
-    python bench/server_student.py --adapters DIR --input DIALOGUES [--engine vllm|llama_cpp] [--limit N]
-        [--claims model|gold] [--dtype float32|bfloat16] [--threads 2]
 
 The adapters' evidence head (``evidence_head.json``, in-process only: servers do not apply it) is left out of
 both sides, so they run the same model; the result says whether the adapters had one. Results:

@@ -1,7 +1,8 @@
-"""Training throughput and peak memory of the stage trainer (train/run.py), one fresh process per variant.
+"""python bench/train_throughput.py --recipe recipes/smollm2-135m-cpu.yaml --silver runs/smollm2-135m-cpu/silver \
+    --variant default --variant bf16-weights=student.dtype=bfloat16 --variant ckpt=train.gradient_checkpointing=true
 
-    python bench/train_throughput.py --recipe recipes/smollm2-135m-cpu.yaml --silver runs/smollm2-135m-cpu/silver \
-        --variant default --variant bf16-weights=student.dtype=bfloat16 --variant ckpt=train.gradient_checkpointing=true  (";" between overrides)
+Training throughput and peak memory of the stage trainer (train/run.py), one fresh process per variant (a variant
+is NAME=OVERRIDES, ";" between overrides).
 
 On a GPU, the 7-8B recipes on randomly initialised models of the real architecture (config only, no
 download; the embedded tokenizer supplies the ids, and Mistral's 32,768-token vocabulary is enlarged

@@ -1,11 +1,11 @@
-"""A demo run's student on the VISTA human dev set (``../shared/data/vista_human/dev.json``, validation only: never a
+"""python bench/vista_human_dev.py --adapters runs/demo-cpu/checkpoints [--silver runs/demo-cpu/silver] [--tag T]
+
+A demo run's student on the VISTA human dev set (``../shared/data/vista_human/dev.json``, validation only: never a
 test), beside the prompted base and the cheap rules (majority, overlap, pmi): the whole pipeline per turn under the
 safe rule (VISTA's gold rule on this set), the turn verdicts each system gives the human claims, stage 2 on the human
 claims part by part, and stage 3's confusion against the human categories.
 
-    python bench/vista_human_dev.py --adapters runs/demo-cpu/checkpoints [--silver runs/demo-cpu/silver] [--tag T]
-
-Writes bench/results/vista_human_dev/<cpu>_<date>_<tag>.json and .md (the eval run folder goes to /tmp)."""
+Writes bench/results/vista_human_dev/<cpu>[_<tag>].json and .md (the eval run folder goes to /tmp)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def main() -> None:
                                       if "student" in (p["system_1"], p["system_2"])]
     out["significance_claims"] = [p for p in given.get("significance", {}).get("stage2", {}).get(OVERALL, [])
                                   if "student" in (p["system_1"], p["system_2"])]
-    path = harness.save(OUT, harness.dated_name(m, a.tag), out)
+    path = harness.save(OUT, harness.result_name(m, a.tag), out)
     lines = [f"# {a.tag}: the demo's student on the VISTA human dev set", "",
              harness.header(m, f"adapters `{a.adapters}`; {out['material']['gold_turns']} gold turns, "
                             f"{out['material']['human_claims']} human claims; {out['seconds']} s. Command: "

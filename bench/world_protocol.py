@@ -1,4 +1,11 @@
-"""The world stage's protocol (issue 18): choose the world adapter's training on a validation split carved from
+"""python bench/world_protocol.py prepare          # world silver data, the validation split
+python bench/world_protocol.py base             # the prompted base (few-shot and compact) on validation
+python bench/world_protocol.py variant NAME     # train the world adapter as NAME says, validate
+python bench/world_protocol.py seed N           # the chosen variant with train.seed=N, validate
+python bench/world_protocol.py fhsumbench       # the student with four adapters on FHSumBench dev, once
+python bench/world_protocol.py report           # bench/results/world_protocol/README.md tables
+
+The world stage's protocol (issue 18): choose the world adapter's training on a validation split carved from
 its training source, train the choice with three seeds, and touch FHSumBench dev once with the main job's
 student carrying the fourth adapter.
 
@@ -8,13 +15,6 @@ claim. ``distill.validation_fraction=0.3`` (by dialogue, seed 0) carves the vali
 recipe as written keeps back holds 31 claims and no NOT ENOUGH KNOWLEDGE one, too few to choose on. Variants
 are judged on validation only, by a criterion fixed before any ran: macro F1 over the three world labels
 (TRUE / FALSE / NOT ENOUGH KNOWLEDGE); a variant must beat the recipe as written by more than 0.02 to replace it.
-
-    python bench/world_protocol.py prepare          # world silver data, the validation split
-    python bench/world_protocol.py base             # the prompted base (few-shot and compact) on validation
-    python bench/world_protocol.py variant NAME     # train the world adapter as NAME says, validate
-    python bench/world_protocol.py seed N           # the chosen variant with train.seed=N, validate
-    python bench/world_protocol.py fhsumbench       # the student with four adapters on FHSumBench dev, once
-    python bench/world_protocol.py report           # bench/results/world_protocol/README.md tables
 
 Stages 1-3 of the student are the main job's adapters (``--main-adapters``, default: seed 0 of
 ``bench/demo_protocol.py``, the same run as ``vista-distill demo``). Runs go to $WORLD_RUNS (default
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 import time
 from collections import Counter
@@ -34,7 +35,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-import fhsumbench_world
 import harness
 
 machine = harness.machine
@@ -43,7 +43,7 @@ RUNS = Path(os.environ.get("WORLD_RUNS", "/tmp/world-protocol"))
 OUT = ROOT / "bench" / "results" / "world_protocol"
 FHSUMBENCH = ROOT.parent / "shared" / "data" / "fhsumbench" / "dev.json"
 MAIN_ADAPTERS = Path(os.environ.get("PROTOCOL_RUNS", "/tmp/vista-protocol")) / "seed0" / "checkpoints"
-# the earlier FHSumBench run (bench/results/fhsumbench_world_*): the judge's and the prompted base's records
+# an earlier FHSumBench eval folder: the judge's and the prompted base's records, reused
 EARLIER_EVAL = os.environ.get("FHSUMBENCH_EARLIER_EVAL")
 CRITERION_MARGIN = 0.02
 
@@ -174,8 +174,14 @@ def step_seed(seed: int) -> None:
 # ------------------------------------------------------------------------------------------------
 
 def fhsumbench_sample(per_label: int, seed: int) -> list[dict[str, Any]]:
-    """The same seeded sample as bench/fhsumbench_world.py (per label, seed)."""
-    return fhsumbench_world.sample(json.loads(FHSUMBENCH.read_text(encoding="utf-8")), per_label, seed)
+    """A seeded sample of ``per_label`` summaries per label (all of a label when it has fewer), by id."""
+    rows = json.loads(FHSUMBENCH.read_text(encoding="utf-8"))
+    rng = random.Random(seed)
+    picked = []
+    for label in ("no_hallu", "factual_hallu", "non_factual_hallu"):
+        group = [r for r in rows if r["label"] == label]
+        picked += rng.sample(group, min(per_label, len(group)))
+    return sorted(picked, key=lambda r: r["id"])
 
 
 def rescore_world(records: list[dict[str, Any]], adapter: Path) -> list[dict[str, Any]]:
@@ -253,7 +259,7 @@ def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> No
     claims = [c for x in scored for c in x["claims"]]
     save("fhsumbench", {
         "machine": machine(), "input": "../shared/data/fhsumbench/dev.json",
-        "sample": f"{per_label} per label, seed {sample_seed} (the sample of bench/fhsumbench_world.py)",
+        "sample": f"{per_label} per label, seed {sample_seed} (seeded per label)",
         "summaries": len(rows), "scored": len(scored), "wall_s": round(wall, 1),
         "seconds_per_summary": round(res["systems"]["student"]["efficiency"]["wall_s"] / len(rows), 2),
         "claims": len(claims), "claims_at_world_stage": sum(c.get("world") is not None for c in claims),
@@ -346,7 +352,7 @@ DISCUSSION = """## What this shows
   recipe as written (0.297, TRUE for all 108); class weights reached 0.312 (discarded, kept above). Three
   seeds of the choice: 0.336, 0.341, 0.297. The gain over the majority label is one or two FALSE claims
   recognised: at 135M the world adapter has learnt the label prior of its data, not world knowledge.
-* FHSumBench dev (the 120-summary sample of `bench/fhsumbench_world.py`, touched once per system): the
+* FHSumBench dev (a 120-summary sample, 40 per label, seed 0, touched once per system): the
   student with four adapters reaches macro F1 0.2507 for every seed (each world adapter answered TRUE for
   all 39 claims that reached it), below the seeded random baseline (0.2980) and the vanilla judge on the
   same model (0.3009), above VISTA + world few-shot on the base (0.2127); no difference is significant

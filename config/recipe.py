@@ -25,11 +25,11 @@ LEAK_POLICIES: tuple[str, ...] = typing.get_args(LeakPolicy)
 class DataSource:
     """One benchmark file prepared through ``data/benchmarks/`` (see ``vista-distill data prepare``)."""
 
-    benchmark: str
-    source: str
-    split: str | None = None
+    benchmark: str                # a registered benchmark (vista-distill data stats lists them) or "file"
+    source: str                   # its file or folder, relative to data.root
+    split: str | None = None      # the benchmark's split, where its loader has several
     n: int | None = None          # sample N conversations (None = all)
-    seed: int = 0
+    seed: int = 0                 # seed of that sample
     options: dict[str, Any] = field(default_factory=dict)   # loader options, e.g. {ambiguous: drop}
     hold_out: bool = True         # data.train only: False keeps the whole source for training (no test share)
 
@@ -39,7 +39,7 @@ class DataConfig:
     train: list[DataSource] = field(default_factory=list)   # material the teacher labels
     test: list[DataSource] = field(default_factory=list)    # held-out evaluation material
     test_fraction: float = 0.0    # >0: hold out this share of each train source's dialogues (plus data.test)
-    seed: int = 0
+    seed: int = 0                 # seed of the test_fraction split
     leaks: LeakPolicy = "error"   # a test dialogue also in train: error | drop-test | drop-train
     split_by: SplitBy = "dialogue"  # test_fraction's unit: dialogue | reference (dialogues sharing a reference stay
                                   # together, and a test one sharing a reference with the train side moves there)
@@ -48,15 +48,15 @@ class DataConfig:
 
 @dataclass
 class TeacherConfig:
-    backend: Backend = "transformers"
+    backend: Backend = "transformers"   # a local model (transformers), a server (openai) or human labels (labels)
     model: str | None = None       # None: the embedded SmolLM2-135M
     base_url: str | None = None    # OpenAI-compatible server, e.g. http://localhost:8000/v1
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = "OPENAI_API_KEY"   # environment variable holding the server's API key
     prompt_style: PromptStyle = "fewshot"   # the teacher's prompts (the student's: pipeline.student_prompt_style)
-    concurrency: int = 8
-    timeout_s: float = 120.0
-    max_retries: int = 5
-    temperature: float = 0.0
+    concurrency: int = 8           # requests in flight to the server
+    timeout_s: float = 120.0       # seconds before a request is retried
+    max_retries: int = 5           # retries of a failed request before the run stops
+    temperature: float = 0.0       # sampling temperature (0: greedy)
     fallback: str | None = None    # for backend "labels": a model for what the labels do not cover
     seed: int = 0                  # sampling seed sent to the server (self-consistency uses seed + i)
     max_new_tokens: dict[str, int] = field(default_factory=dict)   # the teacher's, over pipeline.max_new_tokens
@@ -64,7 +64,7 @@ class TeacherConfig:
     stage3: StageMode | None = None   # None: generate (keeps the teacher's explanation)
     extra_body: dict[str, Any] = field(default_factory=dict)       # more request fields (e.g. top_p)
     retry_backoff_s: float = 1.0   # first wait before a retry; doubles up to retry_backoff_max_s
-    retry_backoff_max_s: float = 30.0
+    retry_backoff_max_s: float = 30.0   # longest wait between retries
     dtype: str = "auto"            # backend "transformers": auto | bfloat16 | float16 | float32 (hardware.py)
     batch_size: int = 16           # backend "transformers"
     threads: int | str = "auto"    # backend "transformers": torch CPU threads (auto: the cores not busy)
@@ -78,7 +78,7 @@ class WorldConfig:
     """The optional world-knowledge stage (README "World knowledge"): each LACKING EVIDENCE claim is asked
     whether it is TRUE / FALSE / NOT ENOUGH KNOWLEDGE in the world, and each turn gets a three-way verdict."""
 
-    enabled: bool = False
+    enabled: bool = False            # run the world stage after stage 3
     knowledge: str | None = None     # a knowledge file or folder (JSONL, JSON, text) searched per claim (BM25)
     concurrent: bool = False         # also search the turn's reference and background with the claim
     top_k: int = 3                   # passages per source
@@ -96,7 +96,7 @@ class PipelineConfig:
     # stages 2-3: a reference plus background longer than this (tokens, ~4 characters each) is judged in
     # chunks and the answers combined as SCALE does (pipeline/chunking.py); None: never chunked
     context_budget: int | None = None
-    world: WorldConfig = field(default_factory=WorldConfig)
+    world: WorldConfig = field(default_factory=WorldConfig)   # the optional world-knowledge stage
 
     def speaker_names(self) -> Speakers:
         user, _, assistant = self.speakers.partition(",")
@@ -105,19 +105,20 @@ class PipelineConfig:
 
 @dataclass
 class DistillConfig:
-    output_dir: str = "runs/{name}/silver"
-    filter_gold_agreement: bool = True
-    balance_classes: bool = False
-    self_consistency_k: int = 1
+    output_dir: str = "runs/{name}/silver"   # the silver datasets, the teacher's call cache and records
+    filter_gold_agreement: bool = True       # drop a turn's calls when its verdict disagrees with the gold turn label
+    balance_classes: bool = False            # stages 2-3, train split: cap each label's share (balance_max_ratio)
+    self_consistency_k: int = 1              # >1: sample the teacher k times and keep labels enough samples agree on
     validation_fraction: float = 0.1         # dialogue-level validation split of the exported datasets (choices)
     rule: Rule = SAFE                        # turn rule for the gold-agreement filter
     dedup: bool = True                       # drop repeated student prompts (first one kept)
     balance_max_ratio: float = 1.0           # balance_classes: cap each label at ratio x the rarest
-    self_consistency_temperature: float = 0.7
+    self_consistency_temperature: float = 0.7   # temperature of the k samples
     self_consistency_min_agreement: float = 0.5   # share of the k samples agreeing with the greedy label
     augment_falsified: int = 0               # >0: rule-made VERIFIED/CONTRADICTED pairs per reference (augment.py)
     augment_swapped: float = 0.0             # share of VERIFIED claims also given, UNVERIFIABLE, another dialogue's reference
     evidence_contrast: float = 0.0           # share of stage 2 claims also given a reference edited to flip them (contrast.py)
+    # the reference edits evidence_contrast makes (distill/contrast.py)
     evidence_contrast_kinds: list[str] = field(default_factory=lambda: ["deletion", "edit", "insertion", "foreign"])
 
 
@@ -132,11 +133,11 @@ class ServingSettings:
     top_logprobs: int = 20         # logprobs asked per token by top_logprobs (vLLM's --max-logprobs caps it)
     concurrency: int = 4           # requests in flight per replica
     echo_concurrency: int = 1      # echo requests in flight, all replicas (vLLM LoRA + prompt logprobs: docs/scoring.md)
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout_s: float = 120.0
+    api_key_env: str = "OPENAI_API_KEY"   # environment variable holding the servers' API key
+    timeout_s: float = 120.0       # seconds before a request is retried
     max_retries: int = 5           # consecutive failures of every replica before a run stops
-    retry_backoff_s: float = 1.0
-    retry_backoff_max_s: float = 30.0
+    retry_backoff_s: float = 1.0   # first wait before a retry; doubles up to retry_backoff_max_s
+    retry_backoff_max_s: float = 30.0   # longest wait between retries
     # cache answers under the run's output folder (calls-<role>/), keyed by served name and prompt: a rerun
     # resumes; clear it when the served adapters change under the same names
     cache: bool = False
@@ -146,48 +147,48 @@ class ServingSettings:
 class StudentConfig:
     model: str | None = None       # None: the embedded SmolLM2-135M
     dtype: str = "auto"            # auto: bf16 where the device computes it natively (a CPU: and faster), else fp16 (GPU) / fp32
-    load_in_4bit: bool = False
-    attn_implementation: str | None = None
+    load_in_4bit: bool = False     # NF4 weights through bitsandbytes (QLoRA training, 4-bit scoring)
+    attn_implementation: str | None = None   # transformers' attn_implementation (None: its default)
     # in-process scoring: each stage's LoRA merged into its own copy of the weights it adapts (no PEFT wrapper in the
     # forward); auto: in float32 only, where it is exact up to float rounding (bf16 rounding moves a small student)
     merge_adapters: bool | str = "auto"
     chat_template_kwargs: dict[str, Any] = field(default_factory=lambda: {"enable_thinking": False})  # training and scoring
     servers: list[str] = field(default_factory=list)   # OpenAI-compatible replicas serving base + adapters (score, eval)
-    serving: ServingSettings = field(default_factory=ServingSettings)
+    serving: ServingSettings = field(default_factory=ServingSettings)   # how those servers are called
 
 
 @dataclass
 class LoraSettings:
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.0
-    target_modules: str | list[str] = "all-linear"
+    r: int = 16                    # LoRA rank
+    alpha: int = 32                # LoRA alpha (the update is scaled by alpha / r)
+    dropout: float = 0.0           # LoRA dropout
+    target_modules: str | list[str] = "all-linear"   # PEFT target_modules: "all-linear" or module names
     layers_to_transform: list[int] | None = None   # only these decoder layers (negative: from the top); None: all
 
 
 @dataclass
 class TrainSettings:
-    output_dir: str = "checkpoints/{name}"
-    stages: list[str] = field(default_factory=lambda: ["stage1", "stage2", "stage3"])
-    learning_rate: float = 2e-4
-    num_train_epochs: float = 1.0
-    max_steps: int = -1
+    output_dir: str = "checkpoints/{name}"   # one adapter folder per stage (stage1/ stage2/ stage3/)
+    stages: list[str] = field(default_factory=lambda: ["stage1", "stage2", "stage3"])   # stages with an adapter
+    learning_rate: float = 2e-4              # peak learning rate of the LoRA weights
+    num_train_epochs: float = 1.0            # passes over the stage's silver train split
+    max_steps: int = -1                      # >0: stop after this many optimizer steps (over num_train_epochs)
     max_minutes: float | None = None         # stop a stage at the end of the step that crosses this much training time
-    per_device_train_batch_size: int = 4
-    gradient_accumulation_steps: int = 1
+    per_device_train_batch_size: int = 4     # examples per device and forward pass
+    gradient_accumulation_steps: int = 1     # device batches per optimizer step
     # run each device batch as length-sorted micro-batches of this many examples (gradient accumulation): the same
     # examples and loss per optimizer step, less padding (train/trainer.py LengthSortedSteps); None: one batch
     micro_batch_size: int | None = None
-    max_length: int = 1024
-    gradient_checkpointing: bool = False
+    max_length: int = 1024                   # tokens of prompt and completion; longer examples are dropped
+    gradient_checkpointing: bool = False     # recompute activations in the backward (less memory, more time)
     bf16: bool | str = "auto"                # bf16 autocast; auto: when student.dtype resolves to bfloat16
-    use_cpu: bool = False
-    logging_steps: int = 10
-    eval_steps: int = 50
-    save_steps: int = 50
+    use_cpu: bool = False                    # train on the CPU even where a GPU is present
+    logging_steps: int = 10                  # optimizer steps between logged losses
+    eval_steps: int = 50                     # steps between validation losses (0: none)
+    save_steps: int = 50                     # steps between checkpoints (resume points)
     class_balance: Literal["none", "sampler", "weights"] = "weights"           # stages 2 and 3: none | sampler | weights
     class_weight_cap: float = 10.0           # no class weighs more than this many times another
-    seed: int = 0
+    seed: int = 0                            # seed of initialisation, shuffling and sampling
     silver_dir: str | None = None            # silver datasets (stage1/ stage2/ stage3/); None: distill.output_dir
     sources: list[str] | None = None         # train on the silver examples of these data sources only (None: all)
     evidence_head: bool = False              # stage 2: fit the evidence head on the silver validation split (backends/evidence_head.py)
@@ -200,14 +201,15 @@ class TrainSettings:
 
 @dataclass
 class EvalSettings:
-    output_dir: str = "runs/{name}/eval"
-    rules: list[Rule] = field(default_factory=lambda: [SAFE, STRICT])
+    output_dir: str = "runs/{name}/eval"     # results.json, report.md, report.html, plots, records, journal
+    rules: list[Rule] = field(default_factory=lambda: [SAFE, STRICT])   # turn rules reported (pipeline/engine.py)
+    # the systems compared (docs/evaluate.md)
     systems: list[str] = field(default_factory=lambda: ["student", "base", "teacher", "llm_judge", "factscore", "pmi",
                                                         "overlap", "majority"])
-    batch_size: int = 16
-    bootstrap: int = 1000
-    seed: int = 0
-    price_per_1k_turns: dict[str, float] = field(default_factory=dict)
+    batch_size: int = 16                     # requests per forward pass of the in-process models
+    bootstrap: int = 1000                    # bootstrap resamples of the confidence intervals
+    seed: int = 0                            # seed of the bootstrap and of the conversation order
+    price_per_1k_turns: dict[str, float] = field(default_factory=dict)   # {system: USD per 1,000 scored turns}
     mcnemar: Literal["exact", "chi2", "chi2-cc"] = "exact"                    # exact (binomial; reproduces the paper's p-values) | chi2 | chi2-cc
     match_threshold: float = 0.9             # claim matching: embedding cosine above this is a match
     match_embeddings: bool = True            # False: exact normalised-text matching only
@@ -224,7 +226,7 @@ class EvalSettings:
     threads: int | str | None = "auto"       # torch CPU threads while evaluating (auto: the cores not busy)
     max_minutes: float | None = None         # time budget: conversations in a seeded order, every system on a first
                                              # round of round_size, then on as many more as that pace fits in the budget
-    round_size: int = 16
+    round_size: int = 16                     # conversations in the first round of a time-budgeted eval
 
 
 @dataclass

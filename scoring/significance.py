@@ -3,7 +3,7 @@
 McNemar variants (statsmodels ``mcnemar``): ``exact`` is the two-sided binomial test on the
 discordant counts b and c; ``chi2`` the chi-square statistic without and ``chi2-cc`` with Edwards'
 continuity correction. ``exact`` reproduces the paper's p-values (e.g. b=90, c=59 -> 0.013712, AIS,
-GPT-4o, VISTA vs LLM-as-Judge; ``bench/eval_mcnemar_variants.py`` checks every row), so it is the
+GPT-4o, VISTA vs LLM-as-Judge; docs/performance.md, 'Retired experiments', for every row), so it is the
 default.
 """
 

@@ -203,3 +203,43 @@ def test_every_third_party_import_is_declared():
     assert not missing, sorted(missing)
     # the check can fail: an import of an installed package that pyproject.toml does not name
     assert undeclared("import pluggy\nfrom rich.table import Table\nimport os") == {"pluggy"}
+
+
+# A commit id of this repository belongs in a bench/results file (where a figure was measured), not in the product's
+# text: the README, docs/, recipes, code and the benchmark scripts say what is, not when it changed.
+HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
+
+
+def _commit_ids(text: str) -> list[str]:
+    """The words of ``text`` that name a commit of this repository (``git cat-file`` resolves them)."""
+    import subprocess
+
+    candidates = sorted({w for w in HEX.findall(text) if re.search(r"[a-f]", w) and re.search(r"[0-9]", w)})
+    if not candidates:
+        return []
+    r = subprocess.run(["git", "cat-file", "--batch-check"], input="\n".join(candidates) + "\n", cwd=ROOT,
+                       capture_output=True, text=True, check=True)
+    return [w for w, line in zip(candidates, r.stdout.splitlines()) if line.split()[1:2] == ["commit"]]
+
+
+def _product_text_files() -> list[Path]:
+    files = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "recipes").rglob("*.yaml"),
+             *(ROOT / "bench").glob("*.py"), ROOT / "bench" / "README.md", *ROOT.glob("*.py")]
+    files += [p for layer in LAYERS for p in (ROOT / layer).rglob("*.py")]
+    return [p for p in files if p.is_file()]
+
+
+def test_no_commit_id_of_this_repository_in_the_product():
+    assert (ROOT / ".git").exists(), "this check reads the repository's history: run the tests in a git clone"
+    hits = {str(p.relative_to(ROOT)): ids for p in _product_text_files() if (ids := _commit_ids(p.read_text()))}
+    assert not hits, hits
+
+
+def test_the_commit_id_check_sees_a_commit(tmp_path):
+    """The check above can fail: this repository's HEAD, short or long, is found; other hex words are not."""
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    text = f"Measured at {head[:7]} (full id {head}); upstream pin 0123abc4567def; colour #a1b2c3d."
+    assert _commit_ids(text) == sorted([head[:7], head])

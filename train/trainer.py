@@ -24,7 +24,7 @@ def label_positions_only_on_cpu() -> bool:
     """Make TRL's fused LM head (``fused_lm_head=True``) score only the positions with a label on CPU, as it
     does on CUDA: with completion-only loss and one-word answers, projecting every prompt and padding
     position through the 49k-token vocabulary (forward and backward) was ~60% of a CPU training step
-    (``bench/results/profile_train_*``). Same loss (the other positions are masked out either way). Returns
+    (docs/performance.md, 'Training throughput'). Same loss (the other positions are masked out either way). Returns
     whether the switch is in place (False on a TRL without it: training works, only slower)."""
     import trl.trainer.utils as tu
 
