@@ -132,7 +132,7 @@ class ServingSettings:
     label_scoring: Literal["auto", "echo", "top_logprobs", "generate"] = "auto"   # backends/server.py
     top_logprobs: int = 20         # logprobs asked per token by top_logprobs (vLLM's --max-logprobs caps it)
     concurrency: int = 4           # requests in flight per replica
-    echo_concurrency: int = 1      # echo requests in flight, all replicas (vLLM LoRA + prompt logprobs: docs/scoring.md)
+    echo_concurrency: int = 1      # echo requests in flight, all replicas (vLLM LoRA + prompt logprobs: docs/serve.md)
     api_key_env: str = "OPENAI_API_KEY"   # environment variable holding the servers' API key
     timeout_s: float = 120.0       # seconds before a request is retried
     max_retries: int = 5           # consecutive failures of every replica before a run stops

@@ -1,8 +1,7 @@
 """``vista-distill distill --config recipes/X.yaml [section.key=value ...]``.
 
-Exit codes: 0 done; 2 configuration, data or leak error, or the teacher server is absent; 3 the
-teacher stopped answering mid-run, 130 Ctrl-C (completed calls are cached: rerun the same command
-to resume).
+Exit codes: 0 done; 2 configuration, data or leak error; 3 the teacher server is absent or stopped
+answering mid-run; 130 Ctrl-C (completed calls are cached: rerun the same command to resume).
 """
 
 from __future__ import annotations
