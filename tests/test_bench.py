@@ -1,0 +1,195 @@
+"""A smoke test of every maintained benchmark (bench/*.py), as bench/README.md documents it.
+
+Parse-checked, every script: each command in its README section runs with ``ArgumentParser.parse_args`` patched to
+stop right after a successful parse, so the documented flags match the script's real parser and its module-level
+imports load against today's package (harness.py, a library, is imported). Real runs on the embedded SmolLM2-135M,
+tiny inputs, outputs under tmp_path: hardware.py, profile_scorer.py and score_throughput.py (untrained stage
+adapters), train_throughput.py (the bundled sample's labels-teacher silver data). Parse-checked only: gpu_* (a
+CUDA GPU), demo_protocol.py / world_protocol.py / experiment_135m_cpu.py (hours of CPU), server_student.py /
+distill_teacher.py (a vLLM or llama.cpp server), benchmark_samples.py / vista_human_dev.py (../shared/data, a demo
+run) and refactor_identity.py (several CLI runs, minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+README = BENCH / "README.md"
+LIBRARIES = {"harness.py"}
+VISTA_DEV = ROOT / "tests" / "fixtures" / "vista_human" / "dev.json"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+       "TOKENIZERS_PARALLELISM": "false"}
+MARKER = "BENCH-ARGS-PARSED"
+# runs sys.argv[1] as `python bench/X.py ARGS` would (its folder first on sys.path), stopping after the outermost
+# successful parse (parse_args, or parse_known_args called directly; a subparser's nested parse does not stop it)
+PARSE_ONLY = f"""
+import argparse, runpy, sys
+P, depth = argparse.ArgumentParser, [0]
+_args, _known = P.parse_args, P.parse_known_args
+def done():
+    print({MARKER!r}, flush=True)
+    raise SystemExit(0)
+def parse_args(self, *a, **k):
+    depth[0] += 1
+    _args(self, *a, **k)
+    done()
+def parse_known_args(self, *a, **k):
+    depth[0] += 1
+    out = _known(self, *a, **k)
+    depth[0] -= 1
+    if depth[0] == 0:
+        done()
+    return out
+P.parse_args, P.parse_known_args = parse_args, parse_known_args
+sys.argv = sys.argv[1:]
+sys.path.insert(0, sys.argv[0].rpartition('/')[0])
+runpy.run_path(sys.argv[0], run_name='__main__')
+"""
+
+
+def scripts() -> list[str]:
+    return sorted(p.name for p in BENCH.glob("*.py"))
+
+
+def readme_commands() -> dict[str, list[list[str]]]:
+    """``{script: [argv, ...]}``: the commands of each ``## X.py`` section's bash block, continuations joined,
+    comments dropped, ``&&`` chains split."""
+    out = {}
+    for m in re.finditer(r"^## (\S+\.py)\n(.*?)(?=^## |\Z)", README.read_text(), re.M | re.S):
+        block = re.search(r"```bash\n(.*?)```", m.group(2), re.S)
+        cmds: list[list[str]] = []
+        for line in (block.group(1) if block else "").replace("\\\n", " ").splitlines():
+            cur: list[str] = []
+            for word in [*shlex.split(line, comments=True), "&&"]:
+                if word != "&&":
+                    cur.append(word)
+                elif cur:
+                    cmds.append(cur)
+                    cur = []
+        out[m.group(1)] = cmds
+    return out
+
+
+def run(argv: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *argv], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def parse_only(script: str, args: list[str]) -> subprocess.CompletedProcess:
+    return run(["-c", PARSE_ONLY, f"bench/{script}", *args], timeout=300)
+
+
+def test_bench_readme_names_every_script():
+    commands = readme_commands()
+    documented = [s for s in scripts() if s not in LIBRARIES]
+    assert len(scripts()) <= 15, scripts()
+    assert sorted(commands) == documented, "every bench script, and only those, has a README section"
+    for script, cmds in commands.items():
+        assert cmds, f"## {script} has no command"
+        for cmd in cmds:
+            assert cmd[:2] == ["python", f"bench/{script}"], f"## {script}: {shlex.join(cmd)}"
+    for lib in LIBRARIES:
+        assert f"`{lib}`" in README.read_text()
+    results = [p for p in (BENCH / "results").rglob("*") if p.is_file()]
+    assert len(results) <= 60, f"{len(results)} files under bench/results/"
+
+
+@pytest.mark.parametrize("script,args", [(s, c[2:]) for s, cmds in readme_commands().items() for c in cmds],
+                         ids=lambda v: v if isinstance(v, str) else " ".join(v)[:40])
+def test_each_documented_command_parses(script, args):
+    proc = parse_only(script, args)
+    assert proc.returncode == 0 and MARKER in proc.stdout, f"{script} {shlex.join(args)}:\n{proc.stderr[-3000:]}"
+
+
+def test_the_parse_check_fails_on_an_unknown_flag():
+    proc = parse_only("hardware.py", ["--threads", "1", "--no-such-flag"])
+    assert proc.returncode != 0 and MARKER not in proc.stdout
+    assert "unrecognized arguments: --no-such-flag" in proc.stderr
+    proc = parse_only("demo_protocol.py", ["no-such-step"])
+    assert proc.returncode != 0 and "invalid choice" in proc.stderr
+
+
+def test_harness_imports():
+    proc = run(["-c", "import sys; sys.path.insert(0, 'bench'); import harness; print(harness.ROOT)"], timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == str(ROOT), proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def untrained_adapters(tmp_path_factory) -> Path:
+    """stage1..3 LoRA adapters with B = 0 (r=8, q_proj/v_proj), as bench/refactor_identity.py makes them."""
+    root = tmp_path_factory.mktemp("bench_adapters")
+    code = ("import sys, torch; from peft import LoraConfig, get_peft_model; "
+            "from transformers import AutoModelForCausalLM; "
+            "from vista_distill.backends.model_loading import resolve_model; torch.manual_seed(0)\n"
+            "for s in ('stage1', 'stage2', 'stage3'):\n"
+            "    get_peft_model(AutoModelForCausalLM.from_pretrained(resolve_model(None)), LoraConfig(r=8, "
+            "target_modules=['q_proj', 'v_proj'], task_type='CAUSAL_LM')).save_pretrained(f'{sys.argv[1]}/{s}')")
+    proc = run(["-c", code, str(root)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root
+
+
+def checked(argv: list[str]) -> subprocess.CompletedProcess:
+    proc = run(argv)
+    assert proc.returncode == 0, f"{shlex.join(argv)}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def test_hardware_runs(tmp_path):
+    checked(["bench/hardware.py", "--threads", "1", "--dtypes", "float32", "--repeats", "1", "--train-repeats", "1",
+             "--prefill-shape", "1x8", "--train-shape", "1x8", "--out", str(tmp_path)])
+    [js] = tmp_path.glob("hardware_*.json")
+    result = json.loads(js.read_text())
+    assert [(r["dtype"], r["threads"]) for r in result["rows"]] == [("float32", 1)]
+    assert result["rows"][0]["train_tokens_per_s"] > 0 and len(result["gguf"]) == 4
+    assert js.with_suffix(".md").read_text().startswith("# Precision x threads")
+
+
+def test_profile_scorer_runs_and_compares(tmp_path, untrained_adapters):
+    records = tmp_path / "records"
+    checked(["bench/profile_scorer.py", "--adapters", str(untrained_adapters), "--pipelines", "student",
+             "--input", str(VISTA_DEV), "--limit", "1", "--threads", "1", "--dtype", "float32", "--no-cprofile",
+             "--records", str(records), "--tag", "smoke", "--out", str(tmp_path / "out")])
+    [js] = (tmp_path / "out").glob("profile_scorer_*_smoke.json")
+    out = json.loads(js.read_text())
+    assert out["conversations"] == 1 and [p["pipeline"] for p in out["pipelines"]] == ["student"]
+    assert out["pipelines"][0]["scored_turns"] == 1 and js.with_suffix(".md").exists()
+    [rec] = [json.loads(line) for line in (records / "student.jsonl").read_text().splitlines()]
+    assert rec["scored"] and rec["conversation_id"] == 1
+    compared = json.loads(checked(["bench/profile_scorer.py", "--compare", str(records), str(records)]).stdout)
+    assert compared["pipelines"]["student"]["turns"] == compared["pipelines"]["student"]["same_claims"] == 1
+
+
+def test_score_throughput_runs(tmp_path, untrained_adapters):
+    report = tmp_path / "score_throughput.md"
+    checked(["bench/score_throughput.py", "--adapters", str(untrained_adapters), "--configs", "batched",
+             "--input", str(VISTA_DEV), "--limit", "1", "--dtype", "float32", "--threads", "1", "--out", str(report)])
+    result = json.loads(report.with_suffix(".json").read_text())
+    assert result["limit"] == 1 and list(result["runs"]) == ["batched"]
+    assert result["runs"]["batched"]["facts"]["scored_turns"] == 1
+    assert report.read_text().startswith("# Scoring throughput: student pipeline")
+
+
+def test_train_throughput_runs(tmp_path):
+    from test_train import distill_sample
+
+    silver = distill_sample(tmp_path / "silver")
+    out = tmp_path / "train_throughput.md"
+    small = "train.per_device_train_batch_size=2;train.micro_batch_size=2;train.max_length=384;student.dtype=float32"
+    checked(["bench/train_throughput.py", "--recipe", "recipes/demo-cpu.yaml", "--silver", str(silver),
+             "--stage", "stage1", "--steps", "1", "--warmup", "1", "--variant", f"small={small}",
+             "--output", str(out)])
+    [row] = json.loads(out.with_suffix(".json").read_text())
+    assert row["variant"] == "small" and row["batch"] == 2 and row["max_length"] == 384
+    assert row["tokens_per_s"] > 0 and row["dtype"] == "float32"
+    assert "| small |" in out.read_text()
