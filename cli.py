@@ -151,7 +151,7 @@ def _score(args: argparse.Namespace) -> int:
         from .scoring.page import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
 
         print_table(EVIDENCE_TITLE, EVIDENCE_HEADER, evidence_rows({"scored": s["evidence"]}))
-    if "baselines" in s:   # the cheap rules on the same human claims
+    if "baselines" in s:   # the cheap baselines on the same human claims
         b = s["baselines"]
         tests = {t["system_2"]: t for t in b["mcnemar"]}
         pct = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731

@@ -217,8 +217,8 @@ def _system_rows(results: dict) -> list[tuple[str, list[str], str]]:
 
 
 def _summary_tables(results: dict) -> list:
-    """The closing tables: each system's accuracy (turns under each rule, claims at stage 2, speed), the cheap rules
-    (majority, overlap, pmi) among them; the student against every other system with McNemar p-values; and whether
+    """The closing tables: each system's accuracy (turns under each turn rule, claims at stage 2, speed), the cheap
+    baselines (majority, overlap, pmi) among them; the student against every other system with McNemar p-values; and whether
     each reads its evidence."""
     from rich import box
     from rich.table import Table

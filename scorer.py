@@ -140,7 +140,7 @@ class VistaScorer:
                                             batch_size=kwargs.get("batch_size") or 16,
                                             threads=kwargs.get("threads", "auto"))
         scorer = cls(config=recipe.engine_config(role), **({"style": style} if style else {}), **kwargs)
-        from .backends.rules import majority_labels
+        from .backends.cheap_baselines import majority_labels
         from .data.silver import SilverDataError
         from .train.silver_data import silver_root
 
@@ -204,9 +204,9 @@ class VistaScorer:
             given, result.evidence_records = run_given_claims(conversations, self.config, self.backend,
                                                               evidence_seed=0)
             summary["evidence"] = evidence_metrics(result.evidence_records)
-            from .scoring.cheap_rules import rules_beside
+            from .scoring.baselines_beside import baselines_beside
 
-            summary["baselines"] = rules_beside(conversations, self.config, given, list(RULES), self.majority)
+            summary["baselines"] = baselines_beside(conversations, self.config, given, list(RULES), self.majority)
         return result
 
     def evidence(self, conversations: Sequence[Conversation], seed: int = 0) -> list[dict[str, Any]]:

@@ -165,17 +165,42 @@ def fetch_adapters(name_or_path: str | Path, revision: str | None = None) -> Pat
                                   ignore_patterns=["*/checkpoint-*/*", "*/training_args.bin", "*/optimizer.pt"]))
 
 
+# What trained_with reads of a training summary: (field, its JSON type, in words); null is allowed for each.
+_SUMMARY_FIELDS = (("base_model_arg", str, "a string"), ("silver", dict, "an object"),
+                   ("hyperparameters", dict, "an object"))
+
+
+def _training_summary(f: Path, error: type[ValueError]) -> dict[str, Any]:
+    """A stage's ``training_summary.json``, the fields :func:`trained_with` reads checked; ``error`` names the file
+    and field (SchemaError)."""
+    try:
+        d = json.loads(f.read_text())
+    except ValueError as e:
+        raise error(f, f"not valid JSON ({e}); delete it or train the stage again") from e
+    if not isinstance(d, dict):
+        raise error(f, f"expected a JSON object (a training summary), got {type(d).__name__}")
+    for key, tp, what in _SUMMARY_FIELDS:
+        if d.get(key) is not None and not isinstance(d[key], tp):
+            raise error(f, f"expected {what} or null, got {type(d[key]).__name__}", field=key)
+    styles = (d.get("silver") or {}).get("prompt_style")
+    if styles is not None and not (isinstance(styles, list) and all(isinstance(s, str) for s in styles)):
+        raise error(f, "expected a list of strings or null", field="silver.prompt_style")
+    return d
+
+
 def trained_with(adapters: Mapping[str, Path]) -> TrainedWith:
     """:class:`TrainedWith` from the stage folders' training summaries (absent ones tell nothing); stages that
     disagree on the base model are an error naming both."""
+    from ..data.io import SchemaError   # a ValueError: bad input, the CLI's one-line error
+
     seen: dict[str, dict[str, Any]] = {}
     for stage, path in adapters.items():
         f = Path(path) / "training_summary.json"
         if f.exists():
-            seen[stage] = json.loads(f.read_text())
+            seen[stage] = _training_summary(f, SchemaError)
     models = {s: d.get("base_model_arg") for s, d in seen.items()}
     if len(set(models.values())) > 1:
-        raise ValueError(f"stage adapters trained on different base models: {models}")
+        raise SchemaError(None, f"stage adapters trained on different base models: {models}")
     styles = [st for d in seen.values() for st in (d.get("silver") or {}).get("prompt_style") or []]
     return TrainedWith(model=next(iter(models.values()), None), prompt_style=styles[0] if styles else None,
                        load_in_4bit=any(bool((d.get("hyperparameters") or {}).get("load_in_4bit")) for d in seen.values()))

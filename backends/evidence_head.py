@@ -58,12 +58,15 @@ class EvidenceHead:
 
     @classmethod
     def load_file(cls, path: str | Path) -> EvidenceHead:
+        from ..data.io import SchemaError   # a ValueError: bad input, the CLI's one-line error
+
         try:
             d = json.loads(Path(path).read_text(encoding="utf-8"))
             return cls(float(d["w_margin"]), float(d["w_pmi"]), float(d["bias"]), dict(d.get("fitted") or {}),
                        float(d.get("w_overlap", 0.0)))
-        except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not an evidence head ({e}); delete it or fit it again") from e
+        except (ValueError, KeyError, TypeError, OverflowError, AttributeError) as e:
+            why = f"missing {e}" if isinstance(e, KeyError) else " ".join(str(e).split())
+            raise SchemaError(path, f"not an evidence head ({why}); delete it or fit it again") from e
 
 
 def claim_and_twin(content: str) -> tuple[str, str] | None:

@@ -52,8 +52,9 @@ class LabelsBackend:
             for turn in conv.turns:
                 if turn.gold_claims is None:
                     continue
-                for c, m in zip(turn.gold_claims, turn.meta.get("claims") or []):
-                    label = WORLD_FROM_FACTUALITY.get(str((m or {}).get("factuality")).lower())
+                about = turn.meta.get("claims")   # the annotators' claim records, where the data has them
+                for c, m in zip(turn.gold_claims, about if isinstance(about, list) else []):
+                    label = WORLD_FROM_FACTUALITY.get(str((m if isinstance(m, dict) else {}).get("factuality")).lower())
                     if label is not None:
                         self.world[_norm(c.text)] = label
                 # Data annotating a few facts per record (FineDialFact) repeats a turn: answer with all of them.

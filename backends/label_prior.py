@@ -42,9 +42,26 @@ class LabelPrior:
         path = Path(folder) / PRIOR_FILE
         if not path.exists():
             return None
-        raw = json.loads(path.read_text())
-        prior = cls({str(k): float(v) for k, v in (raw.get("shift") or {}).items()}, raw.get("fitted") or {})
+        from ..data.io import SchemaError   # a ValueError: bad input, the CLI's one-line error
+
+        try:
+            raw = json.loads(path.read_text())
+        except ValueError as e:
+            raise SchemaError(path, f"not valid JSON ({e}); delete it or train the stage again") from e
+        shift = raw.get("shift") if isinstance(raw, dict) else None
+        if not isinstance(raw, dict) or not isinstance(shift or {}, dict):
+            raise SchemaError(path, "expected an object {shift: {label: number}, fitted: {...}}",
+                              field=None if not isinstance(raw, dict) else "shift")
+        bad = [k for k, v in (shift or {}).items() if not _number(v)]
+        if bad:
+            raise SchemaError(path, f"expected a number, got {json.dumps(shift[bad[0]])[:40]}", field=f"shift.{bad[0]}")
+        prior = cls({str(k): float(v) for k, v in (shift or {}).items()}, raw.get("fitted") or {})
         return prior if prior.shift else None
+
+
+def _number(v: Any) -> bool:
+    """A JSON number a float holds (not a boolean, not one too large for a float)."""
+    return not isinstance(v, bool) and (isinstance(v, float) or isinstance(v, int) and abs(v) < 1e308)
 
 
 def sampler_shift(weights: Mapping[str, float]) -> dict[str, float]:

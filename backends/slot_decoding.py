@@ -8,7 +8,7 @@ positions (:class:`_Columns`, written by each layer's ``update``), so a row's at
 own columns and a decode step reads no further than its longest live row. Prompts run ahead in small batches over
 copies of the prefix cache (:meth:`_Pool.prefill`) and are copied into freed rows; once no request is waiting, the
 cache sheds idle rows. On a CPU the mask is only as wide as the step needs, and the model's attention
-(``model_calls._sdpa_gqa``) reads no key beyond it. On a GPU the mask spans the whole cache, so every decode step has
+(``forward_paths._sdpa_gqa``) reads no key beyond it. On a GPU the mask spans the whole cache, so every decode step has
 the same shapes and is replayed from one captured CUDA graph: a step launches once instead of several hundred
 kernels from Python.
 """
@@ -112,12 +112,12 @@ def _row_layer_class() -> type:
 
 def slots_supported(model: Any) -> bool:
     """Whether ``model`` can decode in slots: only plain full-attention layers in a static cache (no sliding
-    windows), and on a CPU the attention that reads a mask narrower than its cache (``model_calls._sdpa_gqa``); on
+    windows), and on a CPU the attention that reads a mask narrower than its cache (``forward_paths._sdpa_gqa``); on
     a GPU, torch's SDPA or the eager attention over a mask as wide as the cache."""
     from transformers import StaticCache
     from transformers.cache_utils import StaticLayer
 
-    from .model_calls import GQA_SDPA
+    from .forward_paths import GQA_SDPA
 
     attention = getattr(model.config, "_attn_implementation", None)
     on_gpu = next(model.parameters()).device.type == "cuda"

@@ -24,7 +24,7 @@ from .evidence_head import EvidenceHead, claim_and_twin, weigh_evidence
 from .label_memo import LabelMemo, memo_key
 from .label_prior import LabelPrior
 from .list_generation import ListMarkerFormat, RepeatedLineStop, list_stop_reason
-from .model_calls import (
+from .forward_paths import (
     GQA_SDPA,
     batches,
     cache_keyword,
@@ -69,7 +69,7 @@ class TransformersBackend:
         reference; ``evidence_features``: compute that and the label margin for every label request
         (``meta["evidence"]``) even without a head (to fit one). ``cuda_graphs``: on a GPU, replay stage 1's decode
         steps from CUDA graphs (:mod:`.slot_decoding`). ``prefill_tokens``: a label-scoring batch stops growing
-        before its rows times its longest prompt pass this many tokens; ``auto``: ``model_calls.CPU_PREFILL_TOKENS``
+        before its rows times its longest prompt pass this many tokens; ``auto``: ``forward_paths.CPU_PREFILL_TOKENS``
         on a CPU, none on a GPU (its batches fill the card). ``merge_adapters``: see :func:`.adapters.merged_stages`.
         ``label_memo``: label answers kept for prompts asked again (:mod:`.label_memo`; 0: none)."""
         import torch
@@ -114,10 +114,10 @@ class TransformersBackend:
         self.eos_ids = eos_ids(self.tokenizer, self.model)
         self.cache_kw = cache_keyword(self.model)
         self.max_context: int | None = getattr(self.model.config, "max_position_embeddings", None)
-        self._label_cache: dict[tuple[str, ...], list[list[int]]] = {}
-        self._head32_cache: dict[str, Any] = {}   # the LM head's weight in float32 (model_calls.float32_head)
+        self._label_token_ids: dict[tuple[str, ...], list[list[int]]] = {}
+        self._head32_cache: dict[str, Any] = {}   # the LM head's weight in float32 (forward_paths.float32_head)
         self._prefixes: OrderedDict[tuple, object] = OrderedDict()
-        self._scored = LabelMemo(label_memo)   # label answers by (stage, prompt ids, labels); 0: none kept
+        self._label_answers = LabelMemo(label_memo)   # label answers by (stage, prompt ids, labels); 0: none kept
         self._sliding: bool | None = None
         self._static_ok: bool | None = None   # slot_decoding.slots_supported(model), asked once
         self.progress: Callable[[int], object] | None = None  # told how many requests each chunk finished
@@ -224,7 +224,7 @@ class TransformersBackend:
                 continue
             if r.labels:   # a prompt scored before or earlier in this call is answered from the memo
                 key = scored[i] = memo_key(r.stage, [*prefix, *suffix], r.labels, i in claims)
-                if key in self._scored or key in asked:
+                if key in self._label_answers or key in asked:
                     continue
                 asked.add(key)
             groups.setdefault((r.stage, tuple(prefix), r.labels, r.max_new_tokens, r.stop_on_repeat), []).append(i)
@@ -241,7 +241,7 @@ class TransformersBackend:
                     suffixes = [encoded[i][1] for i in chunk]
                     t0 = time.perf_counter()
                     if labels:
-                        res = self._choose(stage, prefix, suffixes, labels, [claims.get(i) for i in chunk])
+                        res = self._score_labels(stage, prefix, suffixes, labels, [claims.get(i) for i in chunk])
                     else:
                         res = self._generate(stage, prefix, suffixes, max_new, stop_repeat)
                     self.stats["forward_s"] += time.perf_counter() - t0
@@ -253,8 +253,8 @@ class TransformersBackend:
                         self.stats["completion_tokens"] += r.completion_tokens
                         out[i] = r
                         if i in scored:
-                            self._scored.put(scored[i], r)
-        hits = self._scored.fill(out, scored)
+                            self._label_answers.put(scored[i], r)
+        hits = self._label_answers.fill(out, scored)
         self.stats["memo_hits"] += len(hits)
         if self.progress is not None and any(i < n_asked for i in hits):
             self.progress(sum(i < n_asked for i in hits))
@@ -275,9 +275,9 @@ class TransformersBackend:
     def _label_ids(self, labels: Sequence[str]) -> list[list[int]]:
         """Each label's token ids, tokenized once per label set (asked for every label request)."""
         key = tuple(labels)
-        if key not in self._label_cache:
-            self._label_cache[key] = [self.tokenizer(lab, add_special_tokens=False)["input_ids"] for lab in key]
-        return self._label_cache[key]
+        if key not in self._label_token_ids:
+            self._label_token_ids[key] = [self.tokenizer(lab, add_special_tokens=False)["input_ids"] for lab in key]
+        return self._label_token_ids[key]
 
     def _generate(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]], max_new: int,
                   stop_on_repeat: bool = False) -> list[Response]:
@@ -345,8 +345,8 @@ class TransformersBackend:
         on = bool(prefix) and not self._sliding and str(self.device).startswith("cpu")
         return shared_prefix(len(prefix)) if on else contextlib.nullcontext()
 
-    def _choose(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]],
-                labels: tuple[str, ...], claims: Sequence[str | None] | None = None) -> list[Response]:
+    def _score_labels(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]],
+                      labels: tuple[str, ...], claims: Sequence[str | None] | None = None) -> list[Response]:
         """Pick each request's label by the summed log-probability of the label's tokens; where ``claims`` names
         a request's claim, also its tokens' mean log-probability (``meta["claim_logprob"]``)."""
         import torch

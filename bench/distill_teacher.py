@@ -48,7 +48,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: half the cores)")
     args = ap.parse_args()
 
-    from vista_distill.backends.llama_server import MODEL_ALIAS, LlamaServer, embedded_gguf
+    from vista_distill.backends.model_loading import embedded_gguf
+    from vista_distill.testing.llama_server import MODEL_ALIAS, LlamaServer
 
     tmp = Path(tempfile.mkdtemp(prefix="distill-bench-"))
     extra = ["--limit", str(args.limit)] if args.limit else []

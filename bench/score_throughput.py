@@ -384,7 +384,7 @@ def main() -> None:
         a if " " not in a else repr(a) for a in __import__("sys").argv[1:])
 
     import torch
-    from vista_distill.backends.transformers import TransformersBackend, _RepeatedLineStop
+    from vista_distill.backends.transformers import TransformersBackend, RepeatedLineStop
     from vista_distill.data.io import read_conversations
     from vista_distill.scorer import VistaScorer
 
@@ -410,7 +410,7 @@ def main() -> None:
         return
 
     counter = StageCounter(backend)
-    _RepeatedLineStop(backend, 0)  # builds the backend's newline-token table once, outside the timed runs
+    RepeatedLineStop(backend, 0)  # builds the backend's newline-token table once, outside the timed runs
     runs = {}
     with LoadSampler() as load:
         for name in names:
@@ -428,7 +428,7 @@ def main() -> None:
         fewshot = None
         if args.fewshot_tokens:  # a second backend object: the bare base model, no adapters
             base = StageCounter(TransformersBackend(dtype=args.dtype))
-            _RepeatedLineStop(base.inner, 0)
+            RepeatedLineStop(base.inner, 0)
             t0 = time.perf_counter()
             res = VistaScorer(backend=base, style="fewshot").score(convs, batched=True)
             fewshot = {"wall_s": time.perf_counter() - t0, "facts": run_facts(res.records),

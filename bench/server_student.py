@@ -111,7 +111,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     written = write_serve_config(recipe, adapters, work / "serve", engines=(a.engine,))
     if a.engine == "vllm":
-        from vista_distill.backends.vllm_server import VllmServer, vllm_cpu_python
+        from vista_distill.testing.vllm_server import VllmServer, vllm_cpu_python
 
         args = ["--dtype", a.dtype, "--max-model-len", "4096", "--max-num-seqs", "8", "--seed", "0",
                 "--enable-prefix-caching"]
@@ -119,7 +119,7 @@ def main() -> None:
                             log_path=work / "server.log", env={"OMP_NUM_THREADS": str(a.threads)})
         engine = f"vLLM CPU (vllm-cpu) {' '.join(args)}, VLLM_CPU_KVCACHE_SPACE=1, OMP_NUM_THREADS={a.threads}"
     else:
-        from vista_distill.backends.llama_server import LlamaServer
+        from vista_distill.testing.llama_server import LlamaServer
 
         models = [{k: m[k] for k in ("model_alias", "lora_path") if k in m}
                   for m in json.loads(Path(written["llama_cpp"]["config"]).read_text())["models"]]

@@ -8,6 +8,7 @@ Unknown keys are errors that name the file and the key. CLI overrides use dotted
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from pathlib import Path
@@ -86,7 +87,7 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
     if tp is float and isinstance(value, (int, str)) and not isinstance(value, bool):
         try:
             return float(value)
-        except ValueError as e:
+        except (ValueError, OverflowError) as e:
             raise RecipeError(f"{where}: expected a number, got {value!r}") from e
     if tp is int and isinstance(value, str):
         try:
@@ -139,7 +140,7 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None,
         try:
             raw = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as e:
-            raise RecipeError(f"{path}: not valid YAML ({e})") from e
+            raise RecipeError(f"{path}: not valid YAML ({_yaml_problem(e)})") from e
         if not isinstance(raw, dict):
             raise RecipeError(f"{path}: expected a mapping at the top level")
         raw.setdefault("name", path.stem)
@@ -154,14 +155,25 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None,
     return recipe
 
 
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """The YAML error in one line: what, and at which line and column."""
+    mark = getattr(e, "problem_mark", None)
+    what = " ".join(str(getattr(e, "problem", None) or e).split())
+    return f"line {mark.line + 1}, column {mark.column + 1}: {what}" if mark is not None else what
+
+
 def _check_per_stage(recipe: Recipe, where: str) -> None:
     """``train.per_stage`` names known stages and train keys, each value of its field's type."""
     import dataclasses
 
     from ..data.vocabulary import DISTILLED_STAGES
 
+    if not isinstance(recipe.train.per_stage, dict):
+        raise RecipeError(f"{where}: train.per_stage: expected a mapping of stage -> train keys, got "
+                          f"{type(recipe.train.per_stage).__name__}")
     for stage, extra in recipe.train.per_stage.items():
         if stage not in DISTILLED_STAGES:
+            stage = stage if str(stage).isprintable() else json.dumps(str(stage))[1:-1]
             raise RecipeError(f"{where}: train.per_stage.{stage}: unknown stage; expected one of "
                               f"{list(DISTILLED_STAGES)}")
         if not isinstance(extra, dict):

@@ -85,8 +85,8 @@ class SchemaError(ValueError):
             where.append(f"conversation {conversation}")
         if turn is not None:
             where.append(f"turn {turn}")
-        if field is not None:
-            where.append(f"field '{field}'")
+        if field is not None:   # a key holding a line break or another control character is shown escaped
+            where.append(f"field '{field if field.isprintable() else json.dumps(field)[1:-1]}'")
         super().__init__(f"{', '.join(where)}: {message}")
 
     @classmethod
@@ -138,6 +138,15 @@ def _expect(cond: bool, path, msg: str, conv=None, turn=None, field=None) -> Non
 UNIQUE_IDS_WHY = "ids must be unique (eval pairs results by conversation id and turn index)"
 
 
+# Turn keys the conversation id is made of: (key, the JSON types it may have, those types in words).
+_ID_FIELDS = (("conversation_id", (str, int), "a string or an integer"), ("dataset", (str,), "a string"))
+
+
+def _type_name(v: Any) -> str:
+    names = {dict: "object", list: "list", str: "string", bool: "boolean", float: "number"}
+    return names.get(type(v), type(v).__name__)
+
+
 def _turn_from_authors(raw: Any, out: _Problems, ci: int, ti: int) -> Turn | None:
     """The Turn of one authors' turn object, or None after adding its problems to ``out``."""
     if not isinstance(raw, dict):
@@ -158,6 +167,10 @@ def _turn_from_authors(raw: Any, out: _Problems, ci: int, ti: int) -> Turn | Non
         out.add(f'expected a string or "N/A", got {type(ref).__name__}', ci, ti, "retrieved_document")
     if role == ASSISTANT and ref is None:
         out.add('missing (use "N/A" for context-only assistant turns)', ci, ti, "retrieved_document")
+    for key, types, what in _ID_FIELDS:   # the conversation's id comes from these: any other JSON type is named
+        v = raw.get(key)
+        if v is not None and not (isinstance(v, types) and not isinstance(v, bool)):
+            out.add(f"expected {what} or null, got {_type_name(v)} {json.dumps(v)[:40]}", ci, ti, key)
     gold = raw.get("gold_label")
     if gold is not None and gold not in TURN_LABELS:
         out.add(f"expected one of {TURN_LABELS} or null, got {gold!r}", ci, ti, "gold_label")

@@ -106,6 +106,13 @@ def read_manifest(root: str | Path) -> dict[str, Any]:
         raise SilverDataError(f"{path}: not valid JSON ({e})") from e
     if not isinstance(data, dict):
         raise SilverDataError(f"{path}: expected a JSON object")
+    prints = data.get("fingerprints")   # train reads these two: a stage's fingerprint, else the whole set's
+    if not (prints is None or isinstance(prints, dict) and all(isinstance(v, (str, type(None)))
+                                                                 for v in prints.values())):
+        raise SilverDataError(f"{path}: field 'fingerprints': expected an object of stage -> fingerprint string")
+    if not isinstance(data.get("fingerprint"), (str, type(None))):
+        raise SilverDataError(f"{path}: field 'fingerprint': expected a string, "
+                              f"got {type(data['fingerprint']).__name__}")
     return data
 
 

@@ -20,7 +20,7 @@ RULE_TEXT = {   # how each turn rule of engine.SAFE_CATEGORIES judges a turn (RE
 }
 
 
-def _f(x: Any, digits: int = 3) -> str:
+def _number(x: Any, digits: int = 3) -> str:
     if x is None:
         return "–"
     if isinstance(x, float):
@@ -28,13 +28,13 @@ def _f(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
-def _p(p: float | None) -> str:
+def _pvalue(p: float | None) -> str:
     if p is None:
         return "–"
     return f"{p:.1e}" if p < 1e-4 else f"{p:.4f}"
 
 
-def _pct(x: Any) -> str:
+def _percent(x: Any) -> str:
     return "–" if x is None else f"{100 * x:.1f}"
 
 
@@ -48,7 +48,7 @@ def _common(turn: dict[str, Any]) -> str:
     """Accuracy over the turns every system covered, with their number."""
     if turn.get("n_common") is None:
         return "–"
-    return f"{_pct(turn.get('accuracy_common'))} ({turn['n_common']})"
+    return f"{_percent(turn.get('accuracy_common'))} ({turn['n_common']})"
 
 
 def _common_systems(results: dict[str, Any]) -> list[str]:
@@ -86,9 +86,9 @@ def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
         row = [g, str(((given["systems"][names[0]].get(g) or {}).get("n_labelled_matches")) or "–")]
         for n in names:
             c = given["systems"][n].get(g) or {}
-            row.append(f"{_pct(c.get('binary_accuracy'))} / {_pct(c.get('accuracy'))} / {_pct(c.get('macro_f1'))}")
-        row.append(f"{_pct(maj.get('binary_accuracy'))} ({maj.get('binary_label', '–')}) / "
-                   f"{_pct(maj.get('accuracy'))} ({maj.get('label', '–')})")
+            row.append(f"{_percent(c.get('binary_accuracy'))} / {_percent(c.get('accuracy'))} / {_percent(c.get('macro_f1'))}")
+        row.append(f"{_percent(maj.get('binary_accuracy'))} ({maj.get('binary_label', '–')}) / "
+                   f"{_percent(maj.get('accuracy'))} ({maj.get('label', '–')})")
         rows.append(row)
     out += [markdown_table(["benchmark", "claims", *[f"{n}: stage 2 / category / macro-F1" for n in names],
                             "majority of the test labels: stage 2 / category"], rows), ""]
@@ -97,7 +97,7 @@ def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
     if turns:
         out += ["Turn verdicts from the human claims (each system's own labels of them, under each rule):", "",
                 markdown_table(["system", *(f"turn accuracy {r}" for r in rules), "gold turns"],
-                               [[n, *(_pct((turns[n].get(r) or {}).get("accuracy")) for r in rules),
+                               [[n, *(_percent((turns[n].get(r) or {}).get("accuracy")) for r in rules),
                                  next(((turns[n].get(r) or {}).get("n_gold") for r in rules), "–")] for n in turns]),
                 ""]
     parts = given.get("parts") or {}
@@ -106,14 +106,14 @@ def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
                 "alone (its label margin > 0), as labelled (with the evidence head where one was applied), and the "
                 "overlap rule on the same claims:", "",
                 markdown_table(["system", "claims", "head applied", "adapter alone", "as labelled", "overlap rule"],
-                               [[n, p["claims"], p["head_applied"], _pct(p["adapter_alone"]), _pct(p["as_labelled"]),
-                                 _pct(p["overlap_rule"])] for n, p in parts.items()]), ""]
+                               [[n, p["claims"], p["head_applied"], _percent(p["adapter_alone"]), _percent(p["as_labelled"]),
+                                 _percent(p["overlap_rule"])] for n, p in parts.items()]), ""]
     rows = []
     for level in ("stage2", "category"):
         for g in groups:
             for p in given["significance"][level].get(g, []):
-                rows.append([level, g, f"{p['system_1']} − {p['system_2']}", p["n"], _pct(p.get("delta")),
-                             _p(p["pvalue"]), p["mark"], f"b={p['b']}, c={p['c']}"])
+                rows.append([level, g, f"{p['system_1']} − {p['system_2']}", p["n"], _percent(p.get("delta")),
+                             _pvalue(p["pvalue"]), p["mark"], f"b={p['b']}, c={p['c']}"])
     if rows:
         out += [markdown_table(["level", "benchmark", "pair", "claims", "Δ acc", "p", "sig.", "discordant (b, c)"],
                                rows), ""]
@@ -155,9 +155,9 @@ def _world_markdown(results: dict[str, Any]) -> list[str]:
     w = results.get("world")
     if not w:
         return []
-    rows = [[name, _f(m["macro_precision"]), _f(m["macro_recall"]), _f(m["macro_f1"]),
-             *(_f(x) for x in m["label_accuracy"].values()), m["unknown"], m["n"]] for name, m in w["systems"].items()]
-    rows += [[f"published: {name}", "", "", _f(f1), "", "", "", "", ""] for name, f1 in w["published_macro_f1"].items()]
+    rows = [[name, _number(m["macro_precision"]), _number(m["macro_recall"]), _number(m["macro_f1"]),
+             *(_number(x) for x in m["label_accuracy"].values()), m["unknown"], m["n"]] for name, m in w["systems"].items()]
+    rows += [[f"published: {name}", "", "", _number(f1), "", "", "", "", ""] for name, f1 in w["published_macro_f1"].items()]
     out = ["## Three-way verdicts: faithful, factual, non-factual hallucination", "",
            "The mixed-context study's metric (macro precision, recall and F1 over the three labels; an unknown "
            f"verdict counts as wrong). {w['note']}.", "",
@@ -243,13 +243,13 @@ def _turn_markdown(results: dict[str, Any]) -> list[str]:
         for name in ok:
             t = results["metrics"][name][OVERALL]["turn"][rule]
             ci = results["bootstrap"][name][rule][OVERALL]["accuracy"]
-            rows.append([name, f"{_pct(t.get('accuracy'))} [{_pct(ci.get('low'))}, {_pct(ci.get('high'))}]",
-                         _pct(t.get("coverage")), _common(t), _pct(t.get("accuracy_all")),
-                         _pct(t.get("balanced_accuracy")),
-                         f"{_pct(t.get('precision'))} / {_pct(t.get('recall'))} / {_pct(t.get('f1'))}",
-                         _pct(t.get("macro_f1"))])
+            rows.append([name, f"{_percent(t.get('accuracy'))} [{_percent(ci.get('low'))}, {_percent(ci.get('high'))}]",
+                         _percent(t.get("coverage")), _common(t), _percent(t.get("accuracy_all")),
+                         _percent(t.get("balanced_accuracy")),
+                         f"{_percent(t.get('precision'))} / {_percent(t.get('recall'))} / {_percent(t.get('f1'))}",
+                         _percent(t.get("macro_f1"))])
         if maj.get("accuracy") is not None:
-            acc = _pct(maj["accuracy"])
+            acc = _percent(maj["accuracy"])
             rows.append([f"majority ({maj['label']})", acc, "100.0", "–", acc, "50.0", "–", "–"])
         out += [f"Rule `{rule}`:", "", markdown_table(header, rows), ""]
     return out
@@ -268,9 +268,9 @@ def _teacher_student_markdown(results: dict[str, Any]) -> list[str]:
                 st = results["metrics"]["student"].get(g, {}).get("turn", {}).get(rule, {})
                 te = results["metrics"]["teacher"].get(g, {}).get("turn", {}).get(rule, {})
                 p = _pair(results, rule, g, "student", "teacher") or {}
-                rows.append([g, st.get("n_gold"), _pct(st.get("accuracy")), _common(st), _pct(st.get("accuracy_all")),
-                             _pct(te.get("accuracy")), _common(te), _pct(te.get("accuracy_all")),
-                             _pct(p.get("delta")), _p(p.get("pvalue")), p.get("mark", ""),
+                rows.append([g, st.get("n_gold"), _percent(st.get("accuracy")), _common(st), _percent(st.get("accuracy_all")),
+                             _percent(te.get("accuracy")), _common(te), _percent(te.get("accuracy_all")),
+                             _percent(p.get("delta")), _pvalue(p.get("pvalue")), p.get("mark", ""),
                              f"b={p.get('b')}, c={p.get('c')}" if p else "–"])
             out += [f"Rule `{rule}`:", "",
                     markdown_table(["benchmark", "gold turns", "student acc", "student acc common (turns)",
@@ -301,8 +301,8 @@ def _per_benchmark_markdown(results: dict[str, Any]) -> list[str]:
                 if ref and name != ref:
                     p = _pair(results, rule, g, ref, name)
                     mark = f" {p['mark']}" if p else ""
-                row.append(f"{_pct(t.get('accuracy'))} ({_pct(t.get('coverage'))}); common "
-                           f"{_pct(t.get('accuracy_common'))}{mark}")
+                row.append(f"{_percent(t.get('accuracy'))} ({_percent(t.get('coverage'))}); common "
+                           f"{_percent(t.get('accuracy_common'))}{mark}")
             c = results.get("common_coverage", {}).get("by_rule", {}).get(rule, {}).get(g, {})
             rows.append([*row, c.get("n", "–")])
         out += [f"Rule `{rule}` — accuracy (coverage); common: accuracy on the turns every system covered:", "",
@@ -325,16 +325,16 @@ def _claim_markdown(results: dict[str, Any]) -> list[str]:
         c = results["metrics"][name][OVERALL].get("claim")
         t = results["metrics"][name][OVERALL]["turn"][rule0]
         if not c:
-            rows.append([name, _pct(t.get("accuracy")), _common(t)] + ["–"] * 9)
+            rows.append([name, _percent(t.get("accuracy")), _common(t)] + ["–"] * 9)
             continue
         cal = c.get("stage2_calibration") or {}
-        rows.append([name, _pct(t.get("accuracy")), _common(t), _pct(c.get("accuracy")), _pct(c.get("macro_f1")),
-                     _pct(c.get("binary_accuracy")), f"{c['matched']}/{c['human_claims']} ({c['matched_exact']} exact)",
-                     _pct(c.get("set_f1")), _pct(c.get("set_jaccard")), _f(cal.get("roc_auc")), _f(cal.get("ece")),
-                     _f(cal.get("brier"))])
+        rows.append([name, _percent(t.get("accuracy")), _common(t), _percent(c.get("accuracy")), _percent(c.get("macro_f1")),
+                     _percent(c.get("binary_accuracy")), f"{c['matched']}/{c['human_claims']} ({c['matched_exact']} exact)",
+                     _percent(c.get("set_f1")), _percent(c.get("set_jaccard")), _number(cal.get("roc_auc")), _number(cal.get("ece")),
+                     _number(cal.get("brier"))])
     mc = results["majority"].get(OVERALL, {}).get("claim")
     if mc:
-        rows.append([f"majority ({mc['label']})", "–", "–", _pct(mc["accuracy"]), _pct(mc["macro_f1"])] + ["–"] * 7)
+        rows.append([f"majority ({mc['label']})", "–", "–", _percent(mc["accuracy"]), _percent(mc["macro_f1"])] + ["–"] * 7)
     out += [markdown_table(["system", f"turn acc ({rule0})", "turn acc common (turns)", "claim acc", "macro-F1", "binary acc", "matched",
                     "set F1", "Jaccard", "AUC", "ECE", "Brier"], rows), ""]
     # per benchmark claim accuracy
@@ -343,8 +343,8 @@ def _claim_markdown(results: dict[str, Any]) -> list[str]:
         row = [g]
         for name in ok:
             c = results["metrics"][name].get(g, {}).get("claim") or {}
-            row.append(f"{_pct(c.get('accuracy'))} / {_pct(c.get('macro_f1'))}" if c.get("accuracy") is not None
-                       else _pct(c.get("binary_accuracy")) + (" (binary)" if c.get("binary_accuracy") is not None else ""))
+            row.append(f"{_percent(c.get('accuracy'))} / {_percent(c.get('macro_f1'))}" if c.get("accuracy") is not None
+                       else _percent(c.get("binary_accuracy")) + (" (binary)" if c.get("binary_accuracy") is not None else ""))
         rows.append(row)
     out += ["Claim accuracy / macro-F1 per benchmark:", "", markdown_table(["benchmark", *ok], rows), ""]
     return out
@@ -358,7 +358,7 @@ def _significance_markdown(results: dict[str, Any]) -> list[str]:
     for rule in rules:
         rows = []
         for p in results["significance"]["by_rule"].get(rule, {}).get(OVERALL, []):
-            rows.append([f"{p['system_1']} − {p['system_2']}", p["n"], _pct(p.get("delta")), _p(p["pvalue"]),
+            rows.append([f"{p['system_1']} − {p['system_2']}", p["n"], _percent(p.get("delta")), _pvalue(p["pvalue"]),
                          p["mark"], f"b={p['b']}, c={p['c']}"])
         out += [f"Rule `{rule}`:", "", markdown_table(["pair", "turns", "Δ acc_all", "p", "sig.", "discordant (b, c)"], rows)
                 if rows else "(fewer than two systems ran)", ""]
@@ -377,10 +377,10 @@ def _speed_markdown(results: dict[str, Any]) -> list[str]:
         e = s["efficiency"]
         cost = e.get("cost_per_1k_turns")
         cached = e.get("cache_hit_share")
-        speed = _f(e["turns_per_s"], 3) + (f" ({cached:.0%} cached)" if cached else "")
-        rows.append([name, _f(e["wall_s"], 1), speed, _f(e.get("prompt_tokens")),
-                     _f(e.get("completion_tokens")), _f(e["peak_rss_mb"], 0),
-                     _f(e.get("cuda_max_memory_allocated_mb"), 0), _f(s["description"].get("load_s"), 1),
+        speed = _number(e["turns_per_s"], 3) + (f" ({cached:.0%} cached)" if cached else "")
+        rows.append([name, _number(e["wall_s"], 1), speed, _number(e.get("prompt_tokens")),
+                     _number(e.get("completion_tokens")), _number(e["peak_rss_mb"], 0),
+                     _number(e.get("cuda_max_memory_allocated_mb"), 0), _number(s["description"].get("load_s"), 1),
                      f"${cost['usd']:.4f}" if cost else "no price configured"])
     out += [markdown_table(["system", "wall s", "turns/s", "prompt tokens", "generated tokens", "peak RSS MB",
                     "CUDA peak MB", "model load s", "cost / 1k turns"], rows), "",

@@ -10,7 +10,7 @@ then the systems (``eval.systems``, in that order in the report; :mod:`.systems`
   cached answers are reused, missing ones are asked live (a ``labels`` teacher answers from the
   human claims of the test material itself, so it is an upper bound rather than a competitor);
 * ``llm_judge`` and ``factscore``: the baselines (:mod:`.baselines`) on the base model's backend;
-* ``majority``, ``overlap``, ``pmi``: the cheap rules a student must beat (:mod:`..backends.rules`).
+* ``majority``, ``overlap``, ``pmi``: the cheap baselines a student must beat (:mod:`..backends.cheap_baselines`).
 
 A system whose prerequisites are missing (no adapters, no teacher server) is reported as skipped
 with the reason. Each system's wall time, tokens and peak memory are measured separately

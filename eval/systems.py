@@ -7,7 +7,7 @@
   cached answers are reused, missing ones are asked live (a ``labels`` teacher answers from the
   human claims of the test material itself, so it is an upper bound rather than a competitor);
 * ``llm_judge`` and ``factscore``: the baselines (:mod:`.baselines`) on the base model's backend;
-* ``majority``, ``overlap`` and ``pmi``: the cheap rules a scorer must beat (:mod:`..backends.rules`): the silver
+* ``majority``, ``overlap`` and ``pmi``: the cheap baselines a scorer must beat (:mod:`..backends.cheap_baselines`): the silver
   training data's majority label, the word-overlap rule, the base model's claim PMI with a threshold fitted on the
   silver validation split; each turn's sentences are its claims where the human claims are not given.
 
@@ -40,10 +40,10 @@ from ..scoring.run import records_of, run_given_claims, run_pipeline
 log = logging.getLogger(__name__)
 
 SYSTEMS = ("student", "base", "teacher", "llm_judge", "factscore", "world_judge", "majority", "overlap", "pmi")
-RULE_SYSTEMS = ("majority", "overlap", "pmi")
-PIPELINE_SYSTEMS = ("student", "base", *RULE_SYSTEMS)   # run the VISTA pipeline, so the human claims can be given
-# VISTA pipelines (the rules answer stage 3 too); factscore has 2 labels, the judge none
-FIVE_LABEL_SYSTEMS = {"student", "base", "teacher", *RULE_SYSTEMS}
+CHEAP_BASELINES = ("majority", "overlap", "pmi")
+PIPELINE_SYSTEMS = ("student", "base", *CHEAP_BASELINES)   # run the VISTA pipeline, so the human claims can be given
+# VISTA pipelines (the cheap baselines answer stage 3 too); factscore has 2 labels, the judge none
+FIVE_LABEL_SYSTEMS = {"student", "base", "teacher", *CHEAP_BASELINES}
 # the order systems run in: base-model systems first (one model load), then the student, then the teacher
 RUN_ORDER = ("majority", "overlap", "base", "pmi", "llm_judge", "factscore", "world_judge", "student", "teacher")
 
@@ -163,17 +163,17 @@ class ModelLoader:
         return self._student
 
 
-def _rule_backend(name: str, recipe: Recipe, backends: ModelLoader) -> Any:
-    """The cheap rule ``name`` as a backend; skipped (with the reason) where it has nothing to stand on."""
-    from ..backends.rules import RuleBackend, majority_labels
+def _baseline_backend(name: str, recipe: Recipe, backends: ModelLoader) -> Any:
+    """The cheap baseline ``name`` as a backend; skipped (with the reason) where it has nothing to stand on."""
+    from ..backends.cheap_baselines import BaselineBackend, majority_labels
     from ..data.silver import SilverDataError
     from ..train.silver_data import silver_root
 
     if name == "overlap":
-        return RuleBackend("overlap")
+        return BaselineBackend("overlap")
     if name == "majority":
         try:
-            return RuleBackend("majority", majority=majority_labels(silver_root(recipe)))
+            return BaselineBackend("majority", majority=majority_labels(silver_root(recipe)))
         except (SilverDataError, ValueError) as e:
             raise SystemSkipped(f"no majority label: {e}") from e
     if recipe.student.servers:
@@ -185,7 +185,7 @@ def _rule_backend(name: str, recipe: Recipe, backends: ModelLoader) -> Any:
         head = load_pmi_head(recipe)
     except (SilverDataError, TrainError, ValueError) as e:
         raise SystemSkipped(f"no PMI threshold: {e}") from e
-    return RuleBackend("pmi", model=backends.base(), head=head)
+    return BaselineBackend("pmi", model=backends.base(), head=head)
 
 
 def _free_memory() -> None:
@@ -275,8 +275,8 @@ def _start_system(name: str, recipe: Recipe, conversations: list[Conversation], 
         cfg = recipe.engine_config("student")
         description = {**_describe(backend, cfg.style), "stage2": cfg.stage2, "stage3": cfg.stage3,
                        "load_s": backends.load_s.get("student")}
-    elif name in RULE_SYSTEMS:
-        backend = _rule_backend(name, recipe, backends)
+    elif name in CHEAP_BASELINES:
+        backend = _baseline_backend(name, recipe, backends)
         cfg = dataclasses.replace(recipe.engine_config("student"), stage2="score", stage3="score", world=False)
         description = {**_describe(backend, cfg.style), "stage2": cfg.stage2, "stage3": cfg.stage3}
     elif name == "teacher":

@@ -5,7 +5,7 @@
 * :mod:`.evidence`: the evidence probes (does a scorer read its reference?) and their metrics;
 * :mod:`.metrics`: turn, claim (matched to human claims) and calibration metrics; :mod:`.claim_matching`;
 * :mod:`.significance`: McNemar (exact binomial by default, as the paper) and bootstrap intervals;
-* :mod:`.cheap_rules`: the word-overlap and majority rules beside a scorer on the same claims;
+* :mod:`.baselines_beside`: the cheap baselines (word overlap, majority label) beside a scorer on the same claims;
 * :mod:`.summary`: a run's summary; :mod:`.page`: the records as one HTML page.
 
 :mod:`..eval` builds on these: systems, rounds, results.json and reports.

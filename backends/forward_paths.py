@@ -1,6 +1,7 @@
-"""How the local backend calls a transformers model: the keyword its KV cache goes by, the attention registered
-on CPU (grouped-query SDPA, short half-precision queries, a prefix shared by every row), the float32 LM head
-of label scoring and how label-scoring batches are cut (``TransformersBackend`` uses all of them)."""
+"""The paths a transformers forward takes in the local backend: the keyword its KV cache goes by, the attention
+kernels registered on CPU (grouped-query SDPA, short half-precision queries, a prefix shared by every row), the
+float32 LM head of label scoring, the CPU prefill budget and how label-scoring batches are cut
+(``TransformersBackend`` uses all of them)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""backends/rules.py: the cheap rules a student must beat (majority, overlap, pmi) as backends, run through the same
-engine, records and evaluation as the student."""
+"""backends/cheap_baselines.py: the cheap baselines a student must beat (majority, overlap, pmi) as backends, run
+through the same engine, records and evaluation as the student; scoring/baselines_beside.py: them beside a scorer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 from vista_distill.backends.evidence_head import EvidenceHead
-from vista_distill.backends.rules import RuleBackend, decompose, majority_labels
+from vista_distill.backends.cheap_baselines import BaselineBackend, decompose, majority_labels
 from vista_distill.data.io import read_conversations
 from vista_distill.scoring.run import run_given_claims, run_pipeline
 from vista_distill.pipeline.engine import EngineConfig
@@ -23,7 +23,7 @@ def test_overlap_rule_through_the_whole_pipeline(sample_path):
     """Stage 1 is the turn's sentences, stage 2 the overlap rule on the reference, stage 3 LACKING EVIDENCE; turn
     verdicts follow from them under VISTA's rules like any system's."""
     convs = read_conversations(sample_path)
-    records, _ = run_pipeline(convs, EngineConfig(style="compact"), RuleBackend("overlap"))
+    records, _ = run_pipeline(convs, EngineConfig(style="compact"), BaselineBackend("overlap"))
     scored = [r for r in records if r["scored"] and r["reference"]]
     assert scored
     for r in scored:
@@ -40,14 +40,14 @@ def test_overlap_rule_through_the_whole_pipeline(sample_path):
 def test_overlap_and_majority_on_the_human_claims_with_probes(sample_path):
     convs = read_conversations(sample_path)
     cfg = EngineConfig(style="compact")
-    records, probes = run_given_claims(convs, cfg, RuleBackend("overlap"), evidence_seed=0)
+    records, probes = run_given_claims(convs, cfg, BaselineBackend("overlap"), evidence_seed=0)
     claims = [(r, c) for r in records if r["scored"] and r.get("gold_claims") for c in r["claims"]]
     assert [c["text"] for _, c in claims] == [g["text"] for r in records if r["scored"] and r.get("gold_claims")
                                                 for g in r["gold_claims"]]
     # the probe records carry the overlap share the strata are cut by, and the rule's answers to the probes
     assert any(p["probe"] == "claim_only" and p["overlap"] is not None for p in probes)
     assert all(p["label"] == U for p in probes if p["probe"] == "claim_only")   # empty reference: no words
-    majority = RuleBackend("majority", majority={"stage2": U, "stage3": "OUT-OF-SCOPE"})
+    majority = BaselineBackend("majority", majority={"stage2": U, "stage3": "OUT-OF-SCOPE"})
     records, _ = run_given_claims(convs, cfg, majority, evidence_seed=None)
     cats = {c["category"] for r in records if r["scored"] for c in r["claims"]}
     assert cats == {"OUT-OF-SCOPE"}   # every claim unverifiable, then out of scope: every turn safe
@@ -59,11 +59,11 @@ def test_whole_reference_probes_on_the_named_conversations_only(sample_path):
     conversations' claims; claim_only (the strata's records) for every claim, the same as with all probes."""
     convs = read_conversations(sample_path)
     cfg = EngineConfig(style="compact")
-    _, every = run_given_claims(convs, cfg, RuleBackend("overlap"), evidence_seed=0)
+    _, every = run_given_claims(convs, cfg, BaselineBackend("overlap"), evidence_seed=0)
     whole = [p for p in every if p["probe"] in ("deletion", "foreign", "edit")]
     first = whole[0]["conversation_id"]
     assert {p["conversation_id"] for p in whole} - {first}   # the sample has such probes beyond one conversation
-    _, part = run_given_claims(convs, cfg, RuleBackend("overlap"), evidence_seed=0, reference_probes={first})
+    _, part = run_given_claims(convs, cfg, BaselineBackend("overlap"), evidence_seed=0, reference_probes={first})
     assert [p for p in part if p["probe"] in ("deletion", "foreign", "edit")] == \
         [p for p in whole if p["conversation_id"] == first]
     assert [p for p in part if p["probe"] == "claim_only"] == [p for p in every if p["probe"] == "claim_only"]
@@ -80,9 +80,9 @@ def test_majority_labels_are_the_silver_training_majority(tmp_path):
         top = max(counts.values())
         assert counts[labels[stage]] == top and labels[stage] == min(k for k, v in counts.items() if v == top)
     with pytest.raises(ValueError, match="needs its labels"):
-        RuleBackend("majority")
+        BaselineBackend("majority")
     with pytest.raises(ValueError, match="unknown rule"):
-        RuleBackend("coin")
+        BaselineBackend("coin")
 
 
 def test_pmi_rule_labels_by_the_base_models_pmi_and_leaves_its_heads_alone(embedded_backend):
@@ -92,7 +92,7 @@ def test_pmi_rule_labels_by_the_base_models_pmi_and_leaves_its_heads_alone(embed
     reqs = [Request("stage2", tuple(build_messages(t, stage2_input([], ref, c))), labels=t.labels) for c in claims]
     head = EvidenceHead(w_margin=0.0, w_pmi=5.0, bias=0.0)
     before = dict(embedded_backend.heads)
-    out = RuleBackend("pmi", model=embedded_backend, head=head).run(reqs)
+    out = BaselineBackend("pmi", model=embedded_backend, head=head).run(reqs)
     assert embedded_backend.heads == before
     for o in out:
         pmi = o.meta["evidence"]["pmi"]
@@ -100,7 +100,7 @@ def test_pmi_rule_labels_by_the_base_models_pmi_and_leaves_its_heads_alone(embed
     assert out[0].meta["evidence"]["pmi"] > out[1].meta["evidence"]["pmi"]
     # against an empty reference (the claim-only probe) the PMI is 0: the same answer as the model's, without it
     empty = [Request("stage2", tuple(build_messages(t, stage2_input([], "", c))), labels=t.labels) for c in claims]
-    shortcut = RuleBackend("pmi", model=embedded_backend, head=EvidenceHead(w_margin=0.0, w_pmi=5.0, bias=0.3))
+    shortcut = BaselineBackend("pmi", model=embedded_backend, head=EvidenceHead(w_margin=0.0, w_pmi=5.0, bias=0.3))
     fast = shortcut.run(empty)
     assert shortcut.stats["model_requests"] == 0
     embedded_backend.heads = {"stage2": shortcut.head}
@@ -113,7 +113,7 @@ def test_pmi_rule_labels_by_the_base_models_pmi_and_leaves_its_heads_alone(embed
         assert f.probs[V] == pytest.approx(m.probs[V]) and f.meta["evidence"]["pmi"] == 0.0
 
 
-def test_eval_runs_the_cheap_rules_beside_the_student_with_mcnemar(tmp_path, sample_path):
+def test_eval_runs_the_cheap_baselines_beside_the_student_with_mcnemar(tmp_path, sample_path):
     """run_eval with majority, overlap and pmi: each a system with records, turn and claim metrics, and a McNemar
     test against every other; pmi's threshold is fitted on the silver validation split and saved."""
     from test_eval_report import RECIPE, _overrides
@@ -148,7 +148,7 @@ def test_eval_runs_the_cheap_rules_beside_the_student_with_mcnemar(tmp_path, sam
             "reason"].lower()
 
 
-def test_score_puts_the_cheap_rules_beside_the_scorer_on_human_claims(sample_path):
+def test_score_puts_the_cheap_baselines_beside_the_scorer_on_human_claims(sample_path):
     """``VistaScorer.score`` on input with human claims: the overlap rule (and the majority rule, given its labels)
     on the same claims, claim and turn accuracy, McNemar of the scorer against each. A scorer answering from the
     human labels is right on every claim, so it is at least as accurate as each rule."""
