@@ -4,7 +4,10 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["VistaScorer", "read_conversations", "write_conversations"]
+__all__ = ["ClaimLabel", "ScoreResult", "ScoredClaim", "ScoredTurn", "Scores", "Verdicts", "VistaScorer",
+           "read_conversations", "write_conversations"]
+
+RESULT_TYPES = ("ClaimLabel", "ScoreResult", "ScoredClaim", "ScoredTurn", "Scores", "Verdicts")
 
 
 def __getattr__(name: str):
@@ -13,6 +16,10 @@ def __getattr__(name: str):
         from .scorer import VistaScorer
 
         return VistaScorer
+    if name in RESULT_TYPES:
+        from .scoring import results
+
+        return getattr(results, name)
     if name in ("read_conversations", "write_conversations"):
         from .data import io
 

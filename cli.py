@@ -109,16 +109,22 @@ def _score(args: argparse.Namespace) -> int:
     except (RecipeError, ValueError) as e:
         raise UsageError(str(e)) from None
     options = {"style": args.prompts, "rule": args.rule, "stage2": args.stage2, "stage3": args.stage3,
-               "stage4": args.stage4, "threads": args.threads, "batch_size": args.batch_size}
+               "stage4": args.stage4}
     if args.server or recipe.student.servers:
         from .backends.factory import backend_for
+
+        local_only = [flag for flag, given in (("--threads", args.threads != "auto"), ("--batch-size",
+                                                                                       args.batch_size != 16)) if given]
+        if local_only:
+            raise UsageError(f"{' and '.join(local_only)} set the in-process model; a served model ignores them")
         backend = backend_for(recipe, args.role, servers=args.server)
         backend.check_server()   # unreachable: ServerError, exit 3 (main)
         scorer = VistaScorer.from_recipe(recipe, role=args.role, backend=backend, **options)
     else:
         trained = Path(recipe.resolve(recipe.train.output_dir)) if args.config else None
         adapters = args.adapters or (str(trained) if trained is not None and trained.is_dir() else None)
-        scorer = VistaScorer.from_recipe(recipe, adapters=adapters, **options)
+        scorer = VistaScorer.from_recipe(recipe, adapters=adapters, threads=args.threads, batch_size=args.batch_size,
+                                         **options)
     if args.chunk_size < 1:
         raise UsageError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     journal = Path(args.output).with_name(Path(args.output).stem + ".journal.jsonl")
@@ -129,36 +135,13 @@ def _score(args: argparse.Namespace) -> int:
         print(f"resumed: {resumed} of {result.summary['run']['journal']['chunks']} chunk(s) of {args.chunk_size} "
               f"conversations came from {journal} (a run that stopped before its end)")
     out, summary_path = result.write(args.output)
+    from .scoring.page import write_score_page
+
+    write_score_page(result, out)
     journal.unlink(missing_ok=True)
-    s = result.summary
-    from .runtime.progress import print_table
+    from .scoring.terminal import print_score_summary
 
-    verdicts = sorted({v for r in s["by_rule"].values() for v in r["verdicts"]})
-    rows = []
-    for rule, r in s["by_rule"].items():
-        gold = r["gold"] or {}
-        acc = f"{gold['accuracy']:.3f} ({gold['n']}/{gold['n_gold']})" if gold.get("accuracy") is not None else None
-        rows.append([rule, f"{r['coverage']:.3f}", *(r["verdicts"].get(v, 0) for v in verdicts), acc])
-    print_table(f"scored {s['scored_turns']} turns in {s['conversations']} conversations "
-                f"({s['context_turns']} context turns) in {s['run']['wall_s']:.0f}s",
-                ["rule", "coverage", *verdicts, "accuracy vs gold (turns)"], rows)
-    if "world" in s:   # the world-knowledge stage ran
-        w = s["world"]
-        print_table(f"world stage: {w['claims_asked']} LACKING EVIDENCE claim(s) asked "
-                    f"({', '.join(f'{k} {v}' for k, v in w['claim_labels'].items()) or 'none'})",
-                    ["three-way verdict", "turns"], [[k, v] for k, v in w["verdicts"].items()])
-    if "evidence" in s:   # the input has human claims: does the scorer read its evidence?
-        from .scoring.page import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows
-
-        print_table(EVIDENCE_TITLE, EVIDENCE_HEADER, evidence_rows({"scored": s["evidence"]}))
-    if "baselines" in s:   # the cheap baselines on the same human claims
-        b = s["baselines"]
-        tests = {t["system_2"]: t for t in b["mcnemar"]}
-        pct = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
-        print_table("beside the cheap rules (human claims given; McNemar of the scorer against each)",
-                    ["system", "claims (stage 2)", *(f"turns {r}" for r in RULES), "claims", "p vs scorer"],
-                    [[n, pct(c["accuracy"]), *(pct((b["turns"][n].get(r) or {}).get("accuracy")) for r in RULES),
-                      c["n"], f"{tests[n]['pvalue']:.2g}" if n in tests else ""] for n, c in b["claims"].items()])
+    print_score_summary(result.summary)
     print(f"records: {out}\nsummary: {summary_path}\npage:    {out.with_name(out.stem + '.report.html')}")
     return 0
 

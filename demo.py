@@ -49,7 +49,7 @@ def add_demo_subcommand(sub: argparse._SubParsersAction) -> None:
 
 
 def _step(n: int, title: str) -> float:
-    print(f"\n[{n}/4] {title}", flush=True)
+    print(f"[{n}/4] {title}", flush=True)
     return time.perf_counter()
 
 
@@ -83,8 +83,10 @@ def run_demo(args: argparse.Namespace) -> int:
     from .distill.run import run_distill
 
     distilled = run_distill(recipe, progress=True, material=material)
-    counts = {s: distilled.manifest.get("counts", {}).get(s) for s in ("stage1", "stage2", "stage3")}
-    print(f"      silver data in {distilled.out_dir}: {json.dumps(counts)}")
+    counts = distilled.manifest.get("counts", {})
+    examples = ", ".join(f"{s} {((counts.get(s) or {}).get('train') or {}).get('examples', 0)}"
+                         for s in ("stage1", "stage2", "stage3"))
+    print(f"      silver data in {distilled.out_dir}: {examples} training examples")
     times["distill"] = time.perf_counter() - t
 
     t = _step(3, f"train: one LoRA adapter per stage on the student ({train_hw.capability.device}, weights "
@@ -118,7 +120,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from .data.io import atomic_write_text
 
     atomic_write_text(out / "demo_summary.json", json.dumps(summary, indent=2) + "\n")
-    _print_closing(recipe, result, hw, times, total, why, out, log_path)
+    _print_closing(recipe, result, times, total, why, out, log_path)
     return 0
 
 
@@ -141,9 +143,9 @@ def _demo_recipe(args: argparse.Namespace) -> tuple[Any, Path]:
     return recipe, out
 
 
-def _print_closing(recipe: Any, result: Any, hw: Any, times: dict[str, float], total: float, why: str, out: Path,
+def _print_closing(recipe: Any, result: Any, times: dict[str, float], total: float, why: str, out: Path,
                    log_path: Path) -> None:
-    """The closing summary: minutes per step, the machine, what the time budget cut, where everything is, and
+    """The closing summary: minutes per step, what the time budget cut, where everything is, and
     the tables of every system's accuracy with the student's McNemar tests."""
     from .runtime.progress import console
 
@@ -151,8 +153,6 @@ def _print_closing(recipe: Any, result: Any, hw: Any, times: dict[str, float], t
     term.rule()
     term.print(f"demo finished in {total / 60:.1f} min "
                f"({', '.join(f'{k} {v / 60:.1f}' for k, v in times.items())} min)")
-    term.print(f"machine:   {hw.capability.describe()}; {hw.precision.dtype} ({hw.precision.reason}); "
-               f"{hw.threads.threads} thread(s) ({hw.threads.reason})")
     cut = result.results["material"].get("time_budget")
     if cut and cut["conversations_evaluated"] < cut["conversations_planned"]:
         claims = cut.get("conversations_claim_level", cut["conversations_evaluated"])
@@ -220,29 +220,19 @@ def _summary_tables(results: dict) -> list:
     """The closing tables: each system's accuracy (turns under each turn rule, claims at stage 2, speed), the cheap
     baselines (majority, overlap, pmi) among them; the student against every other system with McNemar p-values; and whether
     each reads its evidence."""
-    from rich import box
-    from rich.table import Table
+    from .runtime.progress import make_table
+    from .scoring.terminal import evidence_table
 
     rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
-    systems = Table(title="held-out dialogues: accuracy", box=box.SIMPLE, title_justify="left")
-    for col in ("system", *(f"turns {r}" for r in rules), "claims (stage 2)", "turns/s"):
-        systems.add_column(col, justify="left" if col == "system" else "right")
-    for name, cells, speed in _system_rows(results):
-        systems.add_row(name, *cells, speed)
-    tests = Table(title="student - other system (McNemar, exact)", box=box.SIMPLE, title_justify="left")
-    for col in ("level", "other", "accuracy difference", "n", "p"):
-        tests.add_column(col, justify="left" if col in ("level", "other") else "right")
-    for label, other, delta, n, p in _student_tests(results):
-        tests.add_row(label, other, f"{delta:+.3f}", str(n), f"{p:.2g}")
-    from .scoring.page import EVIDENCE_HEADER, evidence_rows
-
-    evidence = Table(title="does it read its evidence? (stage 2, human claims; scoring/evidence.py)", box=box.SIMPLE,
-                     title_justify="left")
-    for col in EVIDENCE_HEADER:
-        evidence.add_column(col, justify="left" if col == "system" else "right")
-    for row in evidence_rows({n: s.get("evidence") for n, s in (results.get("systems") or {}).items()}):
-        evidence.add_row(*map(str, row))
-    return [systems] + ([tests] if tests.row_count else []) + ([evidence] if evidence.row_count else [])
+    systems = make_table("held-out dialogues: accuracy",
+                         ["system", *(f"turns\n{r}" for r in rules), "claims\n(stage 2)", "turns/s"],
+                         [[name, *cells, speed] for name, cells, speed in _system_rows(results)],
+                         max_width={len(rules) + 2: 31})   # "0.51 (100% from the call cache)"
+    tests = make_table("student - other system (McNemar, exact)", ["level", "other", "accuracy\ndifference", "n", "p"],
+                       [[label, other, f"{delta:+.3f}", n, f"{p:.2g}"]
+                        for label, other, delta, n, p in _student_tests(results)])
+    evidence = evidence_table({n: s.get("evidence") for n, s in (results.get("systems") or {}).items()})
+    return [systems] + ([tests] if tests.row_count else []) + ([evidence] if evidence is not None else [])
 
 
 def _loss_line(summary: dict) -> str:

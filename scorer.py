@@ -3,78 +3,108 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .config import Recipe
-from .data.io import atomic_write_text
 from .data.schema import ASSISTANT, Conversation
-from .scoring.evidence import evidence_metrics
-from .scoring.run import label_claims, run_given_claims, run_pipeline
-from .scoring.summary import summarize
 from .pipeline.engine import RULES, EngineConfig, TurnResult
 from .pipeline.protocol import Backend
 from .runtime.progress import RequestBar
+from .scoring.evidence import evidence_metrics
+from .scoring.results import ClaimLabel, ScoreResult, ScoredTurn
+from .scoring.run import label_claims, run_given_claims, run_pipeline
+from .scoring.summary import summarize
+
+__all__ = ["ScoreResult", "VistaScorer"]
+
+# the in-process loading options and their defaults: with ``backend=`` none of them can apply
+LOADING_DEFAULTS: dict[str, Any] = {"model": None, "adapters": None, "dtype": "auto", "threads": "auto",
+                                    "batch_size": 16, "load_in_4bit": False, "chat_template_kwargs": None,
+                                    "attn_implementation": None}
+PIPELINE_OPTIONS = tuple(f.name for f in dataclasses.fields(EngineConfig))
 
 
-@dataclass
-class ScoreResult:
-    records: list[dict[str, Any]]
-    summary: dict[str, Any] = field(default_factory=dict)
-    evidence_records: list[dict[str, Any]] = field(default_factory=list)   # the evidence probes (scoring/evidence.py)
+def reject_with_backend(where: str, given: Mapping[str, Any]) -> None:
+    """A ``TypeError`` naming every loading option in ``given`` set away from its default: a given backend is
+    already loaded, so they cannot apply."""
+    clash = [name for name, value in given.items() if value != LOADING_DEFAULTS.get(name)]
+    if clash:
+        raise TypeError(f"{where}: {', '.join(clash)} cannot apply with backend= (the backend is already loaded): "
+                        f"drop {'it' if len(clash) == 1 else 'them'}, or drop backend= to load the model in process")
 
-    def write(self, path: str | Path) -> tuple[Path, Path]:
-        """Write records as JSONL to ``path``, the summary beside it (``<stem>.summary.json``) and the HTML
-        report of every turn (``<stem>.report.html``)."""
-        from .scoring.page import EVIDENCE_HEADER, EVIDENCE_TITLE, evidence_rows, write_html
 
-        path = Path(path)
-        atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records))
-        if self.evidence_records:
-            atomic_write_text(path.with_name(path.stem + ".evidence.jsonl"),
-                              "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.evidence_records))
-        ev = evidence_rows({"scored": self.summary.get("evidence")})
-        summary_path = path.with_name(path.stem + ".summary.json")
-        atomic_write_text(summary_path, json.dumps(self.summary, indent=2, ensure_ascii=False))
-        rows = [[rule, f"{100 * r['coverage']:.1f}", (r.get("gold") or {}).get("accuracy"), r["verdicts"]]
-                for rule, r in self.summary.get("by_rule", {}).items()]
-        write_html(path.with_name(path.stem + ".report.html"), f"VISTA scores: {path.name}", {"scored": self.records},
-                   headline=rows, headline_header=["rule", "coverage %", "accuracy vs gold", "verdicts"],
-                   rules=list(self.summary.get("by_rule", {})) or ["safe"],
-                   notes=[f"{self.summary.get('scored_turns')} scored turns; backend "
-                          f"{(self.summary.get('run') or {}).get('backend')}"],
-                   tables=[(EVIDENCE_TITLE, EVIDENCE_HEADER, ev)] if ev else [])
-        return path, summary_path
+def pipeline_config(base: EngineConfig, options: Mapping[str, Any], where: str = "VistaScorer") -> EngineConfig:
+    """``base`` with the pipeline ``options`` (EngineConfig fields by name) over it; ``max_new_tokens`` is merged into
+    ``base``'s budgets (``{"stage1": 64}`` changes stage 1's only). An unknown name is a ``TypeError`` listing the
+    valid ones. ``base`` is not changed."""
+    unknown = sorted(set(options) - set(PIPELINE_OPTIONS))
+    if unknown:
+        hint = " (give EngineConfig's fields as keyword options instead of config=)" if "config" in unknown else ""
+        raise TypeError(f"{where}: unknown option(s) {unknown}{hint}; pipeline options are {sorted(PIPELINE_OPTIONS)}")
+    options = dict(options)
+    budgets = {**base.max_new_tokens, **(options.pop("max_new_tokens", None) or {})}
+    return dataclasses.replace(base, max_new_tokens=budgets, **options)
+
+
+def as_conversations(conversations: Sequence[Conversation] | Sequence[Sequence[Mapping[str, Any]]]
+                     ) -> list[Conversation]:
+    """``Conversation`` objects as they are; the VISTA authors' format (a list of conversations, each a list of turn
+    dicts ``{role, utterance, retrieved_document, gold_label, human_claims}``, as ``data/samples/
+    sample_dialogues.json`` holds) read as :func:`~vista_distill.data.io.read_conversations` reads that file: every
+    problem raised together as one ``SchemaError``, a line each."""
+    conversations = list(conversations)
+    typed = [isinstance(c, Conversation) for c in conversations]
+    if all(typed):
+        return conversations
+    if any(typed):
+        raise TypeError("conversations: give Conversation objects or the authors' format (lists of turn dicts), "
+                        "not both in one call")
+    from .data.io import conversations_from_authors_json
+
+    return conversations_from_authors_json(conversations)
 
 
 class VistaScorer:
     """Score dialogues with VISTA, MiniCheck style: ``VistaScorer(...).score(conversations)``.
 
-    ``config``: the pipeline's settings (:class:`~vista_distill.pipeline.engine.EngineConfig`: prompt style, how
-    stages 2-3 answer, stage 4, speakers, claim and token budgets, chunking, the world stage); ``**pipeline``
-    overrides its fields by name (``style="compact"``, ``stage2="generate"``, ``max_new_tokens={"stage1": 64}``
-    merged into the budgets). Without ``config`` the defaults, with the compact student prompts when ``adapters``
-    are given. ``rule``: the turn rule of the summary (``safe``, ``strict``, ``authors``).
+    Args:
+        model: path or Hub id of the causal LM run in process; ``None``: the embedded SmolLM2-135M-Instruct.
+        adapters: the stage adapters on it: a folder holding ``stage1/ stage2/ stage3/`` PEFT adapters (what
+            ``vista-distill train`` writes) or ``{stage: dir}``. With adapters the default prompt style is the
+            students' ``compact``, without them the paper's ``fewshot``.
+        backend: any :class:`~vista_distill.pipeline.protocol.Backend` (a server, a cheap baseline, the human
+            labels) in place of the in-process model; ``model``, ``adapters`` and the loading options below cannot
+            apply to it, and giving any of them with it is a ``TypeError`` naming them.
+        rule: the turn rule of the summary's headline: ``safe``, ``strict`` or ``authors`` (every record holds all
+            three).
+        dtype: ``auto``, ``bfloat16``, ``float16`` or ``float32`` (docs/hardware.md).
+        threads: torch CPU threads: ``auto`` (the cores not busy with other work), a number, or ``None`` (as the
+            process is set).
+        batch_size: requests per forward pass.
+        load_in_4bit: NF4 weights through bitsandbytes.
+        chat_template_kwargs: chat-template variables, e.g. ``{"enable_thinking": False}``.
+        attn_implementation: transformers' ``attn_implementation``.
+        **pipeline: the pipeline's settings, the fields of :class:`~vista_distill.pipeline.engine.EngineConfig` by
+            name, the one way to set them: ``style`` (``fewshot`` / ``compact``), ``speakers``, ``stage2`` and
+            ``stage3`` (``score`` / ``generate``), ``stage4``, ``max_claims``, ``claims`` (``model`` / ``gold``),
+            ``context_budget``, ``count_tokens``, ``max_new_tokens`` (merged into the default budgets:
+            ``{"stage1": 64}`` changes stage 1's only), ``world``, ``world_knowledge``, ``world_concurrent``,
+            ``world_top_k``. An unknown name is a ``TypeError`` listing them.
 
-    The model: ``backend`` (any :class:`~vista_distill.pipeline.protocol.Backend`), else the in-process
-    ``model`` (default: the embedded SmolLM2-135M-Instruct) with ``adapters`` (a folder with ``stage1/ stage2/
-    stage3/`` PEFT adapters, or ``{stage: dir}``), loaded with ``dtype``, ``threads``, ``batch_size``,
-    ``load_in_4bit``, ``chat_template_kwargs`` and ``attn_implementation``. :meth:`from_recipe` builds both from a
-    recipe, through the backend factory eval and the CLI use.
+    :meth:`from_pretrained` loads trained adapters (a folder or a Hub id) with what they were trained with;
+    :meth:`from_recipe` builds the model and the pipeline from a recipe, as ``eval`` and the CLI do.
     """
 
     def __init__(
         self,
         model: str | None = None,
-        adapters: str | Path | Mapping[str, str | Path] | None = None,
         *,
-        config: EngineConfig | None = None,
-        rule: str = "safe",
+        adapters: str | Path | Mapping[str, str | Path] | None = None,
         backend: Backend | None = None,
+        rule: str = "safe",
         dtype: str = "auto",
         threads: int | str | None = "auto",
         batch_size: int = 16,
@@ -86,60 +116,82 @@ class VistaScorer:
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
         self.rule = rule
-        fields = {f.name for f in dataclasses.fields(EngineConfig)}
-        unknown = sorted(set(pipeline) - fields)
-        if unknown:
-            raise TypeError(f"VistaScorer: unknown option(s) {unknown}; pipeline options are {sorted(fields)}")
-        budgets = pipeline.pop("max_new_tokens", None)
-        if config is None:
-            config = EngineConfig(style="compact" if adapters else "fewshot")
-        self.config = dataclasses.replace(config, max_new_tokens=dict(config.max_new_tokens), **pipeline)
-        if budgets:
-            self.config.max_new_tokens.update(budgets)
-        if backend is None:
+        self.config = pipeline_config(EngineConfig(style="compact" if adapters else "fewshot"), pipeline)
+        loading = {"model": model, "adapters": adapters, "dtype": dtype, "threads": threads,
+                   "batch_size": batch_size, "load_in_4bit": load_in_4bit,
+                   "chat_template_kwargs": chat_template_kwargs, "attn_implementation": attn_implementation}
+        if backend is not None:
+            reject_with_backend("VistaScorer", loading)
+        else:
             from .backends.transformers import TransformersBackend
 
-            backend = TransformersBackend(model, adapters=adapters, dtype=dtype, load_in_4bit=load_in_4bit,
-                                          batch_size=batch_size, threads=threads,
-                                          chat_template_kwargs=chat_template_kwargs,
-                                          attn_implementation=attn_implementation)
+            backend = TransformersBackend(loading.pop("model"), **loading)
         self.backend = backend
         # the silver training data's majority labels, for the majority rule beside the scorer (from_recipe sets them)
         self.majority: dict[str, str] | None = None
 
     @classmethod
-    def from_pretrained(cls, model: str | None = None, adapters: str | Path | None = None, *,
-                        revision: str | None = None, **kwargs: Any) -> VistaScorer:
-        """A scorer as a PEFT model is loaded: ``adapters`` is a folder holding ``stage1/ stage2/ stage3/`` (what
-        ``vista-distill train`` writes) or a Hub repository id of one (downloaded at ``revision`` and cached); the
-        base model, the prompt style and 4-bit loading come from what the adapters carry (each stage's
-        ``training_summary.json``) unless given here, and a stage's ``evidence_head.json`` is applied. ``kwargs``:
-        as :class:`VistaScorer` (rule, dtype, batch_size, pipeline options)."""
+    def from_pretrained(cls, adapters: str | Path, *, base_model: str | None = None, revision: str | None = None,
+                        **options: Any) -> VistaScorer:
+        """A scorer on trained stage adapters, as a PEFT model is loaded.
+
+        Args:
+            adapters: a folder holding ``stage1/ stage2/ stage3/`` (what ``vista-distill train`` writes) or the Hub
+                repository id of one (downloaded and cached).
+            base_model: the model the adapters go on; ``None``: the one they were trained on (each stage's
+                ``training_summary.json``).
+            revision: the Hub revision (branch, tag or commit) of a repository id.
+            **options: as :class:`VistaScorer` (``rule``, ``dtype``, ``threads``, ``batch_size``, pipeline
+                options). The prompt style and 4-bit loading default to what the adapters were trained with; a
+                stage's ``evidence_head.json`` is applied.
+        """
         from .backends.adapters import fetch_adapters, find_stage_adapters, trained_with
 
-        folder = find_stage_adapters(fetch_adapters(adapters, revision)) if adapters is not None else None
-        info = trained_with(folder or {})
-        if folder and info.prompt_style and "config" not in kwargs:
-            kwargs.setdefault("style", info.prompt_style)
-        kwargs.setdefault("load_in_4bit", info.load_in_4bit)
-        return cls(model if model is not None else info.model, adapters=folder, **kwargs)
+        for name, use in (("model", "base_model="), ("backend", "VistaScorer(backend=...)")):
+            if name in options:
+                raise TypeError(f"from_pretrained: {name}= cannot apply here; use {use}")
+        folder = find_stage_adapters(fetch_adapters(adapters, revision))
+        info = trained_with(folder)
+        if info.prompt_style:
+            options.setdefault("style", info.prompt_style)
+        options.setdefault("load_in_4bit", info.load_in_4bit)
+        return cls(base_model if base_model is not None else info.model, adapters=folder, **options)
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, *, adapters: str | Path | Mapping[str, str | Path] | None = None,
-                    style: str | None = None, role: str | None = None, **kwargs: Any) -> VistaScorer:
-        """A scorer with the recipe's pipeline settings (``recipe.engine_config(role)``: speakers, claims, budgets,
-        chunking, world stage) and its model through :func:`~vista_distill.backends.factory.backend_for`: with
-        ``adapters`` (or ``role="student"``) the student and its prompts (``pipeline.student_prompt_style``),
-        without them the base with the few-shot prompts; served when the recipe names servers. ``kwargs``: run
-        options (rule, stage2-4, batch_size, threads, backend)."""
+                    role: str | None = None, backend: Backend | None = None, rule: str = "safe",
+                    style: str | None = None, batch_size: int = 16, threads: int | str | None = "auto",
+                    **pipeline: Any) -> VistaScorer:
+        """A scorer with a recipe's model and pipeline, as ``eval`` and ``vista-distill score`` build it.
+
+        Args:
+            recipe: the recipe (:func:`~vista_distill.config.load_recipe`); its pipeline settings
+                (``recipe.engine_config(role)``: speakers, claims, budgets, chunking, world stage) and its model
+                through :func:`~vista_distill.backends.factory.backend_for` (served when it names servers).
+            adapters: the student's stage adapters; with them (or ``role="student"``) the student and its prompts
+                (``pipeline.student_prompt_style``), without them the base model with the few-shot prompts.
+            role: ``student`` or ``base``; ``None``: ``student`` when ``adapters`` are given.
+            backend: a backend in place of the recipe's model (``adapters``, ``batch_size`` and ``threads`` cannot
+                apply to it: a ``TypeError``).
+            rule: as :class:`VistaScorer`.
+            style: the prompt style over the recipe's; ``None``: the recipe's.
+            batch_size: requests per forward pass of the in-process model.
+            threads: torch CPU threads of the in-process model (``auto``, a number, ``None``).
+            **pipeline: EngineConfig fields over the recipe's, as :class:`VistaScorer` (``max_new_tokens`` merged
+                into the recipe's budgets).
+        """
         from .backends.factory import backend_for
 
         role = role or ("student" if adapters else "base")
-        if kwargs.get("backend") is None:   # the one factory eval and the CLI use too
-            kwargs["backend"] = backend_for(recipe, "student" if role == "student" else "base", adapters=adapters,
-                                            batch_size=kwargs.get("batch_size") or 16,
-                                            threads=kwargs.get("threads", "auto"))
-        scorer = cls(config=recipe.engine_config(role), **({"style": style} if style else {}), **kwargs)
+        if backend is not None:
+            reject_with_backend("VistaScorer.from_recipe", {"adapters": adapters, "batch_size": batch_size,
+                                                            "threads": threads})
+        else:   # the one factory eval and the CLI use too
+            backend = backend_for(recipe, "student" if role == "student" else "base", adapters=adapters,
+                                  batch_size=batch_size or 16, threads=threads)
+        scorer = cls(backend=backend, rule=rule)
+        scorer.config = pipeline_config(recipe.engine_config(role), {**pipeline, **({"style": style} if style else {})},
+                                        "VistaScorer.from_recipe")
         from .backends.cheap_baselines import majority_labels
         from .data.silver import SilverDataError
         from .train.silver_data import silver_root
@@ -152,53 +204,66 @@ class VistaScorer:
 
     def score(
         self,
-        conversations: Sequence[Conversation],
+        conversations: Sequence[Conversation] | Sequence[Sequence[Mapping[str, Any]]],
+        *,
         batched: bool = True,
-        progress: bool | Callable[[TurnResult], None] = False,
+        progress: bool = False,
+        on_turn: Callable[[ScoredTurn], None] | None = None,
         evidence: bool = False,
         journal: str | Path | None = None,
         chunk_size: int = 16,
     ) -> ScoreResult:
-        """Run the pipeline; one record per assistant turn (context turns have ``scored: false``). ``evidence``:
-        where the conversations have human claims, also the evidence probes (:meth:`evidence`), their metrics in
-        the summary's ``evidence``. ``journal``: a file each ``chunk_size`` conversations' records are appended to
-        as they finish (:mod:`.pipeline.journal`); a rerun after a kill skips the chunks it holds and returns what
-        one uninterrupted run returns. The caller removes it once the output is written."""
-        conversations = list(conversations)
-        model = None
-        if journal is not None:
-            model = self.backend.describe()
+        """Run the pipeline over dialogues.
+
+        Args:
+            conversations: :class:`~vista_distill.data.schema.Conversation` objects (``read_conversations``), or the
+                VISTA authors' format as plain data: a list of conversations, each a list of turn dicts
+                ``{role, utterance, retrieved_document, gold_label, human_claims}``; a problem in it is a
+                ``SchemaError``, one line per problem.
+            batched: ``False`` sends one request per call, like the authors' loop (the same output).
+            progress: show a bar over the model's requests, with the turns done.
+            on_turn: called with each finished turn (a :class:`ScoredTurn`) as it finishes; turns taken from the
+                journal are not computed again, so not told of.
+            evidence: where the conversations have human claims, also run the evidence probes (:meth:`evidence`)
+                and the cheap rules beside the scorer: ``summary["evidence"]``, ``summary["baselines"]``.
+            journal: a file each ``chunk_size`` conversations' records are appended to as they finish; a rerun
+                after a kill skips the chunks it holds and returns what one uninterrupted run returns. The caller
+                removes it once the output is written.
+            chunk_size: conversations per journal chunk.
+
+        Returns:
+            A :class:`ScoreResult`: one turn per assistant turn (context turns have ``scored`` false), the summary.
+        """
+        if not isinstance(progress, bool):
+            raise TypeError(f"progress must be True or False, got {type(progress).__name__}: "
+                            "give a callback as on_turn=")
+        conversations = as_conversations(conversations)
+        model = self.backend.describe() if journal is not None else None
         bar = on_issue = on_resumed = None
-        on_turn = progress if callable(progress) else None
-        if progress is True:
-            bar, on_turn, on_resumed = self._progress_bar(conversations)
+        told = [on_turn] if on_turn is not None else []
+        if progress:
+            bar, advance, on_resumed = self._progress_bar(conversations)
+            told.append(advance)
             on_issue = bar.on_issue
+
+        def finished(result: TurnResult) -> None:
+            turn = ScoredTurn.from_dict(result.to_dict()) if on_turn is not None else None
+            for tell in told:
+                tell(turn)
+
         start = time.perf_counter()
         stats_before = dict(self.backend.stats)
         try:
             records, journal_info = run_pipeline(conversations, self.config, self.backend, batched=batched,
-                                                 on_turn=on_turn, on_issue=on_issue, journal=journal,
-                                                 chunk_size=chunk_size, model=model,
+                                                 on_turn=finished if told else None, on_issue=on_issue,
+                                                 journal=journal, chunk_size=chunk_size, model=model,
                                                  on_resumed=on_resumed)
         finally:
             if bar is not None:
                 bar.close()
         wall = time.perf_counter() - start
         summary = summarize(records, self.rule)
-        stats = self.backend.stats
-        summary["run"] = {
-            "backend": self.backend.name,
-            "style": self.config.style, "stage2": self.config.stage2, "stage3": self.config.stage3,
-            "batched": batched, "wall_s": wall,
-            "turns_per_s": len(records) / wall if wall else None,
-            **({"journal": journal_info} if journal_info is not None else {}),
-            **{k: v - stats_before.get(k, 0) for k, v in stats.items() if isinstance(v, (int, float))},
-        }
-        if self.backend.served:   # URLs, names, label-scoring method, replica events
-            summary["run"]["server"] = {**self.backend.describe(),
-                                        "label_methods": dict(stats.get("label_methods") or {})}
-        if self.backend.hardware is not None:
-            summary["run"]["hardware"] = self.backend.hardware.to_dict()
+        summary["run"] = self._run_info(batched, wall, len(records), journal_info, stats_before)
         result = ScoreResult(records, summary)
         if evidence and any(c.turns[i].gold_claims for c in conversations for i in c.scored_turns):
             given, result.evidence_records = run_given_claims(conversations, self.config, self.backend,
@@ -209,17 +274,52 @@ class VistaScorer:
             summary["baselines"] = baselines_beside(conversations, self.config, given, list(RULES), self.majority)
         return result
 
-    def evidence(self, conversations: Sequence[Conversation], seed: int = 0) -> list[dict[str, Any]]:
+    def evidence(self, conversations: Sequence[Conversation] | Sequence[Sequence[Mapping[str, Any]]],
+                 seed: int = 0) -> list[dict[str, Any]]:
         """Does this scorer read its evidence? Stage 2 on the human claims of ``conversations`` with their
-        references, then the evidence probes (``scoring/evidence.py``: deletion, foreign reference, claim only);
-        their records (``evidence_metrics`` turns them into the three metrics)."""
-        return run_given_claims(conversations, self.config, self.backend, evidence_seed=seed)[1]
+        references, then the evidence probes (``scoring/evidence.py``: deletion, foreign reference, claim only).
 
-    def label_claims(self, docs: Sequence[str], claims: Sequence[str]) -> list[dict[str, Any]]:
+        Args:
+            conversations: as :meth:`score`; only turns with human claims take part.
+            seed: picks each foreign reference.
+
+        Returns:
+            The probes' records (``scoring.evidence.evidence_metrics`` turns them into the three metrics).
+        """
+        return run_given_claims(as_conversations(conversations), self.config, self.backend, evidence_seed=seed)[1]
+
+    def label_claims(self, docs: Sequence[str], claims: Sequence[str]) -> list[ClaimLabel]:
         """MiniCheck's ``score(docs, claims)``: stage 2 alone on each (doc, claim) pair, no dialogue, no background
-        (the request the pipeline sends for a turn's first claims). One dict per pair: ``label`` (VERIFIED /
-        UNVERIFIABLE), ``p_verified``, ``probs``, ``error``."""
-        return label_claims(list(docs), list(claims), self.config, self.backend)
+        (the request the pipeline sends for a turn's first claims).
+
+        Args:
+            docs: the grounding documents, one per claim.
+            claims: the claims; as many as ``docs`` (else a ``ValueError``).
+
+        Returns:
+            One :class:`ClaimLabel` per pair: ``label`` (``VERIFIED`` / ``UNVERIFIABLE``), ``p_verified``, ``probs``,
+            ``error``.
+        """
+        return [ClaimLabel(**d) for d in label_claims(list(docs), list(claims), self.config, self.backend)]
+
+    def _run_info(self, batched: bool, wall: float, n_records: int, journal_info: dict[str, Any] | None,
+                  stats_before: Mapping[str, Any]) -> dict[str, Any]:
+        """The summary's ``run``: backend, settings, wall time, the backend's counters over the run, its servers and
+        hardware."""
+        stats = self.backend.stats
+        run = {
+            "backend": self.backend.name,
+            "style": self.config.style, "stage2": self.config.stage2, "stage3": self.config.stage3,
+            "batched": batched, "wall_s": wall,
+            "turns_per_s": n_records / wall if wall else None,
+            **({"journal": journal_info} if journal_info is not None else {}),
+            **{k: v - stats_before.get(k, 0) for k, v in stats.items() if isinstance(v, (int, float))},
+        }
+        if self.backend.served:   # URLs, names, label-scoring method, replica events
+            run["server"] = {**self.backend.describe(), "label_methods": dict(stats.get("label_methods") or {})}
+        if self.backend.hardware is not None:
+            run["hardware"] = self.backend.hardware.to_dict()
+        return run
 
     def _progress_bar(self, conversations: Sequence[Conversation]
                       ) -> tuple[RequestBar, Callable[[TurnResult], None], Callable[[int], None]]:

@@ -20,6 +20,7 @@ from typing import Any
 from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF
 from .adapters import find_stage_adapters, load_stage_adapters
+from .backend_options import BackendOptions, load_causal_lm
 from .evidence_head import EvidenceHead, claim_and_twin, weigh_evidence
 from .label_memo import LabelMemo, memo_key
 from .label_prior import LabelPrior
@@ -28,14 +29,12 @@ from .forward_paths import (
     GQA_SDPA,
     batches,
     cache_keyword,
-    contiguous_head_input,
     float32_head,
     output_cache,
     resolve_prefill_tokens,
     shared_prefix,
-    use_gqa_sdpa,
 )
-from .model_loading import encode_prompt, eos_ids, token_span
+from .model_loading import encode_prompt, eos_ids, resolve_model, token_span
 from .slot_decoding import decode_in_slots, slots_supported, static_prefix_cache
 
 log = logging.getLogger(__name__)
@@ -44,76 +43,65 @@ log = logging.getLogger(__name__)
 class TransformersBackend:
     """A causal LM (path or hub id) plus optional per-stage LoRA adapters, switched, never reloaded."""
 
-    def __init__(
-        self,
-        model: str | None = None,
-        adapters: str | Path | Mapping[str, str | Path] | None = None,
-        dtype: str = "auto",
-        load_in_4bit: bool = False,
-        batch_size: int = 16,
-        device: str | None = None,
-        prefix_cache: bool = True,
-        threads: int | str | None = None,
-        chat_template_kwargs: Mapping[str, Any] | None = None,
-        attn_implementation: str | None = None,
-        evidence_features: bool = False,
-        cuda_graphs: bool = True,
-        prefill_tokens: int | str | None = "auto",
-        merge_adapters: bool | str = "auto",
-        label_memo: int = 0,
-    ) -> None:
-        """``dtype`` auto: chosen from the device (:mod:`hardware`); ``threads``: None leaves torch's setting alone,
-        ``auto`` or a number sets it (:func:`hardware.apply_threads`); ``chat_template_kwargs``: template variables
-        for every prompt (default: thinking off). A stage adapter folder with an ``evidence_head.json``
-        (:mod:`.evidence_head`) has its labels scored with the claim's pointwise mutual information with the
-        reference; ``evidence_features``: compute that and the label margin for every label request
-        (``meta["evidence"]``) even without a head (to fit one). ``cuda_graphs``: on a GPU, replay stage 1's decode
-        steps from CUDA graphs (:mod:`.slot_decoding`). ``prefill_tokens``: a label-scoring batch stops growing
-        before its rows times its longest prompt pass this many tokens; ``auto``: ``forward_paths.CPU_PREFILL_TOKENS``
-        on a CPU, none on a GPU (its batches fill the card). ``merge_adapters``: see :func:`.adapters.merged_stages`.
-        ``label_memo``: label answers kept for prompts asked again (:mod:`.label_memo`; 0: none)."""
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from ..runtime.hardware import RunHardware, apply_threads, current_threads, detect, resolve_dtype
-        from .model_loading import four_bit_config, resolve_model
-
+    def __init__(self, model: str | None = None, adapters: str | Path | Mapping[str, str | Path] | None = None, *,
+                 options: BackendOptions | None = None, **settings: Any) -> None:
+        """``model``: a path or hub id (None: the embedded model); ``adapters``: a checkpoints folder or
+        ``{stage: dir}``; the settings (:class:`.backend_options.BackendOptions`' fields) as ``options``, as
+        keywords, or both (the keywords win)."""
+        opts = dataclasses.replace(options or BackendOptions(), **settings)
         self.model_path = resolve_model(model)
         self.name = f"transformers:{model or 'embedded'}"
-        self.batch_size, self.use_prefix_cache = batch_size, prefix_cache
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.prefill_tokens = resolve_prefill_tokens(prefill_tokens, self.device)
-        self.precision = resolve_dtype(dtype, self.device)
+        self._set_hardware(opts)
+        self._keep_settings(opts)
+        self.tokenizer, model_obj = load_causal_lm(self.model_path, opts, self.device, self.torch_dtype)
+        self._attach_adapters(model_obj, adapters, opts)
+        self._load_heads()
+        self._read_model_facts()
+        self._init_caches(opts.label_memo)
+
+    def _set_hardware(self, opts: BackendOptions) -> None:
+        """Device, precision and threads (set before the model loads), logged in one line."""
+        import torch
+
+        from ..runtime.hardware import RunHardware, apply_threads, current_threads, detect, resolve_dtype
+
+        self.device = opts.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.precision = resolve_dtype(opts.dtype, self.device)
         self.torch_dtype = self.precision.torch_dtype
-        thread_choice = apply_threads(threads) if threads is not None else current_threads()
+        thread_choice = apply_threads(opts.threads) if opts.threads is not None else current_threads()
         self.hardware = RunHardware(self.precision, thread_choice, detect(self.device))
         log.info("%s: %s", self.name, self.hardware.line())
-        self.chat_template_kwargs = dict(THINKING_OFF if chat_template_kwargs is None else chat_template_kwargs)
-        kwargs: dict = {"dtype": self.torch_dtype}
-        if attn_implementation:
-            kwargs["attn_implementation"] = attn_implementation
-        if load_in_4bit:
-            kwargs["quantization_config"] = four_bit_config(self.torch_dtype)
-            kwargs["device_map"] = {"": self.device}
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        model_obj = AutoModelForCausalLM.from_pretrained(self.model_path, **kwargs)
-        if not load_in_4bit:
-            model_obj.to(self.device)
-        if self.device == "cpu" and not attn_implementation:
-            use_gqa_sdpa(model_obj)
-        contiguous_head_input(model_obj)
+
+    def _keep_settings(self, opts: BackendOptions) -> None:
+        """The settings a run reads: batching, the chat template's variables, evidence features, CUDA graphs."""
+        self.batch_size, self.use_prefix_cache = opts.batch_size, opts.prefix_cache
+        self.prefill_tokens = resolve_prefill_tokens(opts.prefill_tokens, self.device)
+        kwargs = opts.chat_template_kwargs
+        self.chat_template_kwargs = dict(THINKING_OFF if kwargs is None else kwargs)
+        self.evidence_features, self.cuda_graphs = opts.evidence_features, opts.cuda_graphs
+
+    def _attach_adapters(self, model_obj, adapters: str | Path | Mapping[str, str | Path] | None,
+                         opts: BackendOptions) -> None:
+        """The stage adapters on the loaded model (merged where :func:`.adapters.merged_stages` says), in eval
+        mode."""
         self.adapters = find_stage_adapters(adapters)
-        model_obj, self.merged = load_stage_adapters(model_obj, self.adapters, self.torch_dtype, merge_adapters,
-                                                     on_gpu=self.device.startswith("cuda"), four_bit=load_in_4bit)
+        model_obj, self.merged = load_stage_adapters(model_obj, self.adapters, self.torch_dtype, opts.merge_adapters,
+                                                     on_gpu=self.device.startswith("cuda"), four_bit=opts.load_in_4bit)
         self.model = model_obj.eval()
+
+    def _load_heads(self) -> None:
+        """What each stage adapter folder holds beside its weights: an evidence head, a label prior."""
         self.heads = {st: h for st, p in self.adapters.items() if (h := EvidenceHead.load(p)) is not None}
         self.priors = {st: q for st, p in self.adapters.items() if (q := LabelPrior.load(p)) is not None}
-        self.evidence_features, self.cuda_graphs = evidence_features, cuda_graphs
+
+    def _read_model_facts(self) -> None:
+        """What the model tells about itself: its end tokens, its forward's cache keyword, its context length."""
         self.eos_ids = eos_ids(self.tokenizer, self.model)
         self.cache_kw = cache_keyword(self.model)
         self.max_context: int | None = getattr(self.model.config, "max_position_embeddings", None)
+
+    def _init_caches(self, label_memo: int) -> None:
+        """The caches, asked-once answers and counters a run fills."""
         self._label_token_ids: dict[tuple[str, ...], list[list[int]]] = {}
         self._head32_cache: dict[str, Any] = {}   # the LM head's weight in float32 (forward_paths.float32_head)
         self._prefixes: OrderedDict[tuple, object] = OrderedDict()
@@ -443,5 +431,5 @@ class TransformersBackend:
         return extra
 
 
-__all__ = ["GQA_SDPA", "TransformersBackend", "find_stage_adapters"]
+__all__ = ["BackendOptions", "GQA_SDPA", "TransformersBackend", "find_stage_adapters"]
 

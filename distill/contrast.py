@@ -33,20 +33,24 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from ..data.schema import CONTRADICTED, LACKING_EVIDENCE, UNVERIFIABLE, VERIFIED, Conversation
 from ..data.splits import dialogue_key
 from ..pipeline.edits import edit_sentence
 from ..pipeline.engine import TurnResult
-from ..pipeline.evidence import Stage2Call, foreign_reference, insert, stage2_calls, support
+from ..pipeline.evidence import Stage2Call, Support, foreign_reference, insert, stage2_calls, support
 from .silver import RULE_TEACHERS, Candidate
 
 KINDS = ("deletion", "edit", "insertion", "foreign")
 SUFFIX = "+contrast"
+# a claim as _claims yields it: its conversation, dialogue, turn and stage 2 call
+_Item = tuple[Conversation, str, TurnResult, Stage2Call]
+
+
 def _claims(conversations: Sequence[Conversation], results: Sequence[Sequence[TurnResult]],
-            dialogues: Collection[str] | None):
+            dialogues: Collection[str] | None) -> Iterator[_Item]:
     for conv, turns in zip(conversations, results):
         dialogue = dialogue_key(conv)
         if dialogues is not None and dialogue not in dialogues:
@@ -82,71 +86,116 @@ def contrast_candidates(conversations: Sequence[Conversation], results: Sequence
     if share <= 0 or not kinds:
         return [], {"share": share, "kinds": list(kinds), "made": {}, "skipped": {}}
     claims = list(_claims(conversations, results, dialogues))
-    pool: dict[str, list[str]] = {}   # source -> the references of its training dialogues, first seen first
-    for conv, _, _, call in claims:
-        if call.reference not in pool.setdefault(conv.source, []):
-            pool[conv.source].append(call.reference)
-    for conv, dialogue, res, call in claims:
+    pool = _reference_pool(claims)
+    for item in claims:
+        conv, _, res, call = item
         claim = res.claims[call.claim_index]
         rng = random.Random(f"contrast:{seed}:{conv.id}:{res.turn_index}:{call.claim}")
         if rng.random() >= share:
             continue
         label = (claim.stage2 or {}).get("label")
         if label == VERIFIED and ("deletion" in kinds or "edit" in kinds or "foreign" in kinds):
-            sup, why = support(call.claim, call.reference)
-            if sup is None or not ("deletion" in kinds or "edit" in kinds):
-                other = (foreign_reference(call.claim, call.reference, pool[conv.source], rng, avoid=call.head)
-                         if "foreign" in kinds else None)
-                if other is None:
-                    skipped[f"deletion: {why}"] += 1
-                    continue
-                meta = {"why_not_deletion": why, "reference_chars": len(other)}
-                negative.append([
-                    _row("stage2", conv, dialogue, res, call, other, UNVERIFIABLE, UNVERIFIABLE, "foreign", meta),
-                    _row("stage3", conv, dialogue, res, call, other, LACKING_EVIDENCE, LACKING_EVIDENCE, "foreign",
-                         meta)])
-                continue
-            meta = {"removed": list(sup.removed), "coverage": sup.coverage, "coverage_left": sup.coverage_left}
-            edit = edit_sentence(sup.removed[0], call.claim, call.reference, rng) if "edit" in kinds else None
-            if edit is not None and ("deletion" not in kinds or rng.random() < 0.5):
-                edited, how = edit
-                ref = call.reference
-                for s in sup.removed[1:]:
-                    ref = ref.replace(s, "", 1)
-                ref = re.sub(r"[ \t]{2,}", " ", ref.replace(sup.removed[0], edited, 1)).strip()
-                m = {**meta, "edited": edited, **how}
-                expl = f"The reference text says {how['new']}, not {how['old']}."
-                negative.append([_row("stage2", conv, dialogue, res, call, ref, UNVERIFIABLE, UNVERIFIABLE, "edit", m),
-                                 _row("stage3", conv, dialogue, res, call, ref, CONTRADICTED,
-                                      f"{CONTRADICTED}. {expl}", "edit", m)])
-            elif "deletion" in kinds:
-                negative.append([
-                    _row("stage2", conv, dialogue, res, call, sup.remainder, UNVERIFIABLE, UNVERIFIABLE, "deletion", meta),
-                    _row("stage3", conv, dialogue, res, call, sup.remainder, LACKING_EVIDENCE, LACKING_EVIDENCE,
-                         "deletion", meta)])
-            else:
-                skipped["edit: no value or verb of the claim to change"] += 1
+            rows = _verified(item, kinds, pool[conv.source], rng, skipped)
+            if rows is not None:
+                negative.append(rows)
         elif label == UNVERIFIABLE and "insertion" in kinds:
             if claim.category != LACKING_EVIDENCE:
                 skipped[f"insertion: category {claim.category}"] += 1
                 continue
-            ref = insert(call.reference, call.claim, rng)
-            positive.append([_row("stage2", conv, dialogue, res, call, ref, VERIFIED, VERIFIED, "insertion",
-                                  {"inserted": call.claim})])
-    # the prior stays where it was: as many added VERIFIED rows as UNVERIFIABLE ones (when both kinds run)
-    if positive and negative:
-        rng = random.Random(f"contrast-balance:{seed}")
-        n = min(len(positive), len(negative))
-        dropped = {"insertion": len(positive) - n, "deletion, edit or foreign": len(negative) - n}
-        positive = [positive[i] for i in sorted(rng.sample(range(len(positive)), n))]
-        negative = [negative[i] for i in sorted(rng.sample(range(len(negative)), n))]
-        for k, v in dropped.items():
-            if v:
-                skipped[f"{k}: cut to keep the class prior"] += v
+            positive.append(_insertion(item, rng))
+    positive, negative = _balance(positive, negative, seed, skipped)
     out = [c for group in (*negative, *positive) for c in group]
     made = Counter(c.extra["augment"]["kind"] for c in out if c.stage == "stage2")
     return out, {"share": share, "kinds": list(kinds), "made": dict(sorted(made.items())),
                  "skipped": dict(sorted(skipped.items()))}
+
+
+def _reference_pool(claims: Sequence[_Item]) -> dict[str, list[str]]:
+    """Source -> the references of its training dialogues, first seen first (where ``foreign`` draws from)."""
+    pool: dict[str, list[str]] = {}
+    for conv, _, _, call in claims:
+        if call.reference not in pool.setdefault(conv.source, []):
+            pool[conv.source].append(call.reference)
+    return pool
+
+
+def _verified(item: _Item, kinds: Sequence[str], pool: list[str], rng: random.Random,
+              skipped: Counter[str]) -> list[Candidate] | None:
+    """A VERIFIED claim's rows: an edit or a deletion where its support can be placed, else a foreign reference;
+    None when none can be made (the reason counted in ``skipped``)."""
+    call = item[3]
+    sup, why = support(call.claim, call.reference)
+    if sup is None or not ("deletion" in kinds or "edit" in kinds):
+        rows = _foreign(item, why, pool, rng) if "foreign" in kinds else None
+        if rows is None:
+            skipped[f"deletion: {why}"] += 1
+        return rows
+    meta = {"removed": list(sup.removed), "coverage": sup.coverage, "coverage_left": sup.coverage_left}
+    edit = edit_sentence(sup.removed[0], call.claim, call.reference, rng) if "edit" in kinds else None
+    if edit is not None and ("deletion" not in kinds or rng.random() < 0.5):
+        return _edit(item, sup, edit, meta)
+    if "deletion" in kinds:
+        return _deletion(item, sup, meta)
+    skipped["edit: no value or verb of the claim to change"] += 1
+    return None
+
+
+def _negative_pair(item: _Item, reference: str, stage3_label: str, stage3_completion: str, kind: str,
+                   meta: dict[str, Any]) -> list[Candidate]:
+    """A treated VERIFIED claim's rows against ``reference``: stage 2 UNVERIFIABLE, stage 3 ``stage3_label``."""
+    return [_row("stage2", *item, reference, UNVERIFIABLE, UNVERIFIABLE, kind, meta),
+            _row("stage3", *item, reference, stage3_label, stage3_completion, kind, meta)]
+
+
+def _deletion(item: _Item, sup: Support, meta: dict[str, Any]) -> list[Candidate]:
+    """``deletion``: the reference minus the sentences that support the claim."""
+    return _negative_pair(item, sup.remainder, LACKING_EVIDENCE, LACKING_EVIDENCE, "deletion", meta)
+
+
+def _edit(item: _Item, sup: Support, edit: tuple[str, dict[str, str]], meta: dict[str, Any]) -> list[Candidate]:
+    """``edit``: the reference minus the supporting sentences but the best one, which stays as ``edit`` changed it
+    (:func:`edit_sentence`: the edited sentence and how)."""
+    edited, how = edit
+    ref = item[3].reference
+    for s in sup.removed[1:]:
+        ref = ref.replace(s, "", 1)
+    ref = re.sub(r"[ \t]{2,}", " ", ref.replace(sup.removed[0], edited, 1)).strip()
+    expl = f"The reference text says {how['new']}, not {how['old']}."
+    return _negative_pair(item, ref, CONTRADICTED, f"{CONTRADICTED}. {expl}", "edit", {**meta, "edited": edited, **how})
+
+
+def _foreign(item: _Item, why: str, pool: list[str], rng: random.Random) -> list[Candidate] | None:
+    """``foreign``: the claim against another training reference of its source (``pool``); None: there is none."""
+    call = item[3]
+    other = foreign_reference(call.claim, call.reference, pool, rng, avoid=call.head)
+    if other is None:
+        return None
+    meta = {"why_not_deletion": why, "reference_chars": len(other)}
+    return _negative_pair(item, other, LACKING_EVIDENCE, LACKING_EVIDENCE, "foreign", meta)
+
+
+def _insertion(item: _Item, rng: random.Random) -> list[Candidate]:
+    """``insertion``: the claim put in its reference as a sentence at a random sentence boundary."""
+    call = item[3]
+    ref = insert(call.reference, call.claim, rng)
+    return [_row("stage2", *item, ref, VERIFIED, VERIFIED, "insertion", {"inserted": call.claim})]
+
+
+def _balance(positive: list[list[Candidate]], negative: list[list[Candidate]], seed: int,
+             skipped: Counter[str]) -> tuple[list[list[Candidate]], list[list[Candidate]]]:
+    """The prior stays where it was: as many added VERIFIED rows as UNVERIFIABLE ones (when both kinds run), the
+    larger side cut by a seeded draw (what was cut counted in ``skipped``)."""
+    if not (positive and negative):
+        return positive, negative
+    rng = random.Random(f"contrast-balance:{seed}")
+    n = min(len(positive), len(negative))
+    dropped = {"insertion": len(positive) - n, "deletion, edit or foreign": len(negative) - n}
+    positive = [positive[i] for i in sorted(rng.sample(range(len(positive)), n))]
+    negative = [negative[i] for i in sorted(rng.sample(range(len(negative)), n))]
+    for k, v in dropped.items():
+        if v:
+            skipped[f"{k}: cut to keep the class prior"] += v
+    return positive, negative
 
 
 def summary(candidates: Sequence[Candidate], made: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ..config.cli_args import add_recipe_subparser, recipe_from_args
 
@@ -46,9 +47,7 @@ def _announce(run) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..config import RecipeError
     from ..data.splits import LeakageError
-    from ..runtime.progress import print_table
     from .errors import EvalError
-    from ..scoring.metrics import OVERALL
     from .run import run_eval
 
     try:
@@ -59,6 +58,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except (EvalError, RecipeError, LeakageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    print_eval_summary(result)
+    return 0
+
+
+def print_eval_summary(result: Any) -> None:
+    """``vista-distill eval``'s closing tables (each within 100 columns; report.md keeps every figure) and paths."""
+    from ..runtime.progress import print_table
+    from ..scoring.metrics import OVERALL
+
     r = result.results
     m = r["material"]
     rule = r["settings"]["rules"][0]
@@ -71,7 +79,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         on_given = _fmt(((given.get(name) or {}).get(OVERALL) or {}).get("binary_accuracy"))
         wall = s["efficiency"].get("wall_s", 0) + s.get("claim_level_wall_s", 0)
         if name not in r["metrics"]:   # eval.claim_level_only: stages 2-3 on the human claims, no turn of its own
-            rows.append([name, "ok: claim level only", None, None, None, None, on_given, f"{wall:.0f}"])
+            rows.append([name, "claim level only", None, None, None, None, on_given, f"{wall:.0f}"])
             continue
         t = r["metrics"][name][OVERALL]["turn"][rule]
         c = r["metrics"][name][OVERALL].get("claim") or {}
@@ -79,9 +87,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
                      _fmt(c.get("accuracy")), on_given, f"{wall:.0f}"])
     print_table(f"evaluated {m['conversations']} conversations ({m['gold_turns']} gold turns, {m['human_claims']} "
                 f"human claims) in {r['wall_s']:.0f}s",
-                ["system", "status", f"turn acc ({rule})", "coverage", "acc on turns all scored", "claim acc",
-                 "stage 2, human claims", "wall s"],
-                rows)
+                ["system", "status", f"turn acc\n({rule})", "coverage", "acc, turns\nall scored", "claim\nacc",
+                 "stage 2,\nhuman claims", "wall s"],
+                rows, max_width={1: 16})
     if "world" in r:   # three-way verdicts (FHSumBench): the mixed-context study's metric beside its published rows
         w = r["world"]
         rows = [[name, *(f"{x:.4f}" for x in (m["macro_precision"], m["macro_recall"], m["macro_f1"],
@@ -90,15 +98,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         rows += [[f"published: {name}", None, None, f"{f1:.4f}", None, None, None, None, None]
                  for name, f1 in w["published_macro_f1"].items()]
         print_table("three-way verdicts (macro over faithful / factual / non-factual hallucination; "
-                    + w["note"] + ")", ["system", "macro P", "macro R", "macro F1", "acc faithful", "acc factual",
-                                        "acc non-factual", "unknown", "turns"], rows)
+                    + w["note"] + ")", ["system", "macro\nP", "macro\nR", "macro\nF1", "acc\nfaithful", "acc\nfactual",
+                                        "acc non-\nfactual", "unknown", "turns"], rows, max_width={0: 30})
     if "compare" in r:
         print(f"compare with {r['compare']['previous']}: "
               + ("identical" if r["compare"]["identical"] else f"DIFFERENT ({len(r['compare']['differences'])} "
                  "differences, see report.md)"))
     print(f"report:  {result.out_dir / 'report.md'}\nresults: {result.out_dir / 'results.json'}\n"
           f"page:    {result.out_dir / 'report.html'}")
-    return 0
 
 
 def _fmt(x: float | None) -> str | None:

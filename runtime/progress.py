@@ -76,17 +76,23 @@ def console(stderr: bool = True):
     return out
 
 
-def print_table(title: str, header: list[str], rows: list[list[Any]]) -> None:
-    """A closing summary table on stdout (first column left-aligned, the rest right-aligned)."""
+def make_table(title: str, header: list[str], rows: list[list[Any]], max_width: dict[int, int] | None = None):
+    """A rich table for the terminal: first column left-aligned, the rest right-aligned, None as "-". A header may
+    hold a line break (two-line headers keep tables within 100 columns); ``max_width`` folds a column's cells."""
     from rich import box
     from rich.table import Table
 
     table = Table(title=title, box=box.SIMPLE, title_justify="left")
     for i, col in enumerate(header):
-        table.add_column(col, justify="left" if i == 0 else "right")
+        table.add_column(col, justify="left" if i == 0 else "right", max_width=(max_width or {}).get(i))
     for row in rows:
         table.add_row(*("-" if v is None else str(v) for v in row))
-    console(stderr=False).print(table)
+    return table
+
+
+def print_table(title: str, header: list[str], rows: list[list[Any]], max_width: dict[int, int] | None = None) -> None:
+    """A closing summary table on stdout (make_table)."""
+    console(stderr=False).print(make_table(title, header, rows, max_width))
 
 
 class RequestBar:
@@ -201,4 +207,5 @@ def training_bar(stage: str) -> Any:
     return StepBar()
 
 
-__all__ = ["QUIET_ENV", "RequestBar", "console", "log_to_file", "print_table", "quiet_libraries", "training_bar"]
+__all__ = ["QUIET_ENV", "RequestBar", "console", "log_to_file", "make_table", "print_table", "quiet_libraries",
+           "training_bar"]

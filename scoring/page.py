@@ -228,4 +228,21 @@ def evidence_rows(evidence: Mapping[str, Mapping[str, Any] | None]) -> list[list
 EVIDENCE_TITLE = "Does it read its evidence? (stage 2 on the human claims, scoring/evidence.py)"
 
 
-__all__ = ["EVIDENCE_HEADER", "EVIDENCE_TITLE", "eval_headline", "evidence_rows", "render_html", "write_html"]
+def write_score_page(result: Any, path: str | Path) -> Path:
+    """The HTML page of a ``VistaScorer.score`` run (a ``ScoreResult``) whose records are written at ``path``: every
+    turn, the headline per rule and the evidence probes' table, at ``<stem>.report.html``. Returns its path."""
+    path, summary = Path(path), result.summary
+    rows = [[rule, f"{100 * r['coverage']:.1f}", (r.get("gold") or {}).get("accuracy"), r["verdicts"]]
+            for rule, r in summary.get("by_rule", {}).items()]
+    ev = evidence_rows({"scored": summary.get("evidence")})
+    return write_html(path.with_name(path.stem + ".report.html"), f"VISTA scores: {path.name}",
+                      {"scored": result.records}, headline=rows,
+                      headline_header=["rule", "coverage %", "accuracy vs gold", "verdicts"],
+                      rules=list(summary.get("by_rule", {})) or ["safe"],
+                      notes=[f"{summary.get('scored_turns')} scored turns; backend "
+                             f"{(summary.get('run') or {}).get('backend')}"],
+                      tables=[(EVIDENCE_TITLE, EVIDENCE_HEADER, ev)] if ev else [])
+
+
+__all__ = ["EVIDENCE_HEADER", "EVIDENCE_TITLE", "eval_headline", "evidence_rows", "render_html", "write_html",
+           "write_score_page"]

@@ -156,7 +156,7 @@ def test_score_puts_the_cheap_baselines_beside_the_scorer_on_human_claims(sample
     from vista_distill.scorer import VistaScorer
 
     convs = read_conversations(sample_path)
-    scorer = VistaScorer(backend=LabelsBackend(convs), config=EngineConfig(style="compact"))
+    scorer = VistaScorer(backend=LabelsBackend(convs), style="compact")
     scorer.majority = {"stage2": V, "stage3": "LACKING EVIDENCE"}
     b = scorer.score(convs, evidence=True).summary["baselines"]
     n = sum(len(t.gold_claims or []) for c in convs for t in c.turns if t.role == "assistant" and t.reference)

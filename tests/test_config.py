@@ -100,8 +100,10 @@ def test_scorer_from_recipe_takes_the_student_and_pipeline(tmp_path):
     r = load_recipe(DEMO, ["pipeline.max_claims=3", "pipeline.speakers=user,assistant"])
     plain = VistaScorer.from_recipe(r, backend=LabelsBackend([]))
     assert (plain.config.style, plain.config.max_claims, plain.config.speakers.user) == ("fewshot", 3, "user")
-    student = VistaScorer.from_recipe(r, adapters=str(tmp_path), backend=LabelsBackend([]))
+    student = VistaScorer.from_recipe(r, role="student", backend=LabelsBackend([]))
     assert student.config.style == "compact"
+    with pytest.raises(TypeError, match="adapters cannot apply with backend="):   # a backend loads no adapters
+        VistaScorer.from_recipe(r, adapters=str(tmp_path), backend=LabelsBackend([]))
 
 
 def test_per_stage_train_settings_apply_to_their_stage_only():

@@ -368,6 +368,11 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert "## Does it read its evidence?" in report
     assert "own vs foreign reference AUC" in (out / "eval" / "report.html").read_text(encoding="utf-8")
     assert "does it read its evidence?" in proc.stdout
+    # the closing tables fit a 100-column terminal; the whole output (as many systems and tables as the shipped
+    # recipe's) stays within 80 lines
+    tables = summary[summary.index("held-out dialogues: accuracy"):summary.index("report:")]
+    assert max(len(line) for line in tables.splitlines()) <= 100, tables
+    assert (proc.stdout + proc.stderr).count("\n") <= 80, proc.stdout[-3000:]
     material = next(line for line in report.splitlines() if line.startswith("Material:"))
     assert "faithdial_balanced_sample.jsonl" in material and "?" not in material   # the split notes are not sources
 

@@ -13,6 +13,7 @@ from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_prog
 from vista_distill.pipeline.evidence import support
 from vista_distill.pipeline.templates import stage2_input
 from vista_distill.scorer import VistaScorer
+from vista_distill.scoring.page import write_score_page
 
 V, U = "VERIFIED", "UNVERIFIABLE"
 
@@ -146,6 +147,7 @@ def test_scorer_reports_the_evidence_metrics_with_a_real_model(sample_path, embe
     assert all(r["label"] in (V, U) and 0 <= r["p_verified"] <= 1 for r in probes)
     assert ev["deletion"]["claims"] == sum(r["probe"] == "deletion" for r in probes)
     out, summary = result.write(tmp_path / "s.jsonl")
+    write_score_page(result, out)
     assert json.loads(summary.read_text())["evidence"] == ev
     lines = (tmp_path / "s.evidence.jsonl").read_text().splitlines()
     assert len(lines) == len(result.evidence_records)

@@ -25,7 +25,10 @@ def scored(embedded_backend, tmp_path_factory):
     out = tmp_path_factory.mktemp("html") / "out.jsonl"
     scorer = VistaScorer(backend=embedded_backend, max_claims=3, max_new_tokens={"stage1": 64, "stage3": 16})
     result = scorer.score(read_conversations(SAMPLE)[:1])
+    from vista_distill.scoring.page import write_score_page
+
     result.write(out)
+    write_score_page(result, out)
     return result, out
 
 

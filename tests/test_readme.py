@@ -33,18 +33,23 @@ def test_the_readme_python_example_runs_as_printed(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]   # it wrote nothing, needed no runs/
     lines = run.stdout.strip().splitlines()
-    *turns, labels = lines
-    # the two dialogues' turns with a reference: one line each, a verdict then (claim, category) pairs
+    *turns, first, second = lines
+    # the two dialogues' turns with a reference: one line each, a verdict then (claim text, category) pairs
     from vista_distill import read_conversations
+    from vista_distill.data.vocabulary import STAGE3_LABELS
 
     assert len(turns) == sum(len(c.scored_turns) for c in read_conversations(ROOT / sample)[:2])
     for line in turns:
         verdict, claims = line.split(" ", 1)
         assert verdict in ("faithful", "hallucinated", "unknown")
-        assert isinstance(ast.literal_eval(claims), list)
-    pairs = ast.literal_eval(labels)
-    assert len(pairs) == 2 and all(p["label"] in ("VERIFIED", "UNVERIFIABLE") for p in pairs)
-    assert all(0.0 <= p["p_verified"] <= 1.0 for p in pairs)
+        pairs = ast.literal_eval(claims)
+        assert isinstance(pairs, list) and all(isinstance(text, str) and text and
+                                               category in ("VERIFIED", *STAGE3_LABELS, None)
+                                               for text, category in pairs)
+    # one typed label per (document, claim) pair: the label, then P(VERIFIED)
+    for line in (first, second):
+        label, p = line.split(" ")
+        assert label in ("VERIFIED", "UNVERIFIABLE") and 0.0 <= float(p) <= 1.0
 
 
 def test_the_commands_are_short_and_ci_runs_the_test_command():

@@ -10,6 +10,7 @@ from vista_distill.data.io import read_conversations
 from vista_distill.scoring.metrics import SUMMARY_KEYS, turn_metrics
 from vista_distill.pipeline.engine import RULES
 from vista_distill.scorer import VistaScorer
+from vista_distill.scoring.results import ScoredTurn
 
 
 @pytest.fixture
@@ -43,7 +44,11 @@ def test_records_summary_and_files(sample, tmp_path):
 def test_progress_bar_counts_requests_and_turns(sample, capsys):
     backend = LabelsBackend(sample)
     turns = []
-    VistaScorer(backend=backend).score(sample, progress=turns.append)   # a callable: told of each turn
+    VistaScorer(backend=backend).score(sample, on_turn=turns.append)   # told of each turn, typed
+    assert all(isinstance(t, ScoredTurn) for t in turns)
+    key = lambda r: (r["conversation_id"], r["turn_index"])   # noqa: E731 - told as they finish, across conversations
+    records = VistaScorer(backend=LabelsBackend(sample)).score(sample).records
+    assert sorted((t.to_dict() for t in turns), key=key) == sorted(records, key=key)
     assert len(turns) == sum(t.role == "assistant" for c in sample for t in c.turns)
     VistaScorer(backend=backend).score(sample, progress=True)
     err = capsys.readouterr().err
@@ -72,8 +77,8 @@ def test_journal_resumes_after_the_last_finished_chunk(sample, tmp_path, caplog)
     # a run killed while writing chunk 2: two whole chunks and half a line
     journal.write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
     backend = LabelsBackend(convs)
-    told = []   # a callable progress hears of the computed turns only, each a TurnResult
-    again = VistaScorer(backend=backend).score(convs, journal=journal, chunk_size=2, progress=told.append)
+    told = []   # on_turn hears of the computed turns only
+    again = VistaScorer(backend=backend).score(convs, journal=journal, chunk_size=2, on_turn=told.append)
     assert again.records == whole.records
     assert len(told) == len(whole.records) - sum(len(json.loads(x)["value"]) for x in lines[1:3])
     assert all(t is not None for t in told)
@@ -169,18 +174,20 @@ def test_a_turn_longer_than_the_context_is_recorded_unscored_and_the_run_goes_on
     assert short_rec["scored"] and "context" not in (short_rec["unknown_reason"] or "")   # the run went on
 
 
-def test_the_scorer_takes_a_pipeline_config_and_named_overrides(sample):
-    """``config`` is the pipeline's EngineConfig; named options override its fields (budgets merged), a name it
-    does not have is an error that lists the valid ones, and the caller's config object is not changed."""
+def test_the_pipeline_is_configured_by_named_options(sample):
+    """The pipeline's settings are EngineConfig's fields by name (budgets merged into the defaults); a name it does
+    not have, ``config=`` included, is an error that lists the valid ones; the defaults are not changed."""
     from vista_distill.pipeline.engine import EngineConfig
 
-    base = EngineConfig(style="compact", max_claims=5)
-    s = VistaScorer(backend=LabelsBackend(sample), config=base, stage2="generate", max_new_tokens={"stage1": 40})
+    s = VistaScorer(backend=LabelsBackend(sample), style="compact", max_claims=5, stage2="generate",
+                    max_new_tokens={"stage1": 40})
     assert (s.config.style, s.config.max_claims, s.config.stage2) == ("compact", 5, "generate")
     assert s.config.max_new_tokens["stage1"] == 40 and s.config.max_new_tokens["stage3"] == 96
-    assert base.stage2 == "score" and base.max_new_tokens["stage1"] == 256
+    assert EngineConfig().max_new_tokens["stage1"] == 256
     with pytest.raises(TypeError, match="unknown option.*max_claim.*pipeline options are"):
         VistaScorer(backend=LabelsBackend(sample), max_claim=3)
+    with pytest.raises(TypeError, match="unknown option.*config.*keyword options"):
+        VistaScorer(backend=LabelsBackend(sample), config=EngineConfig())
     with pytest.raises(ValueError, match="rule must be one of"):
         VistaScorer(backend=LabelsBackend(sample), rule="lenient")
 
@@ -194,7 +201,8 @@ def test_check_is_the_pipelines_stage2_on_a_turns_first_claims(embedded_backend)
     docs = ["The Eiffel Tower is in Paris. It was completed in 1889.", "Bananas are berries, botanically."]
     claims = ["The Eiffel Tower was completed in 1889.", "The Eiffel Tower is in Rome."]
     scorer = VistaScorer(backend=embedded_backend)
-    checked = scorer.label_claims([docs[0], docs[0]], claims) + scorer.label_claims([docs[1]], [claims[0]])
+    checked = [c.to_dict() for c in scorer.label_claims([docs[0], docs[0]], claims) +
+               scorer.label_claims([docs[1]], [claims[0]])]
     convs = [Conversation(f"c{k}", "test", turns=[Turn(USER, "Tell me something."),
                                           Turn(ASSISTANT, claim, reference=doc, gold_claims=[Claim(claim, "VERIFIED")])])
              for k, (doc, claim) in enumerate([(docs[0], claims[0]), (docs[0], claims[1]), (docs[1], claims[0])])]

@@ -648,3 +648,13 @@ def test_a_label_prompt_asked_again_is_answered_from_the_memo(embedded_backend):
     (r,) = with_features.run([empty])
     assert with_features.stats == {**with_features.stats, "twin_requests": 1, "memo_hits": 1}
     assert r.meta["evidence"]["pmi"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_settings_come_as_an_options_object_or_as_keywords():
+    """``BackendOptions`` holds the settings; keywords override it; an unknown keyword is refused before loading."""
+    from vista_distill.backends.transformers import BackendOptions, TransformersBackend
+
+    b = TransformersBackend(options=BackendOptions(dtype="float32", batch_size=3, label_memo=4), batch_size=5)
+    assert (b.batch_size, b.torch_dtype, b._label_answers.size) == (5, torch.float32, 4)
+    with pytest.raises(TypeError, match="batch_sise"):
+        TransformersBackend(batch_sise=4)

@@ -249,20 +249,38 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
     """Train (or resume) one stage's adapter; returns the training summary (also written to disk).
 
     A stage whose last checkpoint finished the planned run is not trained again: its summary is returned."""
-    import gc
-
-    import torch
-
     recipe = recipe.for_stage(stage)
     done = _finished(recipe, stage)
     if done is not None:
-        from accelerate import PartialState
-
-        if PartialState().is_main_process:
-            print(f"[{stage}] already trained ({done['results']['global_step']} steps) in "
-                  f"{stage_output_dir(recipe, stage)}; train.resume=false starts over", flush=True)
+        _say_already_trained(recipe, stage, done)
         return done
     run = prepare_stage(recipe, stage)
+    result, runtime, budget = _train(recipe, stage, run)
+    summary = stage_summary(run, result, runtime)
+    _fit_after_training(recipe, stage, run, summary)
+    if budget is not None:
+        _record_budget(stage, run.trainer, budget, summary)
+    if run.trainer.accelerator.is_main_process:
+        _write_summary(run.output_dir, summary)
+    run.trainer.accelerator.wait_for_everyone()
+    del run
+    _free_memory()
+    return summary
+
+
+def _say_already_trained(recipe: Recipe, stage: str, done: dict[str, Any]) -> None:
+    """One line (main process) on why a finished stage is not trained again."""
+    from accelerate import PartialState
+
+    if PartialState().is_main_process:
+        print(f"[{stage}] already trained ({done['results']['global_step']} steps) in "
+              f"{stage_output_dir(recipe, stage)}; train.resume=false starts over", flush=True)
+
+
+def _train(recipe: Recipe, stage: str, run: StageRun) -> tuple[Any, float, Any]:
+    """The training itself: the run's info written, the bar and ``train.max_minutes``' budget hooked in, the trainer
+    run (from ``run.resume`` where there is one) and the adapter saved; returns the trainer's result, the seconds it
+    trained and the budget (None: no limit)."""
     trainer, out = run.trainer, run.output_dir
     if run.resume is not None:
         trainer.accelerator.print(f"[{stage}] resuming from {run.resume} (train.resume=false starts over)")
@@ -282,43 +300,62 @@ def train_stage(recipe: Recipe, stage: str) -> dict[str, Any]:
     result = trainer.train(resume_from_checkpoint=str(run.resume) if run.resume is not None else None)
     runtime = time.perf_counter() - start
     trainer.save_model(str(out))
+    return result, runtime, budget
 
-    summary = stage_summary(run, result, runtime)
-    if recipe.train.evidence_head and stage == "stage2" and trainer.accelerator.is_main_process:
-        from .evidence_fit import fit_evidence_head, fit_pmi_head
 
-        h = summary["evidence_head"] = fit_evidence_head(recipe, out, stage)
-        trainer.accelerator.print(
-            f"[{stage}] evidence head not fitted ({h['not_fitted']}): the adapter scores alone" if "not_fitted" in h
-            else f"[{stage}] evidence head fitted on {h['examples']} {h['split']} examples: accuracy "
-                 f"{h['accuracy']:.3f} (adapter alone {h['adapter_alone_accuracy']:.3f}, overlap rule "
-                 f"{h['overlap_rule_accuracy']:.3f}, PMI alone {h['pmi_alone_accuracy']:.3f})")
-        if "not_fitted" not in h:   # the pmi baseline's threshold, on the same examples with the bare model
-            p = summary["pmi_head"] = fit_pmi_head(recipe)
-            trainer.accelerator.print(f"[{stage}] pmi baseline (base model, no adapter) fitted: accuracy "
-                                      f"{p['accuracy']:.3f} there")
-    if run.class_balance == "sampler" and run.weights and trainer.accelerator.is_main_process:
+def _fit_after_training(recipe: Recipe, stage: str, run: StageRun, summary: dict[str, Any]) -> None:
+    """What is fitted on the saved adapter (main process only), into ``summary``: stage 2's evidence head and the
+    pmi baseline's threshold (``train.evidence_head``), the label prior a class-balanced sampler calls for."""
+    if recipe.train.evidence_head and stage == "stage2" and run.trainer.accelerator.is_main_process:
+        _fit_evidence(recipe, stage, run, summary)
+    if run.class_balance == "sampler" and run.weights and run.trainer.accelerator.is_main_process:
         from .evidence_fit import fit_label_prior
 
-        q = summary["label_prior"] = fit_label_prior(recipe, out, stage, run.weights)
-        trainer.accelerator.print(
+        q = summary["label_prior"] = fit_label_prior(recipe, run.output_dir, stage, run.weights)
+        run.trainer.accelerator.print(
             f"[{stage}] label prior {'applied' if q['applied'] else 'not applied'} (chosen on {q['examples']} "
             f"{q['split']} examples: accuracy {q['accuracy_with_prior']:.3f} with the training data's prior, "
             f"{q['accuracy_as_trained']:.3f} as trained)")
-    if budget is not None:
-        summary["time_budget"] = budget.record(trainer.state.max_steps)
-        if budget.stopped_at is not None and trainer.accelerator.is_main_process:
-            print(f"[{stage}] stopped by train.max_minutes={budget.minutes:g} after {budget.stopped_at} of "
-                  f"{trainer.state.max_steps} steps (a faster CPU or GPU trains them all)", flush=True)
-    if trainer.accelerator.is_main_process:
-        (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=2, default=str))
-        write_model_card(out / "README.md", summary)  # after save_model: PEFT writes its own README there
-    trainer.accelerator.wait_for_everyone()
-    del trainer, run
+
+
+def _fit_evidence(recipe: Recipe, stage: str, run: StageRun, summary: dict[str, Any]) -> None:
+    """Stage 2's evidence head on the adapter, then (where it was fitted) the pmi baseline on the bare model."""
+    from .evidence_fit import fit_evidence_head, fit_pmi_head
+
+    say = run.trainer.accelerator.print
+    h = summary["evidence_head"] = fit_evidence_head(recipe, run.output_dir, stage)
+    say(f"[{stage}] evidence head not fitted ({h['not_fitted']}): the adapter scores alone" if "not_fitted" in h
+        else f"[{stage}] evidence head fitted on {h['examples']} {h['split']} examples: accuracy "
+             f"{h['accuracy']:.3f} (adapter alone {h['adapter_alone_accuracy']:.3f}, overlap rule "
+             f"{h['overlap_rule_accuracy']:.3f}, PMI alone {h['pmi_alone_accuracy']:.3f})")
+    if "not_fitted" not in h:   # the pmi baseline's threshold, on the same examples with the bare model
+        p = summary["pmi_head"] = fit_pmi_head(recipe)
+        say(f"[{stage}] pmi baseline (base model, no adapter) fitted: accuracy {p['accuracy']:.3f} there")
+
+
+def _record_budget(stage: str, trainer: Any, budget: Any, summary: dict[str, Any]) -> None:
+    """``train.max_minutes``' budget in the summary, and a line when it stopped the run early."""
+    summary["time_budget"] = budget.record(trainer.state.max_steps)
+    if budget.stopped_at is not None and trainer.accelerator.is_main_process:
+        print(f"[{stage}] stopped by train.max_minutes={budget.minutes:g} after {budget.stopped_at} of "
+              f"{trainer.state.max_steps} steps (a faster CPU or GPU trains them all)", flush=True)
+
+
+def _write_summary(out: Path, summary: dict[str, Any]) -> None:
+    """``training_summary.json`` and the model card beside the adapter."""
+    (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=2, default=str))
+    write_model_card(out / "README.md", summary)  # after save_model: PEFT writes its own README there
+
+
+def _free_memory() -> None:
+    """What the trainer held, given back before the next stage loads its model."""
+    import gc
+
+    import torch
+
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    return summary
 
 
 def train_stages(recipe: Recipe, stages: Sequence[str] | str = "all") -> list[dict[str, Any]]:
