@@ -52,7 +52,7 @@ SAMPLE = ROOT / "data" / "samples" / "faithdial_wow_sample.jsonl"
 VOLATILE = {"wall_s", "latency_s", "created", "started", "finished", "timestamp", "time", "calls_per_s",
             "code_version", "git", "python", "torch", "transformers", "peft", "trl", "platform", "hostname",
             "efficiency", "hardware", "environment", "versions", "threads", "elapsed_s", "cpu", "load", "forward_s",
-            "turns_per_s", "load_s"}
+            "turns_per_s", "load_s", "train_runtime_s", "claim_level_wall_s", "seconds"}
 
 
 def _cli(*args: str) -> None:
@@ -215,7 +215,7 @@ def collect_demo(run: Path) -> dict[str, Any]:
     for records in sorted((run / "eval" / "records").glob("*.jsonl")):
         outputs[f"eval/records/{records.name}"] = _load(records)
     outputs["eval/results.json"] = _load(run / "eval" / "results.json")
-    return {k: _normalise(v, str(run)) for k, v in outputs.items()}
+    return {k: _normalise(v, str(run.parents[1])) for k, v in outputs.items()}   # the clone it ran in
 
 
 def _digests(outputs: dict[str, Any]) -> dict[str, str]:
@@ -241,8 +241,9 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     if args.compare:
         a, b = (json.loads((OUT / f"{tag}.json").read_text()) for tag in args.compare)
-        for run in (a, b):   # digests anew with today's normalisation
-            run["digests"] = _digests(run["outputs"])
+        for run in (a, b):   # digests anew with today's normalisation (a demo's file holds its digests only)
+            if "outputs" in run:
+                run["digests"] = _digests(run["outputs"])
         lines = [f"# Outputs {args.compare[0]} vs {args.compare[1]}", "",
                  "Written by `python bench/refactor_identity.py --compare A B` (see its docstring for the runs).", "",
                  "| output | " + " | ".join(args.compare) + " | identical |", "|---|---|---|---|"]
@@ -260,11 +261,13 @@ def main() -> int:
     digests = _digests(outputs)
     import vista_distill  # the code that ran (PYTHONPATH may point at another commit's worktree)
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(vista_distill.__file__).parent,
+    ran_in = args.demo if args.demo else Path(vista_distill.__file__).parent
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ran_in,
                             capture_output=True,
                             text=True).stdout.strip()
-    (OUT / f"{args.tag}.json").write_text(json.dumps({"commit": commit, "digests": digests, "outputs": outputs},
-                                                     indent=1, sort_keys=True) + "\n")
+    kept = {"commit": commit, "digests": digests} if args.demo else {"commit": commit, "digests": digests,
+                                                                      "outputs": outputs}   # a demo's are too large
+    (OUT / f"{args.tag}.json").write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
     print(json.dumps(digests, indent=1))
     return 0
 

@@ -119,13 +119,19 @@ class ClaimResult:
 
 
 @dataclass
-class TurnResult:
+class TurnKey:
+    """Which turn a result is of, and whether it is scored (a context turn has no reference and no verdict)."""
+
     conversation_id: str
     source: str
     turn_index: int
     text: str
     reference: str | None
     scored: bool
+
+
+@dataclass
+class TurnResult(TurnKey):
     claims: list[ClaimResult] = field(default_factory=list)
     stage1_raw: str = ""
     stage1_think: str = ""

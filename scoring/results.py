@@ -11,37 +11,36 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import FrozenInstanceError, asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..data.io import atomic_write_text
+from ..pipeline.engine import TurnKey
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Verdicts:
+class PerRule(Generic[T]):
+    """A value under each turn rule (``safe``, ``strict``, ``authors``)."""
+
+    safe: T | None = None
+    strict: T | None = None
+    authors: T | None = None
+
+    def to_dict(self) -> dict[str, T | None]:
+        return asdict(self)
+
+
+class Verdicts(PerRule[str]):
     """A turn's verdict under each turn rule: ``faithful``, ``hallucinated`` or ``unknown`` (``None`` for a context
     turn, which is not scored)."""
 
-    safe: str | None = None
-    strict: str | None = None
-    authors: str | None = None
 
-    def to_dict(self) -> dict[str, str | None]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Scores:
+class Scores(PerRule[float]):
     """A turn's VISTA score under each turn rule: the share of its claims the rule counts as safe (``None`` where no
     claim has a category, and for context turns)."""
-
-    safe: float | None = None
-    strict: float | None = None
-    authors: float | None = None
-
-    def to_dict(self) -> dict[str, float | None]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -68,17 +67,11 @@ class ScoredClaim:
         return copy.deepcopy(dict(self._record))
 
 
-@dataclass(frozen=True)
-class ScoredTurn:
+@dataclass
+class ScoredTurn(TurnKey):
     """One assistant turn of a run. ``scored`` is false for a context turn (no reference): its claims feed the
     background, it gets no verdict. Every field: docs/python-api.md#records."""
 
-    conversation_id: str
-    source: str
-    turn_index: int
-    text: str
-    reference: str | None
-    scored: bool
     claims: tuple[ScoredClaim, ...]
     verdicts: Verdicts
     scores: Scores
@@ -94,6 +87,12 @@ class ScoredTurn:
     world_verdict: str | None = None
     world_reason: str | None = None
     _record: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # read-only once built (``_record`` is set last), as the frozen views beside it
+        if "_record" in self.__dict__:
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+        object.__setattr__(self, name, value)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScoredTurn:
