@@ -169,12 +169,26 @@ def base_gguf(llama_cpp: Path, student_model: str | None, base_hf_dir: Path, out
     return target
 
 
+def adapter_rank(folder: Path) -> int:
+    """The LoRA rank ``r`` of the PEFT adapter in ``folder`` (16 when its ``adapter_config.json`` names none)."""
+    path = folder / "adapter_config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ServeConfigError(f"{path}: not a readable adapter config ({type(e).__name__}: "
+                               f"{' '.join(str(e).split())})") from None
+    rank = config.get("r", 16) if isinstance(config, dict) else None
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ServeConfigError(f"{path}: field 'r': expected a positive integer (the LoRA rank), got {rank!r}"[:300])
+    return rank
+
+
 def plan(recipe: Any, adapters: str | os.PathLike, out: str | os.PathLike | None = None) -> ServePlan:
     from ..backends.model_loading import resolve_model
     from ..backends.transformers import find_stage_adapters
 
     found = find_stage_adapters(Path(adapters))
-    rank = max(int(json.loads((p / "adapter_config.json").read_text()).get("r", 16)) for p in found.values())
+    rank = max(adapter_rank(p) for p in found.values())
     base_dir = Path(resolve_model(recipe.student.model))
     base = str(base_dir) if is_embedded(recipe.student.model) else recipe.student.model
     return ServePlan(Path(out) if out else Path(adapters) / "serve", base, base_dir,

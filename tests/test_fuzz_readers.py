@@ -25,6 +25,7 @@ from vista_distill.backends.label_prior import LabelPrior
 from vista_distill.config import RecipeError, load_recipe
 from vista_distill.data.io import SchemaError, read_conversations, read_jsonl, write_conversations
 from vista_distill.data.silver import SilverDataError, read_manifest, validate_rows
+from vista_distill.publish.serve_config import ServeConfigError, adapter_rank
 from vista_distill.train.silver_data import silver_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -237,6 +238,12 @@ def test_training_summary_file(tmp_path):
     folders = {s: tmp_path / s for s in ("stage1", "stage2")}
     fuzz(doc, _adapter_reader(tmp_path / "stage2", "training_summary.json", lambda _: trained_with(folders)),
          (SchemaError,))
+
+
+def test_adapter_config_file(tmp_path):
+    doc = {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"], "peft_type": "LORA",
+           "task_type": "CAUSAL_LM", "base_model_name_or_path": None}
+    fuzz(doc, _adapter_reader(tmp_path, "adapter_config.json", adapter_rank), (ServeConfigError,))
 
 
 def test_cli_names_a_bad_conversation_id_in_one_line(tmp_path):
