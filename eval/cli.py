@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from typing import Any
 
 from ..config.cli_args import add_recipe_subparser, recipe_from_args
@@ -95,11 +96,12 @@ def print_eval_summary(result: Any) -> None:
         rows = [[name, *(f"{x:.4f}" for x in (m["macro_precision"], m["macro_recall"], m["macro_f1"],
                                                *m["label_accuracy"].values())), m["unknown"], m["n"]]
                 for name, m in w["systems"].items()]
-        rows += [[f"published: {name}", None, None, f"{f1:.4f}", None, None, None, None, None]
-                 for name, f1 in w["published_macro_f1"].items()]
-        print_table("three-way verdicts (macro over faithful / factual / non-factual hallucination; "
-                    + w["note"] + ")", ["system", "macro\nP", "macro\nR", "macro\nF1", "acc\nfaithful", "acc\nfactual",
-                                        "acc non-\nfactual", "unknown", "turns"], rows, max_width={0: 30})
+        print_table("three-way verdicts", ["system", "macro\nP", "macro\nR", "macro\nF1", "acc\nfaithful",
+                                           "acc\nfactual", "acc non-\nfactual", "unknown", "turns"], rows,
+                    max_width={0: 30})
+        print(textwrap.fill("macro over faithful / factual / non-factual hallucination; " + w["note"], width=100))
+        print_table("the study's published macro F1", ["system", "macro F1"],
+                    [[f"published: {name}", f"{f1:.4f}"] for name, f1 in w["published_macro_f1"].items()])
     if "compare" in r:
         print(f"compare with {r['compare']['previous']}: "
               + ("identical" if r["compare"]["identical"] else f"DIFFERENT ({len(r['compare']['differences'])} "

@@ -260,5 +260,7 @@ def test_the_commit_id_check_sees_a_commit(tmp_path):
 
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip()
-    text = f"Measured at {head[:7]} (full id {head}); upstream pin 0123abc4567def; colour #a1b2c3d."
-    assert _commit_ids(text) == sorted([head[:7], head])
+    # the shortest abbreviation of 7+ characters that holds a letter and a digit, as the check reads ids
+    short = next(head[:n] for n in range(7, 41) if re.search(r"[a-f]", head[:n]) and re.search(r"[0-9]", head[:n]))
+    text = f"Measured at {short} (full id {head}); upstream pin 0123abc4567def; colour #a1b2c3d."
+    assert _commit_ids(text) == sorted([short, head])
