@@ -227,7 +227,7 @@ def _summary_tables(results: dict) -> list:
     systems = make_table("held-out dialogues: accuracy",
                          ["system", *(f"turns\n{r}" for r in rules), "claims\n(stage 2)", "turns/s"],
                          [[name, *cells, speed] for name, cells, speed in _system_rows(results)],
-                         max_width={len(rules) + 2: 31})   # "0.51 (100% from the call cache)"
+                         max_width={len(rules) + 2: 36})   # "12345.67 (100% from the call cache)" on one line
     tests = make_table("student - other system (McNemar, exact)", ["level", "other", "accuracy\ndifference", "n", "p"],
                        [[label, other, f"{delta:+.3f}", n, f"{p:.2g}"]
                         for label, other, delta, n, p in _student_tests(results)])
