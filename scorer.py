@@ -73,8 +73,9 @@ class VistaScorer:
     Args:
         model: path or Hub id of the causal LM run in process; ``None``: the embedded SmolLM2-135M-Instruct.
         adapters: the stage adapters on it: a folder holding ``stage1/ stage2/ stage3/`` PEFT adapters (what
-            ``vista-distill train`` writes) or ``{stage: dir}``. With adapters the default prompt style is the
-            students' ``compact``, without them the paper's ``fewshot``.
+            ``vista-distill train`` writes) or ``{stage: dir}``. With adapters (here, or loaded in a given
+            ``backend``) the default prompt style is the students' ``compact``, without them the paper's
+            ``fewshot``.
         backend: any :class:`~vista_distill.pipeline.protocol.Backend` (a server, a cheap baseline, the human
             labels) in place of the in-process model; ``model``, ``adapters`` and the loading options below cannot
             apply to it, and giving any of them with it is a ``TypeError`` naming them.
@@ -116,7 +117,9 @@ class VistaScorer:
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
         self.rule = rule
-        self.config = pipeline_config(EngineConfig(style="compact" if adapters else "fewshot"), pipeline)
+        # trained adapters (given here or loaded in the given backend) read the compact prompts they were trained on
+        trained = adapters or getattr(backend, "adapters", None)
+        self.config = pipeline_config(EngineConfig(style="compact" if trained else "fewshot"), pipeline)
         loading = {"model": model, "adapters": adapters, "dtype": dtype, "threads": threads,
                    "batch_size": batch_size, "load_in_4bit": load_in_4bit,
                    "chat_template_kwargs": chat_template_kwargs, "attn_implementation": attn_implementation}

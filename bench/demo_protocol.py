@@ -397,7 +397,7 @@ def _stage2_checker(adapter: str | None):
 
     r = recipe("chosen")
     backend = TransformersBackend(adapters={"stage2": adapter} if adapter else None, threads="auto")
-    return VistaScorer(backend=backend, config=r.engine_config("student" if adapter else "base"))
+    return VistaScorer.from_recipe(r, backend=backend, role="student" if adapter else "base")
 
 
 def step_val_models(name: str, adapter: str | None) -> None:

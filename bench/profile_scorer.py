@@ -382,8 +382,7 @@ def main() -> None:
         backend = TransformersBackend(a.model, adapters=a.adapters if name == "student" else None, threads=a.threads,
                                       dtype=a.dtype, batch_size=a.batch_size, load_in_4bit=a.load_in_4bit,
                                       merge_adapters=merge)
-        scorer = VistaScorer(a.model, adapters=a.adapters if name == "student" else None, backend=backend,
-                             **({"claims": a.claims} if a.claims else {}))
+        scorer = VistaScorer(backend=backend, **({"claims": a.claims} if a.claims else {}))
         if a.prefill_tokens != "auto":
             scorer.backend.prefill_tokens = None if a.prefill_tokens == "none" else int(a.prefill_tokens)
         out["pipelines"].append(profile_pipeline(name, scorer, convs, a.threads, a.records,

@@ -70,6 +70,17 @@ def test_several_clashing_options_are_named_together_and_defaults_pass():
     VistaScorer(backend=BaselineBackend("overlap"), dtype="auto", threads="auto", batch_size=16)
 
 
+def test_a_given_backend_sets_the_default_prompt_style_by_its_adapters():
+    """A backend holding trained stage adapters is read with the compact prompts they were trained on; one without
+    them with the paper's few-shot prompts; an explicit style wins. (The real in-process student with adapters is run
+    by tests/test_bench.py's profile_scorer test.)"""
+    assert VistaScorer(backend=BaselineBackend("overlap")).config.style == "fewshot"
+    rule = BaselineBackend("overlap")
+    rule.adapters = {"stage2": "runs/x/checkpoints/stage2"}
+    assert VistaScorer(backend=rule).config.style == "compact"
+    assert VistaScorer(backend=rule, style="fewshot").config.style == "fewshot"
+
+
 @pytest.mark.parametrize("name, value", [("batch_size", 4), ("threads", 2), ("adapters", "runs/x/checkpoints")])
 def test_from_recipe_refuses_what_a_given_backend_cannot_use(name, value):
     with pytest.raises(TypeError, match=rf"from_recipe: {name} cannot apply with backend="):
