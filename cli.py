@@ -1,4 +1,4 @@
-"""``vista-distill`` command line: ``score``, ``demo``, ``data``, ``distill``, ``train``, ``eval``."""
+"""``vista-distill`` command line: ``score``, ``calibrate``, ``demo``, ``data``, ``distill``, ``train``, ``eval``."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", required=True, help="conversations: authors' .json or our .jsonl")
     p.add_argument("--output", required=True, help="per-turn records (.jsonl); the summary goes beside it")
     p.add_argument("--adapters", default=None, help="folder with stage1/ stage2/ stage3/ PEFT adapters "
-                                                    "(default: the recipe's trained adapters, when --config has any)")
+                                                    "(default: the recipe's trained adapters, when --config has any); with --server, the local "
+                                                    "folder their evidence heads, priors and calibrations are read from")
     p.add_argument("--rule", choices=RULES, default="safe",
                    help="headline turn rule (all are computed): safe = VERIFIED/ABSTENTION/OUT-OF-SCOPE are safe, "
                         "unparseable or claimless turns unknown; strict = only VERIFIED (paper Table 1 text); "
@@ -52,6 +53,9 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--server", action="append", metavar="URL",
                    help="an OpenAI-compatible server serving the base model and the stage adapters (vista-distill "
                         "serve-config), e.g. http://127.0.0.1:8000/v1; repeat for replicas [recipe student.servers]")
+    p.add_argument("--calibration", default=None, metavar="NAME",
+                   help="apply the calibration NAME kept beside the adapters (vista-distill calibrate; default: "
+                        "what training fitted)")
     p.add_argument("--role", choices=("student", "base"), default="student",
                    help="with servers: student = each stage on its adapter (student.serving.adapters), compact "
                         "prompts; base = the base model with the few-shot prompts")
@@ -109,7 +113,7 @@ def _score(args: argparse.Namespace) -> int:
     except (RecipeError, ValueError) as e:
         raise UsageError(str(e)) from None
     options = {"style": args.prompts, "rule": args.rule, "stage2": args.stage2, "stage3": args.stage3,
-               "stage4": args.stage4}
+               "stage4": args.stage4, "calibration": args.calibration}
     if args.server or recipe.student.servers:
         from .backends.factory import backend_for
 
@@ -117,7 +121,7 @@ def _score(args: argparse.Namespace) -> int:
                                                                                        args.batch_size != 16)) if given]
         if local_only:
             raise UsageError(f"{' and '.join(local_only)} set the in-process model; a served model ignores them")
-        backend = backend_for(recipe, args.role, servers=args.server)
+        backend = backend_for(recipe, args.role, servers=args.server, adapters=args.adapters)
         backend.check_server()   # unreachable: ServerError, exit 3 (main)
         scorer = VistaScorer.from_recipe(recipe, role=args.role, backend=backend, **options)
     else:
@@ -243,6 +247,60 @@ def _serve_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:
+    p = add_recipe_subparser(sub, "calibrate", config_required=False,
+                             config_help="the recipe the adapters were trained with (its student model and pipeline "
+                                         "settings; default: the built-in defaults)",
+                             help="fit a student's stage 2 head and threshold and stage 3 prior to your own "
+                                  "labelled dialogues",
+                             description="Runs the student's stages 2-3 on the human claims of --dev, compares "
+                                         "training's head, threshold and label prior with ones refitted on the file "
+                                         "by cross-validation over its conversations, and saves the choice as "
+                                         "ADAPTERS/calibrations/NAME.json (score --calibration NAME applies it).")
+    p.add_argument("--adapters", required=True, help="folder with stage1/ stage2/ stage3/ PEFT adapters")
+    p.add_argument("--dev", required=True, help="labelled dialogues: authors' .json or our .jsonl, turns with "
+                                                "human claims and their categories")
+    p.add_argument("--calibration", default="default", metavar="NAME",
+                   help="the calibration's name, as score --calibration NAME reads it (default: default)")
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds over conversations (default 5)")
+    p.add_argument("--threads", default="auto", help="torch CPU threads: auto or a number")
+    p.add_argument("--limit", type=int, default=None, help="use only the first N conversations")
+    p.set_defaults(func=_calibrate)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from .backends.calibration import calibration_path, check_name
+    from .config import RecipeError
+    from .data.io import read_conversations
+    from .scorer import VistaScorer
+    from .scoring.calibrate import summary_rows
+
+    conversations = read_conversations(args.dev)[: args.limit]
+    try:
+        check_name(args.calibration)
+        recipe = recipe_from_args(args)
+    except (RecipeError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    if args.folds < 2:
+        raise UsageError(f"--folds must be >= 2, got {args.folds}")
+    check_writable(calibration_path(args.adapters, args.calibration))
+    scorer = VistaScorer.from_recipe(recipe, adapters=args.adapters, threads=args.threads)
+    try:
+        cal = scorer.calibrate(conversations, name=args.calibration, folds=args.folds, dev_path=args.dev)
+    except ValueError as e:
+        raise UsageError(f"{args.dev}: {e}") from None
+    from .runtime.progress import print_table
+
+    dev = cal.fitted["dev"]
+    print_table(f"calibration {cal.name}: {dev['claims']} human claims in {dev['conversations']} conversations, "
+                "cross-validated by conversation", ["stage", "candidate", "accuracy %", "balanced %", "chosen"],
+                [list(r) for r in summary_rows(cal)], max_width={4: 40})
+    print(f"calibration: {calibration_path(args.adapters, cal.name)}\n"
+          f"apply it:    vista-distill score --adapters {args.adapters} --calibration {cal.name} --input ... "
+          "--output ...")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vista-distill", description=__doc__, epilog=exit_codes.help_text(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -251,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_score(sub)
     _add_check(sub)
     _add_serve_config(sub)
+    _add_calibrate(sub)
     from .demo import add_demo_subcommand
 
     add_demo_subcommand(sub)

@@ -6,7 +6,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Recipe
 from .data.schema import ASSISTANT, Conversation
@@ -17,6 +17,9 @@ from .scoring.evidence import evidence_metrics
 from .scoring.results import ClaimLabel, ScoreResult, ScoredTurn
 from .scoring.run import label_claims, run_given_claims, run_pipeline
 from .scoring.summary import summarize
+
+if TYPE_CHECKING:
+    from .backends.calibration import Calibration
 
 __all__ = ["ScoreResult", "VistaScorer"]
 
@@ -88,6 +91,8 @@ class VistaScorer:
         load_in_4bit: NF4 weights through bitsandbytes.
         chat_template_kwargs: chat-template variables, e.g. ``{"enable_thinking": False}``.
         attn_implementation: transformers' ``attn_implementation``.
+        calibration: the name of a calibration kept beside the adapters (:meth:`calibrate`, ``vista-distill
+            calibrate``); ``None``: what training fitted.
         **pipeline: the pipeline's settings, the fields of :class:`~vista_distill.pipeline.engine.EngineConfig` by
             name, the one way to set them: ``style`` (``fewshot`` / ``compact``), ``speakers``, ``stage2`` and
             ``stage3`` (``score`` / ``generate``), ``stage4``, ``max_claims``, ``claims`` (``model`` / ``gold``),
@@ -112,6 +117,7 @@ class VistaScorer:
         load_in_4bit: bool = False,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         attn_implementation: str | None = None,
+        calibration: str | None = None,
         **pipeline: Any,
     ) -> None:
         if rule not in RULES:
@@ -132,6 +138,9 @@ class VistaScorer:
         self.backend = backend
         # the silver training data's majority labels, for the majority rule beside the scorer (from_recipe sets them)
         self.majority: dict[str, str] | None = None
+        self.calibration: str | None = None
+        if calibration is not None:
+            self.use_calibration(calibration)
 
     @classmethod
     def from_pretrained(cls, adapters: str | Path, *, base_model: str | None = None, revision: str | None = None,
@@ -164,7 +173,7 @@ class VistaScorer:
     def from_recipe(cls, recipe: Recipe, *, adapters: str | Path | Mapping[str, str | Path] | None = None,
                     role: str | None = None, backend: Backend | None = None, rule: str = "safe",
                     style: str | None = None, batch_size: int = 16, threads: int | str | None = "auto",
-                    **pipeline: Any) -> VistaScorer:
+                    calibration: str | None = None, **pipeline: Any) -> VistaScorer:
         """A scorer with a recipe's model and pipeline, as ``eval`` and ``vista-distill score`` build it.
 
         Args:
@@ -180,6 +189,7 @@ class VistaScorer:
             style: the prompt style over the recipe's; ``None``: the recipe's.
             batch_size: requests per forward pass of the in-process model.
             threads: torch CPU threads of the in-process model (``auto``, a number, ``None``).
+            calibration: as :class:`VistaScorer` (kept beside the adapters, in process or served).
             **pipeline: EngineConfig fields over the recipe's, as :class:`VistaScorer` (``max_new_tokens`` merged
                 into the recipe's budgets).
         """
@@ -192,7 +202,7 @@ class VistaScorer:
         else:   # the one factory eval and the CLI use too
             backend = backend_for(recipe, "student" if role == "student" else "base", adapters=adapters,
                                   batch_size=batch_size or 16, threads=threads)
-        scorer = cls(backend=backend, rule=rule)
+        scorer = cls(backend=backend, rule=rule, calibration=calibration)
         scorer.config = pipeline_config(recipe.engine_config(role), {**pipeline, **({"style": style} if style else {})},
                                         "VistaScorer.from_recipe")
         from .backends.cheap_baselines import majority_labels
@@ -305,6 +315,56 @@ class VistaScorer:
         """
         return [ClaimLabel(**d) for d in label_claims(list(docs), list(claims), self.config, self.backend)]
 
+    def calibrate(self, conversations: Sequence[Conversation] | Sequence[Sequence[Mapping[str, Any]]], *,
+                  name: str = "default", folds: int = 5, save: bool = True, dev_path: str | Path | None = None,
+                  ) -> Calibration:
+        """Fit this student's stage 2 head and threshold and its stage 3 label prior to a labelled dev set, choosing
+        by cross-validation over its conversations (:mod:`~vista_distill.scoring.calibrate`), then apply it.
+
+        Args:
+            conversations: dev dialogues with human claims and their categories (as :meth:`score` takes them).
+            name: the calibration's name; saved as ``<adapters>/calibrations/<name>.json``.
+            folds: cross-validation folds (at most one per conversation).
+            save: write the file beside the adapters (``False``: apply it to this scorer only).
+            dev_path: the file the conversations were read from, recorded with their fingerprint.
+
+        Returns:
+            The :class:`~vista_distill.backends.calibration.Calibration`: per stage the candidates' cross-validated
+            accuracy and the one chosen; a stage whose refit did not do better keeps what it had.
+        """
+        from .scoring.calibrate import dev_fingerprint, fit_calibration
+
+        backend = self.backend
+        if getattr(backend, "adapter_folder", None) is None or not hasattr(backend, "evidence_features"):
+            raise TypeError("calibrate: needs the student in process with its stage adapters "
+                            "(VistaScorer.from_pretrained(adapters) or VistaScorer(adapters=...))")
+        convs = as_conversations(conversations)
+        features = backend.evidence_features
+        backend.evidence_features = True   # margin, PMI and overlap of every stage 2 claim, head or not
+        try:
+            records, _ = run_given_claims(convs, self.config, backend, evidence_seed=None)
+        finally:
+            backend.evidence_features = features
+        cal = fit_calibration(records, name, dev_fingerprint(convs, dev_path), folds, backend.priors.get("stage3"))
+        if save:
+            cal.save(backend.adapter_folder)
+        self.use_calibration(cal)
+        return cal
+
+    def use_calibration(self, calibration: str | Calibration) -> None:
+        """Apply a calibration: a name kept beside the backend's adapters, or a
+        :class:`~vista_distill.backends.calibration.Calibration`."""
+        from .backends.calibration import Calibration, apply_calibration
+
+        if not isinstance(calibration, Calibration):
+            folder = getattr(self.backend, "adapter_folder", None)
+            if folder is None:
+                raise ValueError(f"calibration {calibration!r}: this scorer's backend has no adapters folder to "
+                                 "read it from (load the student's adapters, in process or served)")
+            calibration = Calibration.load(folder, calibration)
+        apply_calibration(self.backend, calibration)
+        self.calibration = calibration.name
+
     def _run_info(self, batched: bool, wall: float, n_records: int, journal_info: dict[str, Any] | None,
                   stats_before: Mapping[str, Any]) -> dict[str, Any]:
         """The summary's ``run``: backend, settings, wall time, the backend's counters over the run, its servers and
@@ -313,7 +373,7 @@ class VistaScorer:
         run = {
             "backend": self.backend.name,
             "style": self.config.style, "stage2": self.config.stage2, "stage3": self.config.stage3,
-            "batched": batched, "wall_s": wall,
+            "batched": batched, "wall_s": wall, "calibration": self.calibration,
             "turns_per_s": n_records / wall if wall else None,
             **({"journal": journal_info} if journal_info is not None else {}),
             **{k: v - stats_before.get(k, 0) for k, v in stats.items() if isinstance(v, (int, float))},

@@ -17,12 +17,13 @@ claim (:func:`pipeline.evidence.sentences`).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..data.schema import LACKING_EVIDENCE, UNVERIFIABLE, VERIFIED
+from ..data.schema import ABSTENTION, LACKING_EVIDENCE, OUT_OF_SCOPE, UNVERIFIABLE, VERIFIED
 from ..pipeline.evidence import coverage, overlap_says_verified, sentences
 from ..pipeline.protocol import Request, Response
 from .evidence_head import claim_and_twin
@@ -44,6 +45,28 @@ def majority_labels(silver_dir: str | Path) -> dict[str, str]:
             raise ValueError(f"{silver_dir}/{stage}: no training rows to take a majority label from")
         out[stage] = min(counts, key=lambda lab: (-counts[lab], lab))
     return out
+
+
+# the stage 3 wording rule, written from the paper's category definitions (its stage 3 prompt) and not tuned on any
+# data: uncertainty or refusal -> ABSTENTION; the speaker's own opinion, preference, experience, a question or a
+# conversational remark -> OUT-OF-SCOPE; anything else -> LACKING EVIDENCE
+_ABSTAIN = re.compile(
+    r"\b(not (sure|certain)|unsure|no idea|(do not|don't|doesn't|does not|did not|didn't) (know|remember|recall)|"
+    r"(can't|cannot|could not|couldn't) (say|tell|recall|remember)|uncertain)\b", re.IGNORECASE)
+_SUBJECTIVE = re.compile(
+    r"(\?\s*$)|\b(i|i'm|i've|i'd|me|my|mine|we|our|us|you|your|the (speaker|wizard|apprentice|user|assistant))\b|"
+    r"\b(love[sd]?|like[sd]?|enjoy(s|ed)?|prefer(s|red)?|favou?rite|think[s]?|believe[sd]?|feel[s]?|hope[sd]?|"
+    r"wish(es)?|recommend(s|ed)?|should|interesting|great|cool|fun|amazing|awesome|beautiful|wonderful|nice)\b",
+    re.IGNORECASE)
+
+
+def wording_category(claim: str) -> str:
+    """The stage 3 wording rule: ABSTENTION, OUT-OF-SCOPE or LACKING EVIDENCE by the claim's wording alone."""
+    if _ABSTAIN.search(claim):
+        return ABSTENTION
+    if _SUBJECTIVE.search(claim):
+        return OUT_OF_SCOPE
+    return LACKING_EVIDENCE
 
 
 def decompose(target: str) -> list[str]:
@@ -104,7 +127,7 @@ class BaselineBackend:
         definition (its empty-reference twin is the prompt itself), so the head answers without a forward pass, as
         the model would have."""
         p = self.head.p_verified(0.0, 0.0)
-        label = VERIFIED if p > 0.5 else UNVERIFIABLE
+        label = VERIFIED if self.head.says_verified(p) else UNVERIFIABLE
         return Response(text=label, label=label, probs={VERIFIED: p, UNVERIFIABLE: 1.0 - p},
                         meta={"evidence": {"pmi": 0.0, "overlap": 0.0, "head": True, "empty_reference": True}})
 

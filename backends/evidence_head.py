@@ -40,6 +40,7 @@ class EvidenceHead:
     bias: float
     fitted: dict[str, Any] = field(default_factory=dict)   # on what, how many, their accuracy
     w_overlap: float = 0.0
+    threshold: float = 0.5   # VERIFIED when P(VERIFIED) exceeds it (a calibration tunes it: backends/calibration.py)
 
     def p_verified(self, margin: float, pmi: float, overlap: float = 0.0) -> float:
         z = self.w_margin * margin + self.w_pmi * pmi + self.w_overlap * overlap + self.bias
@@ -62,11 +63,23 @@ class EvidenceHead:
 
         try:
             d = json.loads(Path(path).read_text(encoding="utf-8"))
-            return cls(float(d["w_margin"]), float(d["w_pmi"]), float(d["bias"]), dict(d.get("fitted") or {}),
-                       float(d.get("w_overlap", 0.0)))
+            return cls.from_dict(d)
         except (ValueError, KeyError, TypeError, OverflowError, AttributeError) as e:
             why = f"missing {e}" if isinstance(e, KeyError) else " ".join(str(e).split())
             raise SchemaError(path, f"not an evidence head ({why}); delete it or fit it again") from e
+
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvidenceHead:
+        """The head a saved dict describes (``KeyError`` / ``ValueError`` / ``TypeError`` when it does not)."""
+        threshold = float(d.get("threshold", 0.5))
+        if not 0.0 < threshold < 1.0:
+            raise ValueError(f"threshold must lie strictly between 0 and 1, got {threshold}")
+        return cls(float(d["w_margin"]), float(d["w_pmi"]), float(d["bias"]), dict(d.get("fitted") or {}),
+                   float(d.get("w_overlap", 0.0)), threshold)
+
+    def says_verified(self, p: float) -> bool:
+        return p > self.threshold
 
 
 def claim_and_twin(content: str) -> tuple[str, str] | None:
@@ -101,7 +114,7 @@ def weigh_evidence(content: str, own: Any, twin: Any, head: EvidenceHead | None)
     if head is not None:
         p = head.p_verified(margin, pmi, own.meta["evidence"]["overlap"])
         own.probs = {VERIFIED: p, UNVERIFIABLE: 1.0 - p}
-        own.label = own.text = VERIFIED if p > 0.5 else UNVERIFIABLE
+        own.label = own.text = VERIFIED if head.says_verified(p) else UNVERIFIABLE
         own.meta["evidence"]["head"] = True
 
 

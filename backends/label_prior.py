@@ -52,14 +52,14 @@ class LabelPrior:
         if not isinstance(raw, dict) or not isinstance(shift or {}, dict):
             raise SchemaError(path, "expected an object {shift: {label: number}, fitted: {...}}",
                               field=None if not isinstance(raw, dict) else "shift")
-        bad = [k for k, v in (shift or {}).items() if not _number(v)]
+        bad = [k for k, v in (shift or {}).items() if not json_number(v)]
         if bad:
             raise SchemaError(path, f"expected a number, got {json.dumps(shift[bad[0]])[:40]}", field=f"shift.{bad[0]}")
         prior = cls({str(k): float(v) for k, v in (shift or {}).items()}, raw.get("fitted") or {})
         return prior if prior.shift else None
 
 
-def _number(v: Any) -> bool:
+def json_number(v: Any) -> bool:
     """A JSON number a float holds (not a boolean, not one too large for a float)."""
     return not isinstance(v, bool) and (isinstance(v, float) or isinstance(v, int) and abs(v) < 1e308)
 

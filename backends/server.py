@@ -96,6 +96,7 @@ class ServerBackend(OpenAIBackend):
         self.echo_concurrency = echo_concurrency
         self.heads = dict(heads or {})
         self.priors = dict(priors or {})   # label priors kept beside the stage adapters (backends/label_prior.py)
+        self.adapter_folder: Path | None = None   # the served adapters' local folder (named calibrations are there)
 
     def _echoed(self, jobs: list[tuple[Request, dict[str, Any]]]) -> list[Response]:
         """Echo (prompt-logprob) jobs, at most ``echo_concurrency`` in flight over all replicas."""
@@ -279,7 +280,7 @@ class ServerBackend(OpenAIBackend):
         overlap = claim_overlap(req.messages[-1]["content"])
         p = self.heads[req.stage].p_verified(margin, pmi, overlap)
         resp.probs = {VERIFIED: p, UNVERIFIABLE: 1.0 - p}
-        resp.label = resp.text = VERIFIED if p > 0.5 else UNVERIFIABLE
+        resp.label = resp.text = VERIFIED if self.heads[req.stage].says_verified(p) else UNVERIFIABLE
         resp.meta["evidence"] = {"margin": margin, "pmi": pmi, "overlap": overlap, "head": True}
 
     def _label_pieces(self, label: str) -> list[str]:
@@ -382,9 +383,11 @@ def server_backend(recipe: Any, role: str = "student", servers: Sequence[str] | 
     root = Path(adapters or recipe.resolve(recipe.train.output_dir))
     heads = {st: h for st in stage_models if (h := EvidenceHead.load(root / st)) is not None}
     priors = {st: q for st in stage_models if (q := LabelPrior.load(root / st)) is not None}
-    return ServerBackend(tokenizer, urls, v.base_model, stage_models, label_scoring=v.label_scoring,
-                         top_logprobs=v.top_logprobs, chat_template_kwargs=s.chat_template_kwargs, role=role,
-                         cache=CallCache(cache_dir) if cache_dir else None, concurrency=v.concurrency,
-                         echo_concurrency=v.echo_concurrency, heads=heads, priors=priors,
-                         api_key_env=v.api_key_env, timeout_s=v.timeout_s, max_retries=v.max_retries,
-                         backoff_s=v.retry_backoff_s, backoff_max_s=v.retry_backoff_max_s)
+    backend = ServerBackend(tokenizer, urls, v.base_model, stage_models, label_scoring=v.label_scoring,
+                            top_logprobs=v.top_logprobs, chat_template_kwargs=s.chat_template_kwargs, role=role,
+                            cache=CallCache(cache_dir) if cache_dir else None, concurrency=v.concurrency,
+                            echo_concurrency=v.echo_concurrency, heads=heads, priors=priors,
+                            api_key_env=v.api_key_env, timeout_s=v.timeout_s, max_retries=v.max_retries,
+                            backoff_s=v.retry_backoff_s, backoff_max_s=v.retry_backoff_max_s)
+    backend.adapter_folder = root if role == "student" else None
+    return backend

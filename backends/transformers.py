@@ -85,6 +85,8 @@ class TransformersBackend:
         """The stage adapters on the loaded model (merged where :func:`.adapters.merged_stages` says), in eval
         mode."""
         self.adapters = find_stage_adapters(adapters)
+        # where named calibrations of these adapters are kept (backends/calibration.py): the stage 2 folder's parent
+        self.adapter_folder = Path(self.adapters["stage2"]).parent if "stage2" in self.adapters else None
         model_obj, self.merged = load_stage_adapters(model_obj, self.adapters, self.torch_dtype, opts.merge_adapters,
                                                      on_gpu=self.device.startswith("cuda"), four_bit=opts.load_in_4bit)
         self.model = model_obj.eval()

@@ -227,6 +227,17 @@ def test_label_prior_file(tmp_path):
     fuzz(doc, _adapter_reader(tmp_path, "label_prior.json", LabelPrior.load), (SchemaError,))
 
 
+def test_calibration_file(tmp_path):
+    from vista_distill.backends.calibration import Calibration
+
+    path = Calibration("mine", EvidenceHead(0.5, 1.2, -0.1, {}, 0.3, threshold=0.6),
+                       LabelPrior({"OUT-OF-SCOPE": 1.0, "ABSTENTION": -0.5}),
+                       {"dev": {"claims": 19}, "stage2": {"chosen": "head refit"}}).save(tmp_path)
+    fuzz(json.loads(path.read_text()), _adapter_reader(path.parent, path.name,
+                                                       lambda folder: Calibration.load(folder.parent, "mine")),
+         (SchemaError,))
+
+
 def test_training_summary_file(tmp_path):
     doc = {"stage": "stage2", "base_model_arg": None,
            "silver": {"path": "silver/stage2", "fingerprint": "f", "prompt_style": ["compact"]},

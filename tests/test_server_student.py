@@ -254,3 +254,64 @@ def test_adapters_push_with_model_cards_to_a_local_target(served, tmp_path):
         assert card.data.vista_distill["silver_fingerprint"] and card.data.vista_distill["teacher"]
         metrics = {r.metric_name for r in card.data.eval_results}
         assert "final train loss" in metrics
+
+
+def test_calibrate_fits_saves_loads_and_applies_in_process_and_served(served, tmp_path):
+    """``vista-distill calibrate`` on the sample's human claims writes a named calibration beside the adapters;
+    ``from_pretrained(calibration=NAME)`` loads it; a calibration's stage 3 prior gives the same labels in process and
+    on llama.cpp, and changes a label; a missing name lists those there."""
+    import shutil
+
+    from vista_distill.backends.calibration import Calibration, available
+    from vista_distill.backends.label_prior import LabelPrior
+    from vista_distill.backends.server import server_backend
+    from vista_distill.cli import main
+    from vista_distill.data.io import read_conversations
+    from vista_distill.pipeline.protocol import Request
+    from vista_distill.pipeline.templates import build_messages, get_template, stage3_input
+    from vista_distill.scorer import VistaScorer
+    from vista_distill.scoring.calibrate import dev_fingerprint
+    from vista_distill.testing.llama_server import LlamaServer
+
+    recipe, adapters, written = served
+    folder = tmp_path / "ad"
+    shutil.copytree(adapters, folder, ignore=shutil.ignore_patterns("checkpoint-*"))
+    assert main(["calibrate", "--adapters", str(folder), "--dev", str(SAMPLE), "--calibration", "mine", "--folds", "3",
+                 "--threads", "1", "student.dtype=float32"]) == 0
+    cal = Calibration.load(folder, "mine")
+    assert cal.fitted["dev"]["sha256"] == dev_fingerprint(read_conversations(SAMPLE))["sha256"]
+    s2 = cal.fitted["stage2"]
+    assert s2["claims"] == cal.fitted["dev"]["claims"] == 19 and s2["folds"] == 3
+    assert {"as trained", "head refit", "head refit + threshold"} == set(s2["cross_validated"])
+    assert (cal.stage2 is None) == (s2["chosen"] == "as trained")
+
+    scorer = VistaScorer.from_pretrained(folder, calibration="mine", dtype="float32", threads=1)
+    assert scorer.calibration == "mine"
+    if cal.stage2 is not None:
+        assert scorer.backend.heads["stage2"] == cal.stage2
+    with pytest.raises(FileNotFoundError, match="no calibration 'other'.*there: mine"):
+        VistaScorer.from_pretrained(folder, calibration="other", dtype="float32", threads=1)
+
+    t = get_template("stage3", "compact")
+    reqs = [Request("stage3", tuple(build_messages(t, stage3_input([], ref, c))), labels=t.labels)
+            for ref, c in (("Paris is the capital of France.", "Paris has a big zoo."),
+                           ("The Nile flows north.", "I think the Nile is lovely."),
+                           ("Everest is 8,849 m high.", "Everest is 9,000 m high."))]
+    plain = scorer.backend.run(reqs)
+    first = plain[0].meta["logprobs"]   # the label's log-likelihoods before any prior
+    target = max((lab for lab in first if lab != plain[0].label), key=first.get)
+    shift = {target: max(first.values()) - first[target] + 1.0}   # the calibration's prior replaces training's
+    Calibration("shifted", None, LabelPrior(shift)).save(folder)
+    assert available(folder) == ["mine", "shifted"]
+    scorer.use_calibration("shifted")
+    local = scorer.backend.run(reqs)
+    with LlamaServer(models=_models(written), n_threads=1) as srv:
+        served_scorer = VistaScorer(backend=server_backend(recipe, "student", servers=[srv.base_url], adapters=folder),
+                                    calibration="shifted")
+        got = served_scorer.backend.run(reqs)
+    assert local[0].label == target != plain[0].label
+    assert served_scorer.backend.priors["stage3"].shift == shift
+    for g, lo in zip(got, local):
+        moved = sorted(lp + shift.get(lab, 0.0) for lab, lp in lo.meta["logprobs"].items())
+        if moved[-1] - moved[-2] > 0.3:
+            assert g.label == lo.label

@@ -1,0 +1,118 @@
+"""A named calibration of trained stage adapters to a user's own domain, kept beside them.
+
+What is fitted after training (the stage 2 evidence head and its decision threshold, the stage 3 label prior;
+:mod:`.evidence_head`, :mod:`.label_prior`) is fitted on the silver validation split the distillation made. A
+calibration refits them on a labelled dev file of the user's (``vista-distill calibrate``,
+:mod:`..scoring.calibrate`) and is saved as ``<adapters>/calibrations/<name>.json``::
+
+    {"name": ..., "stage2": {evidence head, "threshold": t} | null, "stage3": {"shift": {label: number}} | null,
+     "fitted": {"dev": {path, sha256, conversations, claims}, "stage2": {...}, "stage3": {...}}}
+
+A stage left ``null`` keeps what training left (the cross-validation did not find the refit better). Applying a
+calibration (:func:`apply_calibration`; ``VistaScorer.use_calibration``, ``score --calibration NAME``,
+``from_pretrained(calibration=NAME)``) replaces the backend's stage 2 head and stage 3 prior, in process and served
+alike; without one nothing changes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .evidence_head import EvidenceHead
+from .label_prior import LabelPrior, json_number
+
+FOLDER = "calibrations"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+        raise ValueError(f"calibration name {name!r}: use letters, digits, '_', '-', '.' (at most 64, no '..')")
+    return name
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A stage 2 head (with its threshold) and a stage 3 label prior, either ``None`` where training's stays."""
+
+    name: str
+    stage2: EvidenceHead | None = None
+    stage3: LabelPrior | None = None
+    fitted: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {"name": self.name, "stage2": None if self.stage2 is None else asdict(self.stage2),
+                "stage3": None if self.stage3 is None else {"shift": self.stage3.shift},
+                "fitted": self.fitted}
+
+    def save(self, adapter_folder: str | Path) -> Path:
+        path = calibration_path(adapter_folder, self.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)   # a crash never leaves half a calibration under its name
+        return path
+
+    @classmethod
+    def load_file(cls, path: str | Path) -> Calibration:
+        """The calibration a file holds; a damaged one is a ``SchemaError`` naming the file and field."""
+        from ..data.io import SchemaError
+
+        path = Path(path)
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise SchemaError(path, f"not a calibration ({' '.join(str(e).split())}); run vista-distill calibrate "
+                                    "again") from e
+        if not isinstance(d, dict):
+            raise SchemaError(path, "expected an object {name, stage2, stage3, fitted}")
+        try:
+            head = None if d.get("stage2") is None else EvidenceHead.from_dict(d["stage2"])
+        except (ValueError, KeyError, TypeError, OverflowError, AttributeError) as e:
+            raise SchemaError(path, f"not an evidence head ({e})", field="stage2") from e
+        prior = None
+        if d.get("stage3") is not None:
+            shift = d["stage3"].get("shift") if isinstance(d["stage3"], dict) else None
+            if not isinstance(shift, dict) or not all(json_number(v) for v in shift.values()):
+                raise SchemaError(path, "expected {shift: {label: number}}", field="stage3")
+            prior = LabelPrior({str(k): float(v) for k, v in shift.items()})
+        fitted = d.get("fitted") if isinstance(d.get("fitted"), dict) else {}
+        return cls(str(d.get("name") or path.stem), head, prior, fitted)
+
+    @classmethod
+    def load(cls, adapter_folder: str | Path, name: str) -> Calibration:
+        """The calibration ``name`` kept beside ``adapter_folder``; a missing one names those that exist."""
+        path = calibration_path(adapter_folder, name)
+        if not path.exists():
+            have = available(adapter_folder)
+            raise FileNotFoundError(f"no calibration {name!r} in {path.parent} (there: {', '.join(have) or 'none'}); "
+                                    f"make one with: vista-distill calibrate --adapters {adapter_folder} --dev FILE "
+                                    f"--calibration {name}")
+        return cls.load_file(path)
+
+
+def calibration_path(adapter_folder: str | Path, name: str) -> Path:
+    return Path(adapter_folder) / FOLDER / f"{check_name(name)}.json"
+
+
+def available(adapter_folder: str | Path) -> list[str]:
+    return sorted(p.stem for p in (Path(adapter_folder) / FOLDER).glob("*.json"))
+
+
+def apply_calibration(backend: Any, calibration: Calibration) -> None:
+    """Put ``calibration``'s stage 2 head and stage 3 prior in ``backend`` (in process or served: both keep
+    ``heads`` and ``priors`` by stage); a stage the calibration leaves ``None`` keeps what it had."""
+    if not hasattr(backend, "heads") or not hasattr(backend, "priors"):
+        raise TypeError(f"{getattr(backend, 'name', type(backend).__name__)}: a calibration applies to the student "
+                        "(in process or served), not to this backend")
+    if calibration.stage2 is not None:
+        backend.heads["stage2"] = calibration.stage2
+    if calibration.stage3 is not None:
+        backend.priors["stage3"] = calibration.stage3
+    backend.calibration = calibration.name

@@ -1,0 +1,253 @@
+"""Fitting a calibration (:mod:`..backends.calibration`) on a labelled dev file: the student's stages 2-3 on the
+file's human claims, then per stage the candidates below compared by cross-validation over conversations (no
+conversation is in the fold it is fitted on and the fold it is judged on), the best by pooled out-of-fold accuracy
+refitted on the whole file. Ties keep the simpler candidate, so a calibration that does not help leaves training's.
+
+* stage 2 (VERIFIED vs not, on every human claim): ``as trained`` (the adapter with the head training fitted);
+  ``head refit`` (the logistic head on margin, PMI and word overlap, fitted on the dev claims, cut at 0.5);
+  ``head refit + threshold`` (the same head, its cut tuned on the fitting folds over 0.01-0.99, as FactCG's
+  ``--threshold-setting tune``). The overlap rule is reported beside them fixed (0.5) and tuned the same way.
+* stage 3 (on the human-unverifiable claims the student's stage 2 sent to stage 3): ``as trained``; ``label shift``
+  (a log-probability shift per label, coordinate ascent on the fitting folds: logit adjustment fitted on data).
+  The stage 3 wording rule (``backends/cheap_baselines.py: wording_category``, nothing fitted) is reported beside.
+
+McNemar's exact test (statsmodels) compares the chosen candidate's out-of-fold decisions with training's, and each
+stage reports its confusion matrices before and after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..backends.calibration import Calibration, check_name
+from ..backends.evidence_head import FEATURES, EvidenceHead, fit
+from ..backends.label_prior import LabelPrior
+from ..data.schema import STAGE3_LABELS, VERIFIED, Conversation
+
+THRESHOLDS = np.round(np.arange(0.01, 1.0, 0.01), 2)
+SHIFT_GRID = np.round(np.arange(-6.0, 6.01, 0.25), 2)
+MIN_CLAIMS = 8   # per stage, with both outcomes present, or the stage keeps training's
+
+
+def dev_fingerprint(conversations: Sequence[Conversation], path: str | Path | None = None) -> dict[str, Any]:
+    """What the calibration was fitted on: the file (when read from one), a SHA-256 of the conversations and its
+    size."""
+    blob = json.dumps([dataclasses.asdict(c) for c in conversations], sort_keys=True, ensure_ascii=False, default=str)
+    claims = sum(len(c.turns[i].gold_claims or []) for c in conversations for i in c.scored_turns)
+    return {"path": None if path is None else str(path), "sha256": hashlib.sha256(blob.encode()).hexdigest(),
+            "conversations": len(conversations), "claims": claims}
+
+
+def claim_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per human claim of the given-claims records: its conversation (the CV group), the human category,
+    stage 2's label and evidence features, stage 3's probabilities (where stage 3 ran)."""
+    rows = []
+    for r in records:
+        for c, gold in zip(r["claims"], r.get("gold_claims") or []):
+            s2, s3 = c.get("stage2") or {}, c.get("stage3") or {}
+            ev = s2.get("evidence") or {}
+            rows.append({"group": str(r["conversation_id"]), "text": c["text"], "human": gold["label"],
+                         "stage2": s2.get("label"),
+                         "features": {f: ev[f] for f in FEATURES if isinstance(ev.get(f), (int, float))},
+                         "stage3": s3.get("label"), "stage3_probs": s3.get("probs")})
+    return rows
+
+
+def _folds(groups: Sequence[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    from sklearn.model_selection import GroupKFold
+
+    n_groups = len(set(groups))
+    if n_groups < 2:
+        raise ValueError(f"cross-validation needs claims from at least 2 conversations, got {n_groups}")
+    idx = np.arange(len(groups))
+    return list(GroupKFold(n_splits=min(k, n_groups)).split(idx, groups=list(groups)))
+
+
+def _tuned_threshold(p: np.ndarray, y: np.ndarray) -> float:
+    """The cut over 0.01-0.99 with the best accuracy on (p, y); ties: the one nearest 0.5."""
+    accs = [((p > t) == y).mean() for t in THRESHOLDS]
+    best = max(accs)
+    return float(min((t for t, a in zip(THRESHOLDS, accs) if a == best), key=lambda t: abs(t - 0.5)))
+
+
+def _mcnemar(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
+    """McNemar's exact test on decisions ``a`` vs ``b`` (right / wrong against ``y``)."""
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    ra, rb = a == y, b == y
+    table = [[int((ra & rb).sum()), int((ra & ~rb).sum())], [int((~ra & rb).sum()), int((~ra & ~rb).sum())]]
+    if table[0][1] + table[1][0] == 0:
+        return {"only_first_right": 0, "only_second_right": 0, "p_value": 1.0}
+    return {"only_first_right": table[0][1], "only_second_right": table[1][0],
+            "p_value": float(mcnemar(table, exact=True).pvalue)}
+
+
+def _accuracy(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
+    import warnings
+
+    from sklearn.metrics import balanced_accuracy_score
+
+    with warnings.catch_warnings():   # a label predicted that no human gave is a miss, not a warning
+        warnings.simplefilter("ignore", UserWarning)
+        balanced = balanced_accuracy_score(y, pred) if len(set(y.tolist())) > 1 else None
+    return {"accuracy": round(float((y == pred).mean()), 4),
+            "balanced_accuracy": None if balanced is None else round(float(balanced), 4)}
+
+
+def _stage2_candidates() -> dict[str, Callable[[dict[str, np.ndarray], np.ndarray], EvidenceHead]]:
+    def head(feats: dict[str, np.ndarray], y: np.ndarray) -> EvidenceHead:
+        return fit({f: v.tolist() for f, v in feats.items()}, y.astype(bool).tolist())
+
+    def tuned(feats: dict[str, np.ndarray], y: np.ndarray) -> EvidenceHead:
+        h = head(feats, y)
+        return dataclasses.replace(h, threshold=_tuned_threshold(_p(h, feats), y))
+
+    return {"head refit": head, "head refit + threshold": tuned}
+
+
+def _p(head: EvidenceHead, feats: dict[str, np.ndarray]) -> np.ndarray:
+    n = len(next(iter(feats.values())))
+    get = lambda f, i: float(feats[f][i]) if f in feats else 0.0  # noqa: E731
+    return np.array([head.p_verified(get("margin", i), get("pmi", i), get("overlap", i)) for i in range(n)])
+
+
+def calibrate_stage2(rows: Sequence[dict[str, Any]], folds: int = 5) -> dict[str, Any]:
+    """The stage 2 candidates' out-of-fold figures, the chosen one, and (when it is a refit) its head on all rows."""
+    rows = [r for r in rows if r["stage2"] and set(FEATURES) <= set(r["features"])]
+    y = np.array([r["human"] == VERIFIED for r in rows], dtype=int)
+    if len(rows) < MIN_CLAIMS or len(set(y.tolist())) < 2:
+        return {"kept": f"too few claims: {len(rows)} with stage 2 features, {len(set(y.tolist()))} outcome(s) "
+                        f"(needs {MIN_CLAIMS}, both)", "claims": len(rows)}
+    groups = [r["group"] for r in rows]
+    feats = {f: np.array([r["features"][f] for r in rows], dtype=float) for f in FEATURES}
+    splits = _folds(groups, folds)
+    oof: dict[str, np.ndarray] = {"as trained": np.array([r["stage2"] == VERIFIED for r in rows], dtype=int)}
+    overlap = feats["overlap"]
+    oof["overlap rule (0.5)"] = (overlap >= 0.5).astype(int)
+    for name, make in _stage2_candidates().items():
+        oof[name] = np.zeros(len(rows), dtype=int)
+        for train, test in splits:
+            h = make({f: v[train] for f, v in feats.items()}, y[train])
+            oof[name][test] = [h.says_verified(p) for p in _p(h, {f: v[test] for f, v in feats.items()})]
+    oof["overlap rule, tuned"] = np.zeros(len(rows), dtype=int)
+    for train, test in splits:
+        oof["overlap rule, tuned"][test] = overlap[test] > _tuned_threshold(overlap[train], y[train])
+    student = ("as trained", *_stage2_candidates())
+    figures = {name: _accuracy(y, oof[name]) for name in student}
+    chosen = max(student, key=lambda n: (figures[n]["accuracy"], -student.index(n)))
+    out: dict[str, Any] = {"claims": len(rows), "verified": int(y.sum()), "folds": len(splits),
+                           "conversations": len(set(groups)), "cross_validated": figures, "chosen": chosen,
+                           "rules_beside": {n: _accuracy(y, p) for n, p in oof.items() if n not in student},
+                           "mcnemar_chosen_vs_as_trained": _mcnemar(y, oof[chosen], oof["as trained"]),
+                           "confusion_as_trained": _confusion2(y, oof["as trained"]),
+                           "confusion_chosen": _confusion2(y, oof[chosen])}
+    if chosen != "as trained":
+        head = _stage2_candidates()[chosen](feats, y)
+        out["head"] = dataclasses.replace(head, fitted={"on": "calibration dev claims", "claims": len(rows)})
+    return out
+
+
+def _confusion2(y: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
+    from sklearn.metrics import confusion_matrix
+
+    return {"labels": ["UNVERIFIABLE", "VERIFIED"], "rows_human_cols_predicted":
+            confusion_matrix(y, pred, labels=[0, 1]).tolist()}
+
+
+def _shift_predict(logp: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    return np.argmax(logp + shift, axis=1)
+
+
+def fit_shift(logp: np.ndarray, y: np.ndarray, rounds: int = 3) -> np.ndarray:
+    """Per-label log-probability shifts maximising accuracy on (logp, y): coordinate ascent over ``SHIFT_GRID``,
+    label by label; ties keep the smaller shift."""
+    shift = np.zeros(logp.shape[1])
+    for _ in range(rounds):
+        moved = False
+        for j in range(logp.shape[1]):
+            def acc(v: float) -> float:
+                s = shift.copy()
+                s[j] = v
+                return float((_shift_predict(logp, s) == y).mean())
+            best = max(SHIFT_GRID, key=lambda v: (acc(v), -abs(v)))
+            if best != shift[j]:
+                shift[j], moved = best, True
+        if not moved:
+            break
+    return shift
+
+
+def calibrate_stage3(rows: Sequence[dict[str, Any]], folds: int = 5) -> dict[str, Any]:
+    """The stage 3 candidates' out-of-fold figures on the human-unverifiable claims stage 3 labelled, the chosen
+    one, and (when it is the shift) the shift fitted on all of them."""
+    labels = list(STAGE3_LABELS)
+    rows = [r for r in rows if r["human"] in labels and isinstance(r["stage3_probs"], dict)
+            and all(isinstance(r["stage3_probs"].get(lab), (int, float)) for lab in labels)]
+    y = np.array([labels.index(r["human"]) for r in rows], dtype=int)
+    if len(rows) < MIN_CLAIMS or len(set(y.tolist())) < 2:
+        return {"kept": f"too few claims: {len(rows)} human-unverifiable with stage 3 output, "
+                        f"{len(set(y.tolist()))} category(ies) (needs {MIN_CLAIMS}, two)", "claims": len(rows)}
+    logp = np.log(np.clip(np.array([[r["stage3_probs"][lab] for lab in labels] for r in rows], dtype=float),
+                          1e-12, None))
+    splits = _folds([r["group"] for r in rows], folds)
+    oof = {"as trained": np.argmax(logp, axis=1), "label shift": np.zeros(len(rows), dtype=int)}
+    for train, test in splits:
+        oof["label shift"][test] = _shift_predict(logp[test], fit_shift(logp[train], y[train]))
+    figures = {name: _accuracy(y, pred) for name, pred in oof.items()}
+    chosen = "label shift" if figures["label shift"]["accuracy"] > figures["as trained"]["accuracy"] else "as trained"
+    from sklearn.metrics import confusion_matrix
+
+    from ..backends.cheap_baselines import wording_category
+
+    wording = np.array([labels.index(wording_category(r["text"])) for r in rows])
+    out: dict[str, Any] = {
+        "claims": len(rows), "folds": len(splits), "cross_validated": figures, "chosen": chosen,
+        "rules_beside": {"wording rule": _accuracy(y, wording)},
+        "mcnemar_chosen_vs_as_trained": _mcnemar(y, oof[chosen], oof["as trained"]), "labels": labels,
+        "confusion_as_trained": confusion_matrix(y, oof["as trained"], labels=range(len(labels))).tolist(),
+        "confusion_chosen": confusion_matrix(y, oof[chosen], labels=range(len(labels))).tolist()}
+    if chosen == "label shift":
+        out["shift"] = {lab: float(v) for lab, v in zip(labels, fit_shift(logp, y))}
+    return out
+
+
+def fit_calibration(records: Sequence[dict[str, Any]], name: str, dev: dict[str, Any], folds: int = 5,
+                    stage3_prior: LabelPrior | None = None) -> Calibration:
+    """The calibration the given-claims ``records`` (stages 2-3 on the dev file's human claims, stage 2 with its
+    evidence features) choose; ``stage3_prior``: the prior stage 3 ran with (a fitted shift adds to it)."""
+    check_name(name)
+    rows = claim_rows(records)
+    if not rows:
+        raise ValueError("the dev conversations hold no human claims (turns' human_claims with their categories): "
+                         "nothing to calibrate on")
+    s2, s3 = calibrate_stage2(rows, folds), calibrate_stage3(rows, folds)
+    head = s2.pop("head", None)
+    prior = None
+    if "shift" in s3:
+        before = stage3_prior.shift if stage3_prior is not None else {}
+        prior = LabelPrior({lab: before.get(lab, 0.0) + v for lab, v in s3["shift"].items()})
+    return Calibration(name, head, prior, {"dev": dev, "stage2": s2, "stage3": s3})
+
+
+def summary_rows(cal: Calibration) -> list[tuple[str, str, str, str, str]]:
+    """(stage, candidate, accuracy, balanced accuracy, chosen) for the terminal table: the student's candidates,
+    then the rules beside them."""
+    out = []
+    for stage in ("stage2", "stage3"):
+        info = cal.fitted.get(stage) or {}
+        if "kept" in info:
+            out.append((stage, "as trained (kept)", "-", "-", info["kept"]))
+            continue
+        rules = {f"{name} (beside)": fig for name, fig in info.get("rules_beside", {}).items()}
+        for name, fig in {**info.get("cross_validated", {}), **rules}.items():
+            ba = fig.get("balanced_accuracy")
+            out.append((stage, name, f"{100 * fig['accuracy']:.1f}", "-" if ba is None else f"{100 * ba:.1f}",
+                        "chosen" if name == info.get("chosen") else ""))
+    return out
