@@ -332,19 +332,14 @@ class VistaScorer:
             The :class:`~vista_distill.backends.calibration.Calibration`: per stage the candidates' cross-validated
             accuracy and the one chosen; a stage whose refit did not do better keeps what it had.
         """
-        from .scoring.calibrate import dev_fingerprint, fit_calibration
+        from .scoring.calibrate import dev_fingerprint, dev_records, fit_calibration
 
         backend = self.backend
         if getattr(backend, "adapter_folder", None) is None or not hasattr(backend, "evidence_features"):
             raise TypeError("calibrate: needs the student in process with its stage adapters "
                             "(VistaScorer.from_pretrained(adapters) or VistaScorer(adapters=...))")
         convs = as_conversations(conversations)
-        features = backend.evidence_features
-        backend.evidence_features = True   # margin, PMI and overlap of every stage 2 claim, head or not
-        try:
-            records, _ = run_given_claims(convs, self.config, backend, evidence_seed=None)
-        finally:
-            backend.evidence_features = features
+        records = dev_records(convs, self.config, backend)
         cal = fit_calibration(records, name, dev_fingerprint(convs, dev_path), folds, backend.priors.get("stage3"))
         if save:
             cal.save(backend.adapter_folder)

@@ -41,7 +41,8 @@ def result_name(m: dict[str, Any], tag: str = "") -> str:
     (the date is inside the file)."""
     import re
 
-    words = re.findall(r"[a-z0-9]+", m["cpu"].split(",")[0].lower())   # "CPU AMD EPYC (torch: AVX512-BF16; ...)"
+    # "CPU AMD EPYC (torch: AVX512-BF16; native bf16)" -> amd-epyc-avx512-bf16
+    words = re.findall(r"[a-z0-9]+", m["cpu"].split(",")[0].split(";")[0].lower())
     cpu = "-".join(w for w in dict.fromkeys(words) if w not in ("cpu", "torch", "native"))
     return f"{cpu}_{tag}" if tag else cpu
 

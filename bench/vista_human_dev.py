@@ -1,11 +1,18 @@
 """python bench/vista_human_dev.py --adapters runs/demo-cpu/checkpoints [--silver runs/demo-cpu/silver] [--tag T]
+python bench/vista_human_dev.py --adapters runs/demo-cpu/checkpoints --calibration [--seeds 5]
 
 A demo run's student on the VISTA human dev set (``../shared/data/vista_human/dev.json``, validation only: never a
 test), beside the prompted base and the cheap rules (majority, overlap, pmi): the whole pipeline per turn under the
 safe rule (VISTA's gold rule on this set), the turn verdicts each system gives the human claims, stage 2 on the human
 claims part by part, and stage 3's confusion against the human categories.
 
-Writes bench/results/vista_human_dev/<cpu>[_<tag>].json and .md (the eval run folder goes to /tmp)."""
+Writes bench/results/vista_human_dev/<cpu>[_<tag>].json and .md (the eval run folder goes to /tmp).
+
+With ``--calibration``: what ``vista-distill calibrate`` gives on this set. The student's stages 2-3 run once on the
+human claims; then the calibration's cross-validated choice over the 35 conversations (fixed vs tuned, for the
+student and the overlap rule, with McNemar and stage 3's confusion before and after), and the dev-size curve: a
+calibration fitted on k conversations (``--seeds`` draws each) and judged on the conversations it did not see.
+Writes bench/results/vista_human_dev/calibration_<cpu>.md, .json and .png."""
 
 from __future__ import annotations
 
@@ -34,7 +41,11 @@ def main() -> None:
     ap.add_argument("--tag", default="demo")
     ap.add_argument("--dev", type=Path, default=DEV)
     ap.add_argument("--systems", nargs="+", default=SYSTEMS, choices=SYSTEMS)
+    ap.add_argument("--calibration", action="store_true", help="measure calibrate on the set (see above)")
+    ap.add_argument("--seeds", type=int, default=5, help="--calibration: draws per dev-set size")
     a = ap.parse_args()
+    if a.calibration:
+        return calibration(a)
     from vista_distill.config import load_recipe
     from vista_distill.scoring.metrics import OVERALL
     from vista_distill.eval.run import run_eval
@@ -99,6 +110,106 @@ def main() -> None:
                       f"{_pct(p['overlap_rule'])}."]
     path.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print(path.with_suffix(".md").read_text())
+
+
+def calibration(a: argparse.Namespace) -> None:
+    import numpy as np
+    from vista_distill.data.io import read_conversations
+    from vista_distill.scorer import VistaScorer
+    from vista_distill.scoring.calibrate import (claim_rows, dev_fingerprint, dev_records, fit_calibration,
+                                                 held_out_accuracy, summary_rows)
+
+    m = harness.machine()
+    convs = read_conversations(a.dev)
+    scorer = VistaScorer.from_pretrained(a.adapters)
+    t0 = time.perf_counter()
+    records = dev_records(convs, scorer.config, scorer.backend)
+    seconds = round(time.perf_counter() - t0)
+    prior = scorer.backend.priors.get("stage3")
+    cal = fit_calibration(records, "vista-human-dev", dev_fingerprint(convs, a.dev), 5, prior)
+    by_conv: dict[str, list[dict]] = {}
+    for r in records:
+        by_conv.setdefault(str(r["conversation_id"]), []).append(r)
+    ids = sorted(by_conv)
+    curve = []
+    for k in [n for n in (4, 8, 12, 16, 20, 24, 28) if n < len(ids) - 2]:
+        draws = []
+        for seed in range(a.seeds):
+            fit_ids = set(np.random.default_rng(seed).choice(ids, k, replace=False).tolist())
+            fit_recs = [r for i in fit_ids for r in by_conv[i]]
+            rest = claim_rows([r for i in ids if i not in fit_ids for r in by_conv[i]])
+            try:
+                c = fit_calibration(fit_recs, f"k{k}", {}, 5, prior)
+            except ValueError:
+                continue
+            draws.append(held_out_accuracy(c, rest))
+        row = {"conversations": k, "draws": len(draws)}
+        for stage in ("stage2", "stage3"):
+            for which in ("as_trained", "calibrated"):
+                v = [d[stage][which] for d in draws if d[stage][which] is not None]
+                row[f"{stage}_{which}"] = (float(np.mean(v)), float(np.std(v))) if v else None
+        curve.append(row)
+    out = {"machine": m, "commit": harness.commit(), "adapters": str(a.adapters), "dev": str(a.dev),
+           "seconds_student": seconds, "calibration": cal.to_dict(), "curve": curve}
+    stem = "calibration_" + harness.result_name(m, None)
+    path = harness.save(OUT, stem, out)
+    _plot_curve(curve, path.with_suffix(".png"))
+    lines = ["# calibrate on the VISTA human dev set", "",
+             harness.header(m, f"adapters `{a.adapters}`; {cal.fitted['dev']['claims']} human claims in "
+                               f"{cal.fitted['dev']['conversations']} conversations; student {seconds} s. Command: "
+                               f"`python bench/vista_human_dev.py --adapters {a.adapters} --calibration`."), "",
+             f"Cross-validated by conversation ({cal.fitted['stage2'].get('folds', 5)} folds; what `vista-distill "
+             "calibrate` prints):", "",
+             "| stage | candidate | accuracy % | balanced accuracy % | chosen |", "| --- | --- | ---: | ---: | --- |"]
+    lines += [f"| {' | '.join(r)} |" for r in summary_rows(cal)]
+    for stage in ("stage2", "stage3"):
+        f = cal.fitted[stage]
+        if "mcnemar_chosen_vs_as_trained" in f:
+            mc = f["mcnemar_chosen_vs_as_trained"]
+            lines += ["", f"{stage}: chosen `{f['chosen']}`; McNemar vs as trained: {mc['only_first_right']} claims "
+                          f"only the chosen gets right, {mc['only_second_right']} only as trained, p = "
+                          f"{mc['p_value']:.3g}."]
+    s3 = cal.fitted["stage3"]
+    if "labels" in s3:
+        for which in ("as_trained", "chosen"):
+            lines += ["", f"Stage 3 confusion, {which.replace('_', ' ')} (rows human, columns predicted; out of fold):",
+                      "", "| human \\ predicted | " + " | ".join(s3["labels"]) + " |",
+                      "| --- |" + " ---: |" * len(s3["labels"])]
+            lines += [f"| {lab} | " + " | ".join(map(str, row)) + " |"
+                      for lab, row in zip(s3["labels"], s3[f"confusion_{which}"])]
+    lines += ["", f"Dev-size curve: a calibration fitted on k conversations, judged on the others ({a.seeds} draws "
+                  f"each; mean ± sd, %; `{path.with_suffix('.png').name}`):", "",
+              "| k | draws | stage 2 as trained | stage 2 calibrated | stage 3 as trained | stage 3 calibrated |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    ms = lambda v: "–" if v is None else f"{100 * v[0]:.1f} ± {100 * v[1]:.1f}"  # noqa: E731
+    lines += [f"| {r['conversations']} | {r['draws']} | {ms(r['stage2_as_trained'])} | {ms(r['stage2_calibrated'])} | "
+              f"{ms(r['stage3_as_trained'])} | {ms(r['stage3_calibrated'])} |" for r in curve]
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print(path.with_suffix(".md").read_text())
+
+
+def _plot_curve(curve: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharex=True)
+    for ax, stage in zip(axes, ("stage2", "stage3")):
+        for which, style in (("as_trained", "--"), ("calibrated", "-")):
+            pts = [(r["conversations"], *r[f"{stage}_{which}"]) for r in curve if r[f"{stage}_{which}"]]
+            if pts:
+                k, mean, sd = zip(*pts)
+                ax.errorbar(k, [100 * x for x in mean], yerr=[100 * x for x in sd], linestyle=style, marker="o",
+                            capsize=3, label=which.replace("_", " "))
+        ax.set_title(f"{stage}, held-out conversations")
+        ax.set_xlabel("dev conversations the calibration saw")
+        ax.set_ylabel("accuracy %")
+        if ax.lines:
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

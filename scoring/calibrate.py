@@ -45,6 +45,20 @@ def dev_fingerprint(conversations: Sequence[Conversation], path: str | Path | No
             "conversations": len(conversations), "claims": claims}
 
 
+def dev_records(conversations: Sequence[Conversation], config: Any, backend: Any) -> list[dict[str, Any]]:
+    """Stages 2-3 of the in-process student ``backend`` on the human claims of ``conversations``, every stage 2
+    claim with its label margin, claim PMI and word overlap (``evidence``), whether a head applies or not."""
+    from .run import run_given_claims
+
+    features = backend.evidence_features
+    backend.evidence_features = True
+    try:
+        records, _ = run_given_claims(conversations, config, backend, evidence_seed=None)
+    finally:
+        backend.evidence_features = features
+    return records
+
+
 def claim_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per human claim of the given-claims records: its conversation (the CV group), the human category,
     stage 2's label and evidence features, stage 3's probabilities (where stage 3 ran)."""
@@ -216,6 +230,28 @@ def calibrate_stage3(rows: Sequence[dict[str, Any]], folds: int = 5) -> dict[str
     if chosen == "label shift":
         out["shift"] = {lab: float(v) for lab, v in zip(labels, fit_shift(logp, y))}
     return out
+
+
+def held_out_accuracy(cal: Calibration, rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """On claim rows the calibration was not fitted on: stage 2 (VERIFIED or not) and stage 3 (category of the
+    human-unverifiable claims stage 3 labelled) accuracy as trained and as calibrated."""
+    labels = list(STAGE3_LABELS)
+    r2 = [r for r in rows if r["stage2"] and set(FEATURES) <= set(r["features"])]
+    y2 = np.array([r["human"] == VERIFIED for r in r2], dtype=int)
+    trained2 = np.array([r["stage2"] == VERIFIED for r in r2], dtype=int)
+    cal2 = trained2
+    if cal.stage2 is not None and r2:
+        feats = {f: np.array([r["features"][f] for r in r2]) for f in FEATURES}
+        cal2 = np.array([cal.stage2.says_verified(p) for p in _p(cal.stage2, feats)], dtype=int)
+    r3 = [r for r in rows if r["human"] in labels and isinstance(r["stage3_probs"], dict)]
+    y3 = np.array([labels.index(r["human"]) for r in r3], dtype=int)
+    logp = np.log(np.clip(np.array([[r["stage3_probs"].get(lab, 0.0) for lab in labels] for r in r3], dtype=float),
+                          1e-12, None)).reshape(len(r3), len(labels))
+    delta = np.array([(cal.fitted.get("stage3") or {}).get("shift", {}).get(lab, 0.0) for lab in labels])
+    acc = lambda y, p: float((y == p).mean()) if len(y) else None  # noqa: E731
+    return {"stage2": {"claims": len(r2), "as_trained": acc(y2, trained2), "calibrated": acc(y2, cal2)},
+            "stage3": {"claims": len(r3), "as_trained": acc(y3, np.argmax(logp, axis=1)),
+                       "calibrated": acc(y3, _shift_predict(logp, delta))}}
 
 
 def fit_calibration(records: Sequence[dict[str, Any]], name: str, dev: dict[str, Any], folds: int = 5,
