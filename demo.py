@@ -171,9 +171,11 @@ def _print_closing(recipe: Any, result: Any, times: dict[str, float], total: flo
     term.print(f"report:    {result.out_dir / 'report.md'}")
 
 
-def _student_tests(results: dict) -> list[tuple[str, str, float, int, float]]:
+def _student_tests(results: dict) -> list[tuple[str, str, float, int, float | None]]:
     """(level, other system, student's accuracy minus the other's, n, McNemar p) for the student against every
-    other system: claims (stage 2, human claims) and turns under each rule."""
+    other system: claims (stage 2, human claims) and turns under each rule; then each stage against its rule
+    (eval/stage_rules.py; stage 1: claim F1, no paired test)."""
+    from .eval.stage_rules import stage_rule_rows
     from .scoring.metrics import OVERALL
 
     rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
@@ -186,7 +188,13 @@ def _student_tests(results: dict) -> list[tuple[str, str, float, int, float]]:
                 other = p["system_2"] if p["system_1"] == "student" else p["system_1"]
                 delta = (p.get("delta") or 0) * (1 if p["system_1"] == "student" else -1)
                 out.append((label, other, delta, p["n"], p["pvalue"]))
+    for stage, name, n, mine, rule, p in stage_rule_rows(results.get("stage_rules")):
+        if name == "student" and mine is not None and rule is not None:
+            out.append((f"stage {stage}", _STAGE_RULE[stage[0]], mine - rule, n, p))
     return out
+
+
+_STAGE_RULE = {"1": "splitter", "2": "overlap rule", "3": "wording rule"}
 
 
 def _system_rows(results: dict) -> list[tuple[str, list[str], str]]:
@@ -228,8 +236,8 @@ def _summary_tables(results: dict) -> list:
                          ["system", *(f"turns\n{r}" for r in rules), "claims\n(stage 2)", "turns/s"],
                          [[name, *cells, speed] for name, cells, speed in _system_rows(results)],
                          max_width={len(rules) + 2: 36})   # "12345.67 (100% from the call cache)" on one line
-    tests = make_table("student - other system (McNemar, exact)", ["level", "other", "accuracy\ndifference", "n", "p"],
-                       [[label, other, f"{delta:+.3f}", n, f"{p:.2g}"]
+    tests = make_table("student - other system or stage rule (McNemar, exact)", ["level", "other", "accuracy\ndifference", "n", "p"],
+                       [[label, other, f"{delta:+.3f}", n, "-" if p is None else f"{p:.2g}"]
                         for label, other, delta, n, p in _student_tests(results)])
     evidence = evidence_table({n: s.get("evidence") for n, s in (results.get("systems") or {}).items()})
     return [systems] + ([tests] if tests.row_count else []) + ([evidence] if evidence is not None else [])
@@ -270,7 +278,8 @@ def _headline(results: dict) -> list[str]:
                       f"own vs foreign reference AUC {_num(ev.get('foreign_reference_auc'))}"]
         lines.append(f"{name:8s} " + ", ".join(parts) + (f", {speed} turns/s" if cells[0] != "-" else f", {speed}"))
     for label, other, delta, n, p in _student_tests(results):
-        lines.append(f"student - {other}, {label}: {delta:+.3f} over {n}, McNemar p = {p:.2g}")
+        lines.append(f"student - {other}, {label}: {delta:+.3f} over {n}"
+                     + ("" if p is None else f", McNemar p = {p:.2g}"))
     return lines
 
 

@@ -45,6 +45,7 @@ from .comparison import (
     significance,
 )
 from .errors import EvalError
+from .stage_rules import stage_rules_section
 from ..scoring.evidence import evidence_metrics
 from ..scoring.significance import MCNEMAR_VARIANTS
 from .systems import (
@@ -244,7 +245,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
         torch.set_num_threads(threads_before)
     runs = {n: runs[n] for n in names}
     _write_records(out_dir / "records", runs)
-    results = _results(recipe, names, material_info, runs, hw.threads.threads)
+    results = _results(recipe, names, material_info, runs, hw.threads.threads, conversations)
     results["wall_s"] = round(time.perf_counter() - t_start, 3)
     results["hardware"] = hw.to_dict()   # beside the timings, outside the fingerprint
     results["model_loads"] = dict(backends.loads)   # each in-process model once where both fit (ModelLoader)
@@ -376,7 +377,7 @@ def _write_records(records_dir: Path, runs: dict[str, SystemRun]) -> None:
 
 
 def _results(recipe: Recipe, names: list[str], material: dict[str, Any], runs: dict[str, SystemRun],
-             threads: int) -> dict[str, Any]:
+             threads: int, conversations: list[Conversation]) -> dict[str, Any]:
     """results.json's content up to its fingerprint: metrics, majority label, significance and intervals."""
     e = recipe.eval
     matcher = M.ClaimMatcher(threshold=e.match_threshold, use_embeddings=e.match_embeddings)
@@ -417,6 +418,9 @@ def _results(recipe: Recipe, names: list[str], material: dict[str, Any], runs: d
     given = given_claims_section(runs, e.mcnemar, e.calibration_bins, e.rules)
     if given is not None:
         results["given_claims"] = given
+    stages = stage_rules_section(runs, conversations, matcher, e.mcnemar)
+    if stages is not None:
+        results["stage_rules"] = stages
     results["fingerprint"] = fingerprint(results)
     return results
 

@@ -63,6 +63,14 @@ def embedded_backend():
 
 
 @pytest.fixture(scope="session")
+def tiny_smollm2(tmp_path_factory) -> Path:
+    """The embedded model's architecture and tokenizer at two layers and random weights (tests/tiny_models.py)."""
+    from tiny_models import build_tiny_smollm2
+
+    return build_tiny_smollm2(tmp_path_factory.mktemp("tiny-smollm2"))
+
+
+@pytest.fixture(scope="session")
 def trained_student(tmp_path_factory):
     """Three stage adapters trained 3 steps on the bundled sample's silver data (float32, rank 8, last four
     layers), and the recipe they were trained with: the student the served-student tests serve."""

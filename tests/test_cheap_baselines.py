@@ -113,16 +113,18 @@ def test_pmi_rule_labels_by_the_base_models_pmi_and_leaves_its_heads_alone(embed
         assert f.probs[V] == pytest.approx(m.probs[V]) and f.meta["evidence"]["pmi"] == 0.0
 
 
-def test_eval_runs_the_cheap_baselines_beside_the_student_with_mcnemar(tmp_path, sample_path):
+def test_eval_runs_the_cheap_baselines_beside_the_student_with_mcnemar(tmp_path, sample_path, tiny_smollm2):
     """run_eval with majority, overlap and pmi: each a system with records, turn and claim metrics, and a McNemar
-    test against every other; pmi's threshold is fitted on the silver validation split and saved."""
+    test against every other; pmi's threshold is fitted on the silver validation split and saved (pmi on the tiny
+    random SmolLM2: the fit and the records are tested, not the figures)."""
     from test_eval_report import RECIPE, _overrides
     from test_train import distill_sample
     from vista_distill.config import load_recipe
     from vista_distill.eval.run import run_eval
 
     silver = distill_sample(tmp_path / "silver")
-    recipe = load_recipe(RECIPE, [*_overrides(tmp_path), f"distill.output_dir={silver}", "eval.given_claims=true"])
+    recipe = load_recipe(RECIPE, [*_overrides(tmp_path), f"distill.output_dir={silver}", "eval.given_claims=true",
+                                  f"student.model={tiny_smollm2}"])
     result = run_eval(recipe, input_path=str(sample_path), output_dir=tmp_path / "out",
                       systems=["majority", "overlap", "pmi"])
     systems = result.results["systems"]

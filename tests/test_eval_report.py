@@ -29,14 +29,15 @@ def _overrides(tmp: Path) -> list[str]:
             "eval.bootstrap=200", "eval.threads=1", f"eval.rules=[{', '.join(RULES)}]", "pipeline.max_new_tokens={llm_judge: 48, factscore_decompose: 64, stage1: 64}"]
 
 
-def _identity_adapters(root: Path) -> None:
+def _identity_adapters(root: Path, model: Path | None = None) -> None:
     """Untrained LoRA adapters (B = 0, so the student equals the base model with the compact prompts):
-    enough to exercise adapter loading and the student's prompts without a training run."""
+    enough to exercise adapter loading and the student's prompts without a training run. ``model``: another base
+    than the embedded one (the tiny random SmolLM2 of the tests of run mechanics)."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
     from vista_distill.backends.model_loading import quiet_peft_wrap, resolve_model
 
-    path = resolve_model(None)
+    path = str(model) if model is not None else resolve_model(None)
     for stage in ("stage1", "stage2", "stage3"):
         with quiet_peft_wrap():
             model = get_peft_model(AutoModelForCausalLM.from_pretrained(path),
@@ -96,6 +97,18 @@ def test_student_runs_with_adapters_and_compact_prompts(run):
     assert page.count("data:image/png;base64,") == 3 and "http" not in page.split("<script>")[0].split("</style>")[0]
     pairs = run.results["significance"]["by_rule"]["safe"]["sample"]
     assert ("student", "teacher") in {(p["system_1"], p["system_2"]) for p in pairs}
+
+
+def test_stage_one_beside_the_sentence_splitter(run):
+    """Each model-backed system's stage 1 beside the sentence splitter, on the sample's human decompositions."""
+    stage1 = run.results["stage_rules"]["stage1"]
+    assert set(stage1["systems"]) == {"student", "teacher"}       # not the prompted baselines
+    n_gold = sum(len(r["gold_claims"]) for r in run.systems["teacher"].records if r["scored"] and r["gold_claims"])
+    for name, s in stage1["systems"].items():
+        assert s["human_claims"] == n_gold > 0 and 0 <= s["f1"] <= 1 and 0 <= s["rule"]["f1"] <= 1
+    assert stage1["systems"]["teacher"]["f1"] == 1.0                 # the labels teacher's claims are the human ones
+    report = (run.out_dir / "report.md").read_text()
+    assert "## Stage by stage, beside each stage's rule" in report and "| 1 claims F1 | student |" in report
 
 
 def test_baseline_records_have_verdicts_and_raw_outputs(run):
@@ -218,11 +231,12 @@ def test_model_loader_keeps_one_model_where_two_do_not_fit(tmp_path):
     assert roomy.both_fit() and roomy._base is not None and roomy._student is not None
 
 
-def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_path):
+def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_path, tiny_smollm2):
     """eval.max_minutes: conversations in a seeded order, every system on a first round, then on what that pace fits
-    in the rest of the budget; a spent budget stops there and the report says how much of the material ran."""
-    _identity_adapters(tmp_path / "checkpoints")
-    ov = [*_overrides(tmp_path), "eval.round_size=1", "eval.given_claims=true",
+    in the rest of the budget; a spent budget stops there and the report says how much of the material ran. On the
+    tiny random SmolLM2: rounds and budgets are tested, not what is said."""
+    _identity_adapters(tmp_path / "checkpoints", tiny_smollm2)
+    ov = [*_overrides(tmp_path), f"student.model={tiny_smollm2}", "eval.round_size=1", "eval.given_claims=true",
           "pipeline.max_new_tokens={stage1: 32, stage3: 16}"]   # rounds and budgets are tested, not what is said
     whole = run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=60"]), input_path=str(sample_path), limit=2,
                      output_dir=tmp_path / "whole", systems=["student", "base"])
@@ -338,12 +352,14 @@ def test_eval_killed_mid_run_reuses_the_systems_it_finished(tmp_path, sample_pat
     assert not journal.exists()
 
 
-def test_a_claim_level_only_system_runs_no_stage1_while_the_claims_are_given(tmp_path, sample_path, capsys):
+def test_a_claim_level_only_system_runs_no_stage1_while_the_claims_are_given(tmp_path, sample_path, capsys,
+                                                                           tiny_smollm2):
     """eval.claim_level_only: with the human claims given, the base runs stages 2-3 on them (paired with the student
     there) and no stage 1, while the student runs both, and the command's table says so; without given claims the
-    base runs the whole pipeline; a system with no claim level is refused, naming the setting."""
-    _identity_adapters(tmp_path / "checkpoints")
-    ov = [*_overrides(tmp_path), "eval.evidence=false", "pipeline.max_new_tokens={stage1: 32, stage3: 16}",
+    base runs the whole pipeline; a system with no claim level is refused, naming the setting. On the tiny random
+    SmolLM2: which stages run is tested, not what they say."""
+    _identity_adapters(tmp_path / "checkpoints", tiny_smollm2)
+    ov = [*_overrides(tmp_path), f"student.model={tiny_smollm2}", "eval.evidence=false", "pipeline.max_new_tokens={stage1: 32, stage3: 16}",
           "eval.claim_level_only=[base]"]
     out = tmp_path / "out"
     assert main(["eval", "--config", str(RECIPE), "--input", str(sample_path), "--limit", "2", "--systems",

@@ -133,10 +133,13 @@ def test_probes_change_only_the_reference_of_the_engines_requests(sample_path):
     assert probe_requests(results, seed=0)[1] == requests
 
 
-def test_scorer_reports_the_evidence_metrics_with_a_real_model(sample_path, embedded_backend, tmp_path):
+def test_scorer_reports_the_evidence_metrics_from_a_transformers_backend(sample_path, tiny_smollm2, tmp_path):
+    from vista_distill.backends.transformers import TransformersBackend
+
     sample = read_conversations(sample_path)
-    # the compact prompts and short budgets keep the real model's run short; the probes are what is tested
-    result = VistaScorer(backend=embedded_backend, style="compact",
+    # the probes are what is tested, not what is said: the tiny random SmolLM2, compact prompts and short budgets
+    backend = TransformersBackend(str(tiny_smollm2), dtype="float32", batch_size=8)
+    result = VistaScorer(backend=backend, style="compact",
                          max_new_tokens={"stage1": 32, "stage3": 16}).score(sample, evidence=True)
     ev = result.summary["evidence"]
     assert set(ev) >= {"deletion_flip_rate", "foreign_reference_auc", "claim_only_accuracy", "accuracy"}
@@ -154,5 +157,5 @@ def test_scorer_reports_the_evidence_metrics_with_a_real_model(sample_path, embe
     page = (tmp_path / "s.report.html").read_text()
     assert "Does it read its evidence?" in page and "own vs foreign reference AUC" in page
     # without human claims, or when not asked: no probes
-    assert "evidence" not in VistaScorer(backend=embedded_backend, style="compact",
+    assert "evidence" not in VistaScorer(backend=backend, style="compact",
                                          max_new_tokens={"stage1": 32, "stage3": 16}).score(sample[:1]).summary

@@ -108,7 +108,9 @@ def test_backend_reads_the_claim_logprob_and_applies_the_head(tmp_path):
     assert all("evidence" not in o.meta for o in plain)
 
 
-def test_fit_after_training_reads_the_silver_validation_split(tmp_path):
+def test_fit_after_training_reads_the_silver_validation_split(tmp_path, tiny_smollm2):
+    """The fit reads the silver validation split through the adapter (the tiny random SmolLM2's: what is read and
+    saved is tested, not the weights' values)."""
     from test_contrast import FAITHDIAL
     from test_distill import write_recipe
     from test_eval_report import _identity_adapters
@@ -118,10 +120,10 @@ def test_fit_after_training_reads_the_silver_validation_split(tmp_path):
 
     path = write_recipe(tmp_path / "r.yaml", tmp_path / "silver", distill={"validation_fraction": 0.5},
                         data={"train": [{"benchmark": "file", "source": str(FAITHDIAL), "n": 90}]},
-                        student={"dtype": "float32"})
+                        student={"dtype": "float32", "model": str(tiny_smollm2)})
     recipe = load_recipe(path)
     run_distill(recipe, progress=False)
-    _identity_adapters(tmp_path / "ad")
+    _identity_adapters(tmp_path / "ad", tiny_smollm2)
     info = fit_evidence_head(recipe, tmp_path / "ad" / "stage2")
     head = EvidenceHead.load(tmp_path / "ad" / "stage2")
     assert info["split"] == "silver validation split" and info["examples"] >= 40 and info["skipped"] == 0

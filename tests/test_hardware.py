@@ -190,13 +190,13 @@ def test_every_shipped_recipe_asks_for_auto():
         assert (r.student.dtype, r.teacher.dtype, r.train.bf16) == ("auto", "auto", "auto"), path.name
 
 
-def test_score_says_precision_and_threads_first_and_records_them(sample_path, tmp_path):
-    """The real CLI on the embedded model: its first line names precision, threads and why; the summary
-    records what ran."""
+def test_score_says_precision_and_threads_first_and_records_them(sample_path, tmp_path, tiny_smollm2):
+    """The real CLI (on the tiny random SmolLM2: the first line and the summary are tested, not what is said): its
+    first line names precision, threads and why; the summary records what ran."""
     out = tmp_path / "out.jsonl"
     proc = subprocess.run(
         [sys.executable, "-m", "vista_distill", "score", "--input", str(sample_path), "--output", str(out),
-         "--limit", "1", "--max-new-tokens", "stage1=24", "--threads", "1"],
+         "--limit", "1", "--max-new-tokens", "stage1=24", "--threads", "1", "--model", str(tiny_smollm2)],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -533,15 +533,17 @@ def test_four_bit_loading_through_bitsandbytes(embedded_backend):
     assert r.label in ("VERIFIED", "UNVERIFIABLE")
 
 
-def test_short_bf16_queries_attend_as_transformers_sdpa_does(monkeypatch):
+def test_short_bf16_queries_attend_as_transformers_sdpa_does(monkeypatch, tiny_smollm2):
     """Decode steps and label continuations in bf16 (1-4 query tokens over a long padded cache) take the grouped
-    float32-score path; their logits sit as close to float32 SDPA's as transformers' own bf16 SDPA does."""
+    float32-score path; their logits sit as close to float32 SDPA's as transformers' own bf16 SDPA does. On the
+    tiny random SmolLM2 (grouped-query heads as the embedded model's): a CPU without native bf16 emulates it, and
+    the 135M model's bf16 prefills took minutes there."""
     from transformers import DynamicCache
     from vista_distill.backends import forward_paths
     from vista_distill.backends.forward_paths import SHORT_QUERY, cache_keyword
     from vista_distill.backends.transformers import GQA_SDPA, TransformersBackend
 
-    model = TransformersBackend(dtype="bfloat16", batch_size=4).model
+    model = TransformersBackend(str(tiny_smollm2), dtype="bfloat16", batch_size=4).model
     kw = cache_keyword(model)
     calls = []
     short = forward_paths._short_query_attention

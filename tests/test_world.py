@@ -238,17 +238,18 @@ def test_world_metrics_are_the_studys_macro_scores():
     assert m["confusion"]["matrix"][0] == [1, 0, 0, 1]
 
 
-def test_eval_on_fhsumbench_prints_the_three_way_scores_beside_the_published_rows(tmp_path, capsys):
+def test_eval_on_fhsumbench_prints_the_three_way_scores_beside_the_published_rows(tmp_path, capsys, tiny_smollm2):
     """``vista-distill eval`` on FHSumBench-shaped data: the study's vanilla judge and VISTA with the world
-    stage (few-shot, embedded model) give three-way verdicts; the table, report and results carry macro
-    P/R/F1, the random baseline and the published rows."""
+    stage (few-shot; the tiny random SmolLM2, as what is reported is tested, not what is said) give three-way
+    verdicts; the table, report and results carry macro P/R/F1, the random baseline and the published rows."""
     from conftest import ROOT
     from vista_distill.cli import main
 
     rc = main(["eval", "--config", str(ROOT / "recipes" / "demo-cpu.yaml"), "--input", str(FHSUM),
                "--systems", "world_judge,base", "--no-progress",
                "--output-dir", str(tmp_path / "eval"), "pipeline.world.enabled=true", "eval.threads=1",
-               "eval.given_claims=false", "eval.bootstrap=10", 'pipeline.max_new_tokens={"stage1": 48}'])
+               "eval.given_claims=false", "eval.bootstrap=10", 'pipeline.max_new_tokens={"stage1": 48}',
+               f"student.model={tiny_smollm2}"])
     out = capsys.readouterr().out
     assert rc == 0, out
     results = json.loads((tmp_path / "eval" / "results.json").read_text())

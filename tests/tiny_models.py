@@ -65,3 +65,23 @@ def build_tiny_model(family: str, out: Path, seed: int = 0) -> Path:
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+def build_tiny_smollm2(out: Path, seed: int = 0) -> Path:
+    """A tiny random model of the embedded SmolLM2's own architecture and tokenizer (Llama, tied embeddings, its
+    chat template), for tests of run mechanics (rounds, journals, resumes, what is recorded) where the 135M model's
+    prefills would only add minutes; ``out`` is returned."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from vista_distill.backends.model_loading import resolve_model
+
+    embedded = resolve_model(None)
+    cfg = AutoConfig.from_pretrained(embedded)
+    for key, value in SHRINK.items():
+        setattr(cfg, key, value)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(embedded).save_pretrained(out)
+    return out
