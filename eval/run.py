@@ -23,7 +23,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +45,8 @@ from .comparison import (
 )
 from .errors import EvalError
 from .stage_rules import stage_rules_section
+from .budget import budget_order, next_round, probed_conversations
+from .tuning import tuned_section, tuning_runs
 from ..scoring.evidence import evidence_metrics
 from ..scoring.significance import MCNEMAR_VARIANTS
 from .systems import (
@@ -131,60 +132,6 @@ def _counts(conversations: list[Conversation]) -> dict[str, Any]:
     }
 
 
-def _budget_order(conversations: list[Conversation], e: Any) -> list[Conversation]:
-    """The evaluation order: as given, or (``eval.max_minutes``) shuffled with ``eval.seed``, so that a budget cut
-    leaves a sample of the material, not its first sources."""
-    if not e.max_minutes:
-        return conversations
-    if e.max_minutes <= 0 or e.round_size < 1:
-        raise EvalError(f"eval.max_minutes must be > 0 and eval.round_size >= 1, got {e.max_minutes}, {e.round_size}")
-    shuffled = list(conversations)
-    random.Random(e.seed).shuffle(shuffled)
-    return shuffled
-
-
-def probed_conversations(ordered: list[Conversation], n: int | None) -> set[str] | None:
-    """The ids of the ``n`` conversations whose claims get the whole-reference probes (``eval.evidence_conversations``;
-    None: all), spread evenly over the evaluation order: every round then carries its share of the probes, so the
-    first round's pace stands for the rounds after it (with the first ``n`` probed, the demo's first round measured the
-    claim level slower a dialogue than its later rounds ran), and a budget cut leaves probed dialogues across the sample."""
-    if n is None or n >= len(ordered):
-        return None if n is None else {c.id for c in ordered}
-    return {ordered[k * len(ordered) // n].id for k in range(n)}
-
-
-def _next_round(total: int, done: int, given_done: int, spent_s: float, given_s: float, e: Any) -> tuple[int, int]:
-    """How many conversations the next round takes, (whole pipeline, claim level): all of them without a budget;
-    else a first round of ``eval.round_size`` measures the pace, and the next takes as many of the rest as that
-    pace fits in what is left of ``eval.max_minutes`` (all of them when they fit: one round batches best). Where the
-    budget binds, a round takes at most as many conversations as the pace was measured on (``round_size``, or all
-    run so far): the pace of a few dialogues is noisy (one long stage-1 list), and a round twice too slow for its
-    estimate would overrun the budget by its whole length.
-
-    With ``eval.given_claims`` the claim level (stages 2-3 on the human claims and the evidence probes, a few
-    forward passes a claim) comes first: it extends to every conversation that its own pace fits, and the whole
-    pipeline (stage 1 generates) gets what is left, so a slow CPU still tests the claim level on all the material."""
-    if not e.max_minutes:
-        return total, total
-    if done == 0:
-        first = min(e.round_size, total)
-        return first, first
-    left = e.max_minutes * 60 - spent_s
-    claims_first = e.given_claims and given_s > 0
-    per_given = given_s / given_done if claims_first else 0.0
-    per_pipe = (spent_s - given_s) / done if claims_first else spent_s / done
-    n_given = total - given_done
-    if claims_first:
-        n_given = max(0, min(n_given, int(left / per_given)))
-        left -= n_given * per_given
-    n_pipe = max(0, min(total - done, int(left / per_pipe))) if per_pipe > 0 else total - done
-    if n_pipe < total - done:   # the budget binds: at most as many as the pace was measured on, then measure again
-        n_pipe = min(n_pipe, max(e.round_size, done))
-    if not claims_first:
-        return n_pipe, n_pipe
-    return min(n_pipe, given_done + n_given - done), n_given
-
-
 def _journal(out_dir: Path, recipe: Recipe, ordered: list[Conversation], systems: list[str], backends: ModelLoader):
     """The run folder's journal (:mod:`..pipeline.journal`): each system's round is appended as it finishes, so a
     killed eval started again with the same command reuses them. It belongs to these conversations, this recipe,
@@ -225,7 +172,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     threads_before = torch.get_num_threads()
     hw = prepare_run(recipe.student.dtype, e.threads if e.threads is not None else threads_before,
                      where="student.dtype", announce=progress)
-    ordered = _budget_order(conversations, e)
+    ordered = budget_order(conversations, e)
     journal = _journal(out_dir, recipe, ordered, order, backends)
     try:
         runs, done, given_done, rounds = _run_rounds(recipe, ordered, order, backends, journal, out_dir, progress,
@@ -240,12 +187,16 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
             if on_system is not None:
                 for name in order:
                     on_system(runs[name])
+        dev_runs, dev_info = tuning_runs(recipe, order, runs, conversations, backends, out_dir, progress)
     finally:
         backends.release()
         torch.set_num_threads(threads_before)
     runs = {n: runs[n] for n in names}
     _write_records(out_dir / "records", runs)
-    results = _results(recipe, names, material_info, runs, hw.threads.threads, conversations)
+    for name, dev in dev_runs.items():
+        _write_jsonl(out_dir / "records" / f"{name}.tune_on.jsonl", dev.given_records)
+    tuned = tuned_section(runs, dev_runs, dev_info, e.mcnemar) if dev_runs else None
+    results = _results(recipe, names, material_info, runs, hw.threads.threads, conversations, tuned)
     results["wall_s"] = round(time.perf_counter() - t_start, 3)
     results["hardware"] = hw.to_dict()   # beside the timings, outside the fingerprint
     results["model_loads"] = dict(backends.loads)   # each in-process model once where both fit (ModelLoader)
@@ -261,6 +212,8 @@ def _validated_systems(recipe: Recipe, systems: Sequence[str] | None) -> list[st
     e = recipe.eval
     if e.mcnemar not in MCNEMAR_VARIANTS:
         raise EvalError(f"eval.mcnemar must be one of {MCNEMAR_VARIANTS}, got {e.mcnemar!r}")
+    if e.tune_on and not e.given_claims:
+        raise EvalError("eval.tune_on tunes stage 2 on human claims: it needs eval.given_claims: true")
     bad_rules = [r for r in e.rules if r not in RULES]
     if bad_rules or not e.rules:
         raise EvalError(f"eval.rules must list one or more of {', '.join(RULES)}, got {e.rules!r}")
@@ -319,13 +272,13 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
     done: list[Conversation] = []
     given_done = 0
     spent, rounds = spent_before, 0
-    while len(done) < len(ordered):   # the claim level is never behind the pipeline (_next_round)
+    while len(done) < len(ordered):   # the claim level is never behind the pipeline (next_round)
         kept = [v for k, v in saved.items() if k.startswith(f"{rounds}:")]
         if kept:   # a round the cut run began: the same conversations again
             part = [by_id[i] for i in kept[0]["part"]]
             given = [by_id[i] for i in kept[0]["given"]]
         else:
-            size, given_size = _next_round(len(ordered), len(done), given_done, spent,
+            size, given_size = next_round(len(ordered), len(done), given_done, spent,
                                            sum(r.given_wall_s for r in runs.values()), e)
             if size < 1 and given_size < 1:
                 log.warning("eval: time budget eval.max_minutes=%s: stopping after %d of %d conversations "
@@ -365,6 +318,10 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
     return runs, done, given_done, rounds
 
 
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
 def _write_records(records_dir: Path, runs: dict[str, SystemRun]) -> None:
     """Each system's records, given-claims records and evidence-probe records as JSON lines."""
     records_dir.mkdir(parents=True, exist_ok=True)
@@ -372,12 +329,11 @@ def _write_records(records_dir: Path, runs: dict[str, SystemRun]) -> None:
         for suffix, rows in (("", run.records if run.status == "ok" else []), (".given_claims", run.given_records),
                              (".evidence", run.evidence_records)):
             if rows:
-                atomic_write_text(records_dir / f"{name}{suffix}.jsonl",
-                                  "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+                _write_jsonl(records_dir / f"{name}{suffix}.jsonl", rows)
 
 
 def _results(recipe: Recipe, names: list[str], material: dict[str, Any], runs: dict[str, SystemRun],
-             threads: int, conversations: list[Conversation]) -> dict[str, Any]:
+             threads: int, conversations: list[Conversation], tuned: dict[str, Any] | None = None) -> dict[str, Any]:
     """results.json's content up to its fingerprint: metrics, majority label, significance and intervals."""
     e = recipe.eval
     matcher = M.ClaimMatcher(threshold=e.match_threshold, use_embeddings=e.match_embeddings)
@@ -421,6 +377,8 @@ def _results(recipe: Recipe, names: list[str], material: dict[str, Any], runs: d
     stages = stage_rules_section(runs, conversations, matcher, e.mcnemar)
     if stages is not None:
         results["stage_rules"] = stages
+    if tuned is not None:
+        results["tuned"] = tuned
     results["fingerprint"] = fingerprint(results)
     return results
 

@@ -275,24 +275,24 @@ def test_time_budget_runs_the_claim_level_first():
     pace fits before the whole pipeline takes what is left; it is never behind the pipeline."""
     from types import SimpleNamespace
 
-    from vista_distill.eval.run import _next_round
+    from vista_distill.eval.budget import next_round
 
     e = SimpleNamespace(max_minutes=10, round_size=16, given_claims=True)
-    assert _next_round(134, 0, 0, 0.0, 0.0, e) == (16, 16)
+    assert next_round(134, 0, 0, 0.0, 0.0, e) == (16, 16)
     # round 1: 16 conversations in 200 s, 32 of them the claim level (2 s a conversation), 10.5 s the pipeline
     # 400 s left: the 118 other claim levels take 236, the pipeline gets 164 s -> 15 more conversations
-    assert _next_round(134, 16, 16, 200.0, 32.0, e) == (15, 118)
+    assert next_round(134, 16, 16, 200.0, 32.0, e) == (15, 118)
     # nearly spent: the claim level gets what fits, the pipeline nothing
-    assert _next_round(134, 16, 16, 560.0, 32.0, e) == (0, 20)
+    assert next_round(134, 16, 16, 560.0, 32.0, e) == (0, 20)
     # everything fits: all of it in one round
-    assert _next_round(134, 16, 16, 20.0, 4.0, e) == (118, 118)
+    assert next_round(134, 16, 16, 20.0, 4.0, e) == (118, 118)
     # no human claims: the pipeline's pace alone; 32 would fit, but a round where the budget binds takes at most as
     # many as the pace was measured on (16), then measures again (32 run: up to 32)
     plain = SimpleNamespace(max_minutes=10, round_size=16, given_claims=False)
-    assert _next_round(134, 16, 16, 200.0, 0.0, plain) == (16, 16)
-    assert _next_round(134, 32, 32, 240.0, 0.0, plain) == (32, 32)
-    assert _next_round(134, 16, 16, 20.0, 0.0, plain) == (118, 118)   # all fit: one round
-    assert _next_round(134, 16, 16, 200.0, 0.0, SimpleNamespace(max_minutes=None, round_size=16,
+    assert next_round(134, 16, 16, 200.0, 0.0, plain) == (16, 16)
+    assert next_round(134, 32, 32, 240.0, 0.0, plain) == (32, 32)
+    assert next_round(134, 16, 16, 20.0, 0.0, plain) == (118, 118)   # all fit: one round
+    assert next_round(134, 16, 16, 200.0, 0.0, SimpleNamespace(max_minutes=None, round_size=16,
                                                                   given_claims=True)) == (134, 134)
 
 

@@ -1,0 +1,133 @@
+"""results.json's ``tuned``: each system with a stage 2 threshold reported two ways, as FactCG reports its
+verifier: **fixed** (the label as the system gives it: the student's and pmi's fitted head, the overlap rule's
+half) and **tuned** (the P(VERIFIED) cut-off that is most accurate on a labelled dev split of the test's benchmark,
+``eval.tune_on``, swept over 0.01-0.99). Both are stage 2 accuracy on the test's human claims (``eval.given_claims``),
+McNemar pairing them; the dev split is never the test (a shared dialogue or reference is refused).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..config import Recipe
+from ..data.material import load_source
+from ..data.schema import CLAIM_CATEGORIES, VERIFIED, Conversation
+from ..scoring.significance import paired_mcnemar
+from .errors import EvalError
+from .systems import ModelLoader, SystemRun, run_system
+
+log = logging.getLogger(__name__)
+
+TUNABLE = ("student", "pmi", "overlap")
+GRID = tuple(i / 100 for i in range(1, 100))
+
+
+def claim_scores(records: Sequence[dict[str, Any]]) -> list[tuple[bool, float, bool]]:
+    """(human label VERIFIED?, the system's P(VERIFIED), its label VERIFIED?) per human claim of a given-claims run
+    that has a stage 2 probability."""
+    out = []
+    for r in records:
+        if not (r.get("scored") and r.get("gold_claims")):
+            continue
+        for gold, claim in zip(r["gold_claims"], r["claims"]):
+            pv = ((claim.get("stage2") or {}).get("probs") or {}).get(VERIFIED)
+            if gold["label"] in CLAIM_CATEGORIES and pv is not None:
+                out.append((gold["label"] == VERIFIED, float(pv), claim.get("category") == VERIFIED))
+    return out
+
+
+def choose_threshold(scores: Sequence[tuple[bool, float, bool]]) -> tuple[float, float]:
+    """The grid cut-off most accurate on ``scores`` (ties: the one nearest 0.5) and that accuracy."""
+    if not scores:
+        raise ValueError("no scored claims to tune a threshold on")
+
+    def accuracy(t: float) -> float:
+        return sum((p >= t) == g for g, p, _ in scores) / len(scores)
+
+    best = max(GRID, key=lambda t: (accuracy(t), -abs(t - 0.5)))
+    return best, accuracy(best)
+
+
+def check_apart(dev: Sequence[Conversation], test: Sequence[Conversation]) -> None:
+    """Refuse a dev split that shares a dialogue or a reference with the test material."""
+    ids = {c.id for c in test}
+    refs = {t.reference for c in test for t in c.turns if t.reference}
+    shared = [c.id for c in dev if c.id in ids or any(t.reference in refs for t in c.turns if t.reference)]
+    if shared:
+        raise EvalError(f"eval.tune_on shares {len(shared)} dialogue(s) or their references with the test material "
+                        f"(first: {shared[0]}): tune on the benchmark's dev split, never on its test")
+
+
+def tuning_runs(recipe: Recipe, order: list[str], runs: dict[str, SystemRun], test: list[Conversation],
+                backends: ModelLoader, out_dir: Path, progress: bool) -> tuple[dict[str, SystemRun], dict[str, Any]]:
+    """Stage 2 of each tunable system on the human claims of the dev split (``eval.tune_on``): claim level only,
+    no probes; nothing without it."""
+    e = recipe.eval
+    if not e.tune_on:
+        return {}, {}
+    dev: list[Conversation] = []
+    reports = []
+    for src in e.tune_on:
+        convs, report = load_source(src, recipe.data.root)
+        dev += convs
+        reports.append(report)
+    check_apart(dev, test)
+    claim_level = dataclasses.replace(recipe, eval=dataclasses.replace(e, evidence=False))
+    out = {}
+    for name in order:
+        if name in TUNABLE and runs[name].status == "ok" and runs[name].given_records:
+            log.info("eval: %s on the dev split's human claims (eval.tune_on: %d dialogues)", name, len(dev))
+            out[name] = run_system(name, claim_level, [], backends, out_dir, progress, given=dev,
+                                   reference_probes=set())
+    return out, {"sources": reports, "conversations": len(dev)}
+
+
+def tuned_section(test_runs: dict[str, SystemRun], dev_runs: dict[str, SystemRun], dev_info: dict[str, Any],
+                  variant: str) -> dict[str, Any]:
+    """Per tunable system: the tuned cut-off and its dev accuracy, and on the test's human claims the fixed and tuned
+    stage 2 accuracy with McNemar."""
+    systems: dict[str, Any] = {}
+    for name, dev in dev_runs.items():
+        dev_scores = claim_scores(dev.given_records)
+        test_scores = claim_scores(test_runs[name].given_records)
+        if not dev_scores or not test_scores:
+            systems[name] = {"reason": "no human claim with a stage 2 probability on the "
+                                       + ("dev split" if not dev_scores else "test")}
+            continue
+        t, dev_acc = choose_threshold(dev_scores)
+        fixed = [lab == g for g, _, lab in test_scores]
+        tuned = [(p >= t) == g for g, p, _ in test_scores]
+        res = paired_mcnemar(tuned, fixed, variant)
+        systems[name] = {"threshold": t, "dev_claims": len(dev_scores), "dev_accuracy_tuned": dev_acc,
+                         "dev_accuracy_fixed": sum(lab == g for g, _, lab in dev_scores) / len(dev_scores),
+                         "test_claims": len(test_scores), "fixed": res["accuracy_1"] - res["delta"],
+                         "tuned": res["accuracy_1"], "delta": res["delta"], "pvalue": res["pvalue"],
+                         "b": res["b"], "c": res["c"]}
+    return {"method": "stage 2 cut-off on P(VERIFIED) most accurate on the dev split (0.01-0.99; ties nearest 0.5), "
+                      "applied to the test's human claims; fixed = the label as the system gives it",
+            "dev": dev_info, "systems": systems}
+
+
+def tuned_markdown(results: dict[str, Any]) -> list[str]:
+    """report.md's section: fixed and tuned side by side."""
+    from .report import _percent, _pvalue, markdown_table
+
+    section = results.get("tuned")
+    if not section:
+        return []
+    rows = [[n, s.get("reason", "")] if "reason" in s else
+            [n, f"{s['threshold']:.2f}", s["dev_claims"], _percent(s["dev_accuracy_fixed"]),
+             _percent(s["dev_accuracy_tuned"]), s["test_claims"], _percent(s["fixed"]), _percent(s["tuned"]),
+             _pvalue(s["pvalue"])] for n, s in section["systems"].items()]
+    sources = ", ".join(str(s.get("source")) for s in section["dev"].get("sources", []))
+    return ["## Stage 2 fixed and tuned (threshold tuned on the dev split)", "",
+            f"Dev split: {sources} ({section['dev'].get('conversations')} dialogues). {section['method']}.", "",
+            markdown_table(["system", "tuned cut-off", "dev claims", "dev fixed", "dev tuned", "test claims",
+                            "test fixed", "test tuned", "p (McNemar)"], rows), ""]
+
+
+__all__ = ["GRID", "TUNABLE", "check_apart", "choose_threshold", "claim_scores", "tuned_markdown", "tuned_section", "tuning_runs"]

@@ -1,0 +1,58 @@
+"""eval.tune_on (eval/tuning.py): stage 2 fixed and tuned side by side, the cut-off chosen on a dev split of other
+dialogues and applied to the test's human claims; a dev split that shares a dialogue with the test is refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import ROOT
+from test_eval_report import RECIPE, _identity_adapters, _overrides
+from vista_distill.config import load_recipe
+from vista_distill.eval.errors import EvalError
+from vista_distill.eval.run import run_eval
+from vista_distill.eval.tuning import GRID, choose_threshold, claim_scores
+
+DEV = ROOT / "data" / "samples" / "faithdial_models_validation.jsonl"
+
+
+def test_the_cut_off_is_the_most_accurate_on_the_dev_claims_ties_nearest_half() -> None:
+    scores = [(True, 0.9, True), (True, 0.35, False), (False, 0.3, False), (False, 0.1, False)]
+    t, acc = choose_threshold(scores)
+    assert acc == 1.0 and 0.3 < t <= 0.35 and t in GRID        # every cut-off in (0.30, 0.35] is right on all four
+    assert choose_threshold([(True, 0.5, True), (False, 0.5, True)]) == (0.5, 0.5)   # a tie over the whole grid
+    with pytest.raises(ValueError, match="no scored claims"):
+        choose_threshold([])
+
+
+def test_eval_reports_fixed_and_tuned_with_the_dev_split_apart(tmp_path, sample_path, tiny_smollm2):
+    """On the tiny random SmolLM2 (the tuning is tested, not what the model says): the student and the overlap rule
+    tuned on 6 FaithDial validation dialogues, applied to the sample's human claims."""
+    _identity_adapters(tmp_path / "checkpoints", tiny_smollm2)
+    ov = [*_overrides(tmp_path), f"student.model={tiny_smollm2}", "eval.given_claims=true", "eval.evidence=false",
+          "pipeline.max_new_tokens={stage1: 16, stage3: 8}",
+          f"eval.tune_on=[{{benchmark: file, source: {DEV}, n: 6}}]"]
+    res = run_eval(load_recipe(RECIPE, ov), input_path=str(sample_path), limit=2, output_dir=tmp_path / "out",
+                   systems=["student", "overlap"])
+    tuned = res.results["tuned"]
+    assert tuned["dev"]["conversations"] == 6 and set(tuned["systems"]) == {"student", "overlap"}
+    for name, s in tuned["systems"].items():
+        dev = [json.loads(x) for x in (res.out_dir / "records" / f"{name}.tune_on.jsonl").read_text().splitlines()]
+        dev_scores = claim_scores(dev)
+        assert len(dev_scores) == s["dev_claims"] > 0 and s["threshold"] in GRID
+        assert choose_threshold(dev_scores) == (s["threshold"], s["dev_accuracy_tuned"])
+        test_scores = claim_scores(res.systems[name].given_records)
+        assert s["test_claims"] == len(test_scores) > 0
+        assert s["tuned"] == pytest.approx(sum((p >= s["threshold"]) == g for g, p, _ in test_scores) / len(test_scores))
+        # fixed is the stage 2 accuracy the claim-level section reports for the same claims
+        given = res.results["given_claims"]["systems"][name]["overall"]
+        assert s["fixed"] == pytest.approx(given["binary_accuracy"])
+        assert 0 <= s["pvalue"] <= 1
+    assert "## Stage 2 fixed and tuned" in (res.out_dir / "report.md").read_text()
+    # the dev split is never the test, and it tunes on human claims only
+    with pytest.raises(EvalError, match=r"shares \d+ dialogue"):
+        run_eval(load_recipe(RECIPE, [*ov[:-1], f"eval.tune_on=[{{benchmark: file, source: {sample_path}}}]"]),
+                 input_path=str(sample_path), limit=2, output_dir=tmp_path / "same", systems=["overlap"])
+    with pytest.raises(EvalError, match="eval.given_claims"):
+        run_eval(load_recipe(RECIPE, [*ov, "eval.given_claims=false"]), input_path=str(sample_path), limit=2,
+                 output_dir=tmp_path / "none", systems=["overlap"])
