@@ -74,13 +74,28 @@ def tiny_smollm2(tmp_path_factory) -> Path:
 def trained_student(tmp_path_factory):
     """Three stage adapters trained 3 steps on the bundled sample's silver data (float32, rank 8, last four
     layers), and the recipe they were trained with: the student the served-student tests serve."""
+    from filelock import FileLock
+    from vista_distill.config import load_recipe
+
+    # one training for the whole session: pytest-xdist's workers share their base temp folder's parent; the first
+    # trains under the lock, the others read what it saved
+    base = tmp_path_factory.getbasetemp()
+    tmp = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "trained-student"
+    with FileLock(str(tmp) + ".lock"):
+        if not (tmp / "trained").exists():
+            _train_student(tmp)
+            (tmp / "trained").touch()
+    return load_recipe(tmp / "recipe.yaml"), tmp / "ck"
+
+
+def _train_student(tmp: Path) -> None:
     import torch
     import yaml
     from test_train import distill_sample
     from vista_distill.config import load_recipe
     from vista_distill.train.run import train_stages
 
-    tmp = tmp_path_factory.mktemp("student")
+    tmp.mkdir(parents=True, exist_ok=True)
     silver = distill_sample(tmp / "silver")
     raw = {"name": "served", "student": {"dtype": "float32"},
            "lora": {"r": 8, "alpha": 16, "layers_to_transform": [-4, -3, -2, -1]},
@@ -96,7 +111,6 @@ def trained_student(tmp_path_factory):
         train_stages(recipe, "all")
     finally:
         torch.set_num_threads(before)
-    return recipe, tmp / "ck"
 
 
 def score_sample(backend, recipe, claims: str = "gold", budgets: dict[str, int] | None = None) -> list[dict]:
