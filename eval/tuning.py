@@ -23,7 +23,6 @@ from .systems import ModelLoader, SystemRun, run_system
 log = logging.getLogger(__name__)
 
 TUNABLE = ("student", "pmi", "overlap")
-GRID = tuple(i / 100 for i in range(1, 100))
 
 
 def claim_scores(records: Sequence[dict[str, Any]]) -> list[tuple[bool, float, bool]]:
@@ -41,15 +40,18 @@ def claim_scores(records: Sequence[dict[str, Any]]) -> list[tuple[bool, float, b
 
 
 def choose_threshold(scores: Sequence[tuple[bool, float, bool]]) -> tuple[float, float]:
-    """The grid cut-off most accurate on ``scores`` (ties: the one nearest 0.5) and that accuracy."""
+    """The cut-off most accurate on ``scores`` (``scoring.calibrate.tuned_threshold``: P(VERIFIED) above it is
+    VERIFIED) and that accuracy."""
+    import numpy as np
+
+    from ..scoring.calibrate import tuned_threshold
+
     if not scores:
         raise ValueError("no scored claims to tune a threshold on")
-
-    def accuracy(t: float) -> float:
-        return sum((p >= t) == g for g, p, _ in scores) / len(scores)
-
-    best = max(GRID, key=lambda t: (accuracy(t), -abs(t - 0.5)))
-    return best, accuracy(best)
+    y = np.array([g for g, _, _ in scores])
+    p = np.array([v for _, v, _ in scores])
+    t = tuned_threshold(p, y)
+    return t, float(((p > t) == y).mean())
 
 
 def check_apart(dev: Sequence[Conversation], test: Sequence[Conversation]) -> None:
@@ -100,7 +102,7 @@ def tuned_section(test_runs: dict[str, SystemRun], dev_runs: dict[str, SystemRun
             continue
         t, dev_acc = choose_threshold(dev_scores)
         fixed = [lab == g for g, _, lab in test_scores]
-        tuned = [(p >= t) == g for g, p, _ in test_scores]
+        tuned = [(p > t) == g for g, p, _ in test_scores]
         res = paired_mcnemar(tuned, fixed, variant)
         systems[name] = {"threshold": t, "dev_claims": len(dev_scores), "dev_accuracy_tuned": dev_acc,
                          "dev_accuracy_fixed": sum(lab == g for g, _, lab in dev_scores) / len(dev_scores),
@@ -130,4 +132,4 @@ def tuned_markdown(results: dict[str, Any]) -> list[str]:
                             "test fixed", "test tuned", "p (McNemar)"], rows), ""]
 
 
-__all__ = ["GRID", "TUNABLE", "check_apart", "choose_threshold", "claim_scores", "tuned_markdown", "tuned_section", "tuning_runs"]
+__all__ = ["TUNABLE", "check_apart", "choose_threshold", "claim_scores", "tuned_markdown", "tuned_section", "tuning_runs"]

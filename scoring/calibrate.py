@@ -84,7 +84,7 @@ def _folds(groups: Sequence[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]
     return list(GroupKFold(n_splits=min(k, n_groups)).split(idx, groups=list(groups)))
 
 
-def _tuned_threshold(p: np.ndarray, y: np.ndarray) -> float:
+def tuned_threshold(p: np.ndarray, y: np.ndarray) -> float:
     """The cut over 0.01-0.99 with the best accuracy on (p, y); ties: the one nearest 0.5."""
     accs = [((p > t) == y).mean() for t in THRESHOLDS]
     best = max(accs)
@@ -121,7 +121,7 @@ def _stage2_candidates() -> dict[str, Callable[[dict[str, np.ndarray], np.ndarra
 
     def tuned(feats: dict[str, np.ndarray], y: np.ndarray) -> EvidenceHead:
         h = head(feats, y)
-        return dataclasses.replace(h, threshold=_tuned_threshold(_p(h, feats), y))
+        return dataclasses.replace(h, threshold=tuned_threshold(_p(h, feats), y))
 
     return {"head refit": head, "head refit + threshold": tuned}
 
@@ -152,7 +152,7 @@ def calibrate_stage2(rows: Sequence[dict[str, Any]], folds: int = 5) -> dict[str
             oof[name][test] = [h.says_verified(p) for p in _p(h, {f: v[test] for f, v in feats.items()})]
     oof["overlap rule, tuned"] = np.zeros(len(rows), dtype=int)
     for train, test in splits:
-        oof["overlap rule, tuned"][test] = overlap[test] > _tuned_threshold(overlap[train], y[train])
+        oof["overlap rule, tuned"][test] = overlap[test] > tuned_threshold(overlap[train], y[train])
     student = ("as trained", *_stage2_candidates())
     figures = {name: _accuracy(y, oof[name]) for name in student}
     chosen = max(student, key=lambda n: (figures[n]["accuracy"], -student.index(n)))

@@ -11,7 +11,8 @@ from test_eval_report import RECIPE, _identity_adapters, _overrides
 from vista_distill.config import load_recipe
 from vista_distill.eval.errors import EvalError
 from vista_distill.eval.run import run_eval
-from vista_distill.eval.tuning import GRID, choose_threshold, claim_scores
+from vista_distill.eval.tuning import choose_threshold, claim_scores
+from vista_distill.scoring.calibrate import THRESHOLDS
 
 DEV = ROOT / "data" / "samples" / "faithdial_models_validation.jsonl"
 
@@ -19,7 +20,7 @@ DEV = ROOT / "data" / "samples" / "faithdial_models_validation.jsonl"
 def test_the_cut_off_is_the_most_accurate_on_the_dev_claims_ties_nearest_half() -> None:
     scores = [(True, 0.9, True), (True, 0.35, False), (False, 0.3, False), (False, 0.1, False)]
     t, acc = choose_threshold(scores)
-    assert acc == 1.0 and 0.3 < t <= 0.35 and t in GRID        # every cut-off in (0.30, 0.35] is right on all four
+    assert acc == 1.0 and 0.3 <= t < 0.35 and t in THRESHOLDS   # every cut-off in [0.30, 0.35) is right on all four
     assert choose_threshold([(True, 0.5, True), (False, 0.5, True)]) == (0.5, 0.5)   # a tie over the whole grid
     with pytest.raises(ValueError, match="no scored claims"):
         choose_threshold([])
@@ -39,11 +40,11 @@ def test_eval_reports_fixed_and_tuned_with_the_dev_split_apart(tmp_path, sample_
     for name, s in tuned["systems"].items():
         dev = [json.loads(x) for x in (res.out_dir / "records" / f"{name}.tune_on.jsonl").read_text().splitlines()]
         dev_scores = claim_scores(dev)
-        assert len(dev_scores) == s["dev_claims"] > 0 and s["threshold"] in GRID
+        assert len(dev_scores) == s["dev_claims"] > 0 and s["threshold"] in THRESHOLDS
         assert choose_threshold(dev_scores) == (s["threshold"], s["dev_accuracy_tuned"])
         test_scores = claim_scores(res.systems[name].given_records)
         assert s["test_claims"] == len(test_scores) > 0
-        assert s["tuned"] == pytest.approx(sum((p >= s["threshold"]) == g for g, p, _ in test_scores) / len(test_scores))
+        assert s["tuned"] == pytest.approx(sum((p > s["threshold"]) == g for g, p, _ in test_scores) / len(test_scores))
         # fixed is the stage 2 accuracy the claim-level section reports for the same claims
         given = res.results["given_claims"]["systems"][name]["overall"]
         assert s["fixed"] == pytest.approx(given["binary_accuracy"])
