@@ -188,6 +188,8 @@ def _student_tests(results: dict) -> list[tuple[str, str, float, int, float | No
                 other = p["system_2"] if p["system_1"] == "student" else p["system_1"]
                 delta = (p.get("delta") or 0) * (1 if p["system_1"] == "student" else -1)
                 out.append((label, other, delta, p["n"], p["pvalue"]))
+    for p in (results.get("tuned") or {}).get("student_vs_tuned") or []:
+        out.append(("claims, both tuned", p["system_2"], p["delta"] or 0, p["n"], p["pvalue"]))
     for stage, name, n, mine, rule, p in stage_rule_rows(results.get("stage_rules")):
         if name == "student" and mine is not None and rule is not None:
             out.append((f"stage {stage}", _STAGE_RULE[stage[0]], mine - rule, n, p))
@@ -220,7 +222,7 @@ def _system_rows(results: dict) -> list[tuple[str, list[str], str]]:
                             _num(claims.get("binary_accuracy"))], speed))
         parts = ((results.get("given_claims") or {}).get("parts") or {}).get(name)
         if name == "student" and parts and parts["head_applied"]:   # where the accuracy comes from
-            rows.append(("  adapter alone (no head)", ["-"] * len(rules) + [_num(parts["adapter_alone"])], ""))
+            rows.append(("  adapter, no head", ["-"] * len(rules) + [_num(parts["adapter_alone"])], ""))
     return rows
 
 
@@ -232,10 +234,13 @@ def _summary_tables(results: dict) -> list:
     from .scoring.terminal import evidence_table
 
     rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
+    tuned = {n: _num(t.get("tuned")) for n, t in ((results.get("tuned") or {}).get("systems") or {}).items()}
     systems = make_table("held-out dialogues: accuracy",
-                         ["system", *(f"turns\n{r}" for r in rules), "claims\n(stage 2)", "turns/s"],
-                         [[name, *cells, speed] for name, cells, speed in _system_rows(results)],
-                         max_width={len(rules) + 2: 36})   # "12345.67 (100% from the call cache)" on one line
+                         ["system", *(f"turns\n{r}" for r in rules),
+                          "claims (stage 2)\nfixed (tuned)" if tuned else "claims\n(stage 2)", "turns/s"],
+                         [[name, *cells[:-1], cells[-1] + (f" ({tuned[name]})" if name in tuned else ""), speed]
+                          for name, cells, speed in _system_rows(results)],
+                         max_width={len(rules) + 2: 35})   # "12345.67 (100% from the call cache)" on one line
     tests = make_table("student - other system or stage rule (McNemar, exact)", ["level", "other", "accuracy\ndifference", "n", "p"],
                        [[label, other, f"{delta:+.3f}", n, "-" if p is None else f"{p:.2g}"]
                         for label, other, delta, n, p in _student_tests(results)])
@@ -277,6 +282,10 @@ def _headline(results: dict) -> list[str]:
                       f"deletion flip rate {_num(ev.get('deletion_flip_rate'))}",
                       f"own vs foreign reference AUC {_num(ev.get('foreign_reference_auc'))}"]
         lines.append(f"{name:8s} " + ", ".join(parts) + (f", {speed} turns/s" if cells[0] != "-" else f", {speed}"))
+    for name, t in ((results.get("tuned") or {}).get("systems") or {}).items():
+        if "tuned" in t:
+            lines.append(f"{name:8s} claims (stage 2) fixed {_num(t['fixed'])}, tuned {_num(t['tuned'])} at cut-off "
+                         f"{t['threshold']:.2f} (chosen on the dev split), McNemar p = {t['pvalue']:.2g}")
     for label, other, delta, n, p in _student_tests(results):
         lines.append(f"student - {other}, {label}: {delta:+.3f} over {n}"
                      + ("" if p is None else f", McNemar p = {p:.2g}"))

@@ -169,6 +169,10 @@ def calibration(a: argparse.Namespace) -> None:
             lines += ["", f"{stage}: chosen `{f['chosen']}`; McNemar vs as trained: {mc['only_first_right']} claims "
                           f"only the chosen gets right, {mc['only_second_right']} only as trained, p = "
                           f"{mc['p_value']:.3g}."]
+        if "mcnemar_chosen_vs_overlap_tuned" in f:
+            mc = f["mcnemar_chosen_vs_overlap_tuned"]
+            lines[-1] += (f" Against the overlap rule, tuned the same way: {mc['only_first_right']} only the chosen, "
+                          f"{mc['only_second_right']} only the rule, p = {mc['p_value']:.3g}.")
     s3 = cal.fitted["stage3"]
     if "labels" in s3:
         for which in ("as_trained", "chosen"):

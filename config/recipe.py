@@ -228,7 +228,8 @@ class EvalSettings:
                                              # round of round_size, then on as many more as that pace fits in the budget
     round_size: int = 16                     # conversations in the first round of a time-budgeted eval
     tune_on: list[DataSource] = field(default_factory=list)   # a labelled dev split of the test's benchmark: stage 2
-                                             # thresholds of student, pmi and overlap tuned there, reported beside fixed
+                                             # thresholds of student, pmi and overlap tuned there, reported beside fixed;
+                                             # run first, inside max_minutes
 
 
 @dataclass

@@ -32,7 +32,8 @@ def probed_conversations(ordered: list[Conversation], n: int | None) -> set[str]
     return {ordered[k * len(ordered) // n].id for k in range(n)}
 
 
-def next_round(total: int, done: int, given_done: int, spent_s: float, given_s: float, e: Any) -> tuple[int, int]:
+def next_round(total: int, done: int, given_done: int, spent_s: float, given_s: float, e: Any,
+               spent_before_s: float = 0.0) -> tuple[int, int]:
     """How many conversations the next round takes, (whole pipeline, claim level): all of them without a budget;
     else a first round of ``eval.round_size`` measures the pace, and the next takes as many of the rest as that
     pace fits in what is left of ``eval.max_minutes`` (all of them when they fit: one round batches best). Where the
@@ -42,13 +43,14 @@ def next_round(total: int, done: int, given_done: int, spent_s: float, given_s: 
 
     With ``eval.given_claims`` the claim level (stages 2-3 on the human claims and the evidence probes, a few
     forward passes a claim) comes first: it extends to every conversation that its own pace fits, and the whole
-    pipeline (stage 1 generates) gets what is left, so a slow CPU still tests the claim level on all the material."""
+    pipeline (stage 1 generates) gets what is left, so a slow CPU still tests the claim level on all the material.
+    ``spent_before_s``: budget spent before the rounds (``eval.tune_on``'s dev split), not part of their pace."""
     if not e.max_minutes:
         return total, total
     if done == 0:
         first = min(e.round_size, total)
         return first, first
-    left = e.max_minutes * 60 - spent_s
+    left = e.max_minutes * 60 - spent_s - spent_before_s
     claims_first = e.given_claims and given_s > 0
     per_given = given_s / given_done if claims_first else 0.0
     per_pipe = (spent_s - given_s) / done if claims_first else spent_s / done

@@ -175,8 +175,10 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     ordered = budget_order(conversations, e)
     journal = _journal(out_dir, recipe, ordered, order, backends)
     try:
+        t_dev = time.perf_counter()
+        dev_runs, dev_info = tuning_runs(recipe, order, conversations, backends, out_dir, progress)
         runs, done, given_done, rounds = _run_rounds(recipe, ordered, order, backends, journal, out_dir, progress,
-                                                     on_system)
+                                                     on_system, head_start_s=time.perf_counter() - t_dev)
         if e.max_minutes:
             material_info.update(time_budget={
                 "max_minutes": e.max_minutes, "first_round": e.round_size, "rounds_run": rounds,
@@ -187,7 +189,6 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
             if on_system is not None:
                 for name in order:
                     on_system(runs[name])
-        dev_runs, dev_info = tuning_runs(recipe, order, runs, conversations, backends, out_dir, progress)
     finally:
         backends.release()
         torch.set_num_threads(threads_before)
@@ -213,7 +214,8 @@ def _validated_systems(recipe: Recipe, systems: Sequence[str] | None) -> list[st
     if e.mcnemar not in MCNEMAR_VARIANTS:
         raise EvalError(f"eval.mcnemar must be one of {MCNEMAR_VARIANTS}, got {e.mcnemar!r}")
     if e.tune_on and not e.given_claims:
-        raise EvalError("eval.tune_on tunes stage 2 on human claims: it needs eval.given_claims: true")
+        raise EvalError("eval.tune_on tunes stage 2 on human claims: it needs eval.given_claims: true "
+                        "(or eval.tune_on=[] to leave tuning out)")
     bad_rules = [r for r in e.rules if r not in RULES]
     if bad_rules or not e.rules:
         raise EvalError(f"eval.rules must list one or more of {', '.join(RULES)}, got {e.rules!r}")
@@ -256,10 +258,11 @@ def _evaluated_material(recipe: Recipe, input_path: str | None, limit: int | Non
 
 def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], backends: ModelLoader, journal: Any,
                 out_dir: Path, progress: bool, on_system: Callable[[SystemRun], None] | None,
-                ) -> tuple[dict[str, SystemRun], list[Conversation], int, int]:
+                head_start_s: float = 0.0) -> tuple[dict[str, SystemRun], list[Conversation], int, int]:
     """Every system over ``ordered`` in rounds (one round without ``eval.max_minutes``), each system-round
-    journalled as it ends and reused when the journal holds it. Returns the merged runs, the conversations run
-    through the pipeline, how many ran with the human claims given, and the number of rounds."""
+    journalled as it ends and reused when the journal holds it; ``head_start_s``: what the budget has spent before
+    (the dev split's runs). Returns the merged runs, the conversations run through the pipeline, how many ran with
+    the human claims given, and the number of rounds."""
     e = recipe.eval
     saved = journal.open()
     spent_before = max((v["spent_s"] for v in saved.values()), default=0.0)   # of the run that was cut
@@ -279,7 +282,7 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
             given = [by_id[i] for i in kept[0]["given"]]
         else:
             size, given_size = next_round(len(ordered), len(done), given_done, spent,
-                                           sum(r.given_wall_s for r in runs.values()), e)
+                                           sum(r.given_wall_s for r in runs.values()), e, head_start_s)
             if size < 1 and given_size < 1:
                 log.warning("eval: time budget eval.max_minutes=%s: stopping after %d of %d conversations "
                             "(%d with the human claims given; %d rounds, %.1f min)", e.max_minutes, len(done),

@@ -28,14 +28,20 @@ TUNABLE = ("student", "pmi", "overlap")
 def claim_scores(records: Sequence[dict[str, Any]]) -> list[tuple[bool, float, bool]]:
     """(human label VERIFIED?, the system's P(VERIFIED), its label VERIFIED?) per human claim of a given-claims run
     that has a stage 2 probability."""
-    out = []
+    return list(_keyed_scores(records).values())
+
+
+def _keyed_scores(records: Sequence[dict[str, Any]]) -> dict[tuple[str, int, int], tuple[bool, float, bool]]:
+    """:func:`claim_scores` keyed by (conversation, turn, claim), to pair two systems' claims."""
+    out = {}
     for r in records:
         if not (r.get("scored") and r.get("gold_claims")):
             continue
-        for gold, claim in zip(r["gold_claims"], r["claims"]):
+        for k, (gold, claim) in enumerate(zip(r["gold_claims"], r["claims"])):
             pv = ((claim.get("stage2") or {}).get("probs") or {}).get(VERIFIED)
             if gold["label"] in CLAIM_CATEGORIES and pv is not None:
-                out.append((gold["label"] == VERIFIED, float(pv), claim.get("category") == VERIFIED))
+                key = (str(r.get("conversation_id")), int(r.get("turn_index", 0)), k)
+                out[key] = (gold["label"] == VERIFIED, float(pv), claim.get("category") == VERIFIED)
     return out
 
 
@@ -64,10 +70,10 @@ def check_apart(dev: Sequence[Conversation], test: Sequence[Conversation]) -> No
                         f"(first: {shared[0]}): tune on the benchmark's dev split, never on its test")
 
 
-def tuning_runs(recipe: Recipe, order: list[str], runs: dict[str, SystemRun], test: list[Conversation],
-                backends: ModelLoader, out_dir: Path, progress: bool) -> tuple[dict[str, SystemRun], dict[str, Any]]:
+def tuning_runs(recipe: Recipe, order: list[str], test: list[Conversation], backends: ModelLoader, out_dir: Path,
+                progress: bool) -> tuple[dict[str, SystemRun], dict[str, Any]]:
     """Stage 2 of each tunable system on the human claims of the dev split (``eval.tune_on``): claim level only,
-    no probes; nothing without it."""
+    no probes; nothing without it. It runs before the test's rounds, so a time budget counts it."""
     e = recipe.eval
     if not e.tune_on:
         return {}, {}
@@ -81,10 +87,10 @@ def tuning_runs(recipe: Recipe, order: list[str], runs: dict[str, SystemRun], te
     claim_level = dataclasses.replace(recipe, eval=dataclasses.replace(e, evidence=False))
     out = {}
     for name in order:
-        if name in TUNABLE and runs[name].status == "ok" and runs[name].given_records:
+        if name in TUNABLE:
             log.info("eval: %s on the dev split's human claims (eval.tune_on: %d dialogues)", name, len(dev))
             out[name] = run_system(name, claim_level, [], backends, out_dir, progress, given=dev,
-                                   reference_probes=set())
+                                   reference_probes=set(), given_label="dev split (eval.tune_on)")
     return out, {"sources": reports, "conversations": len(dev)}
 
 
@@ -93,7 +99,10 @@ def tuned_section(test_runs: dict[str, SystemRun], dev_runs: dict[str, SystemRun
     """Per tunable system: the tuned cut-off and its dev accuracy, and on the test's human claims the fixed and tuned
     stage 2 accuracy with McNemar."""
     systems: dict[str, Any] = {}
+    tuned_correct: dict[str, dict[tuple[str, int, int], bool]] = {}
     for name, dev in dev_runs.items():
+        if name not in test_runs:
+            continue
         dev_scores = claim_scores(dev.given_records)
         test_scores = claim_scores(test_runs[name].given_records)
         if not dev_scores or not test_scores:
@@ -103,6 +112,8 @@ def tuned_section(test_runs: dict[str, SystemRun], dev_runs: dict[str, SystemRun
         t, dev_acc = choose_threshold(dev_scores)
         fixed = [lab == g for g, _, lab in test_scores]
         tuned = [(p > t) == g for g, p, _ in test_scores]
+        tuned_correct[name] = {key: (p > t) == g
+                               for key, (g, p, _) in _keyed_scores(test_runs[name].given_records).items()}
         res = paired_mcnemar(tuned, fixed, variant)
         systems[name] = {"threshold": t, "dev_claims": len(dev_scores), "dev_accuracy_tuned": dev_acc,
                          "dev_accuracy_fixed": sum(lab == g for g, _, lab in dev_scores) / len(dev_scores),
@@ -111,7 +122,21 @@ def tuned_section(test_runs: dict[str, SystemRun], dev_runs: dict[str, SystemRun
                          "b": res["b"], "c": res["c"]}
     return {"method": "stage 2 cut-off on P(VERIFIED) most accurate on the dev split (0.01-0.99; ties nearest 0.5), "
                       "applied to the test's human claims; fixed = the label as the system gives it",
-            "dev": dev_info, "systems": systems}
+            "dev": dev_info, "systems": systems, "student_vs_tuned": _student_pairs(tuned_correct, variant)}
+
+
+def _student_pairs(tuned_correct: dict[str, dict[tuple[str, int, int], bool]], variant: str) -> list[dict[str, Any]]:
+    """The tuned student against each other tuned system, McNemar over the human claims both scored."""
+    mine = tuned_correct.get("student")
+    out = []
+    for name, theirs in tuned_correct.items():
+        if name == "student" or mine is None:
+            continue
+        keys = sorted(mine.keys() & theirs.keys())
+        res = paired_mcnemar([mine[k] for k in keys], [theirs[k] for k in keys], variant)
+        out.append({"system_1": "student", "system_2": name, "n": res["n"], "delta": res.get("delta"),
+                    "pvalue": res["pvalue"], "b": res["b"], "c": res["c"]})
+    return out
 
 
 def tuned_markdown(results: dict[str, Any]) -> list[str]:
@@ -129,7 +154,19 @@ def tuned_markdown(results: dict[str, Any]) -> list[str]:
     return ["## Stage 2 fixed and tuned (threshold tuned on the dev split)", "",
             f"Dev split: {sources} ({section['dev'].get('conversations')} dialogues). {section['method']}.", "",
             markdown_table(["system", "tuned cut-off", "dev claims", "dev fixed", "dev tuned", "test claims",
-                            "test fixed", "test tuned", "p (McNemar)"], rows), ""]
+                            "test fixed", "test tuned", "p (McNemar)"], rows), "",
+            *_pairs_markdown(section.get("student_vs_tuned") or [])]
+
+
+def _pairs_markdown(pairs: list[dict[str, Any]]) -> list[str]:
+    from .report import _pvalue, markdown_table
+
+    if not pairs:
+        return []
+    rows = [[p["system_2"], p["n"], "-" if p["delta"] is None else f"{100 * p['delta']:+.1f}", _pvalue(p["pvalue"])]
+            for p in pairs]
+    return ["Both tuned: the student against each rule on the same human claims.", "",
+            markdown_table(["other (tuned)", "claims", "student - other (points)", "p (McNemar)"], rows), ""]
 
 
 __all__ = ["TUNABLE", "check_apart", "choose_threshold", "claim_scores", "tuned_markdown", "tuned_section", "tuning_runs"]

@@ -160,6 +160,7 @@ def calibrate_stage2(rows: Sequence[dict[str, Any]], folds: int = 5) -> dict[str
                            "conversations": len(set(groups)), "cross_validated": figures, "chosen": chosen,
                            "rules_beside": {n: _accuracy(y, p) for n, p in oof.items() if n not in student},
                            "mcnemar_chosen_vs_as_trained": _mcnemar(y, oof[chosen], oof["as trained"]),
+                           "mcnemar_chosen_vs_overlap_tuned": _mcnemar(y, oof[chosen], oof["overlap rule, tuned"]),
                            "confusion_as_trained": _confusion2(y, oof["as trained"]),
                            "confusion_chosen": _confusion2(y, oof[chosen])}
     if chosen != "as trained":

@@ -42,6 +42,9 @@ def test_stage2_refit_is_chosen_when_the_dev_claims_teach_it_and_scored_out_of_f
     assert isinstance(out["head"], EvidenceHead) and out["head"].w_overlap > 0
     assert out["mcnemar_chosen_vs_as_trained"]["p_value"] < 0.01
     assert set(out["rules_beside"]) == {"overlap rule (0.5)", "overlap rule, tuned"}
+    vs_rule = out["mcnemar_chosen_vs_overlap_tuned"]   # paired on the same 36 claims, out of fold on both sides
+    gap = cv[out["chosen"]]["accuracy"] - out["rules_beside"]["overlap rule, tuned"]["accuracy"]
+    assert vs_rule["only_first_right"] - vs_rule["only_second_right"] == round(36 * gap)
     assert np.sum(out["confusion_as_trained"]["rows_human_cols_predicted"]) == 36
 
 

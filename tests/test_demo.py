@@ -53,6 +53,7 @@ OVERRIDES = [
     "train.cpu_threads=1",
     "eval.threads=1",
     "eval.bootstrap=20",
+    "eval.tune_on=[]",                               # the shipped recipe's tuning needs human claims (given_claims)
 ]
 
 
@@ -307,6 +308,7 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
         "train.per_stage={stage1: {max_steps: 1}, stage2: {max_steps: 1, sources: [FaithDial]}, stage3: {max_steps: 1}}",
         "train.save_steps=1", "train.cpu_threads=1", "eval.threads=1", "eval.bootstrap=20",
         "eval.round_size=1",
+        "eval.tune_on=[{benchmark: file, source: data/samples/faithdial_models_validation.jsonl, n: 6}]",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     # a demo budget spent before evaluation starts: evaluation keeps its minimum, the first held-out dialogue
@@ -333,10 +335,14 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert demo_summary["budget"] == {"demo_max_minutes": 0.01, "eval_max_minutes": 0.01}
     # turns safe, turns strict, claims (stage 2), turns/s: the student and the ten-line rules beside it; the base and
     # the pmi rule (eval.claim_level_only) at claim level only
+    # (the claims column: fixed, and tuned in brackets for the three with a cut-off, eval.tune_on)
+    acc = r"\d\.\d{3}"
     for name in ("student", "overlap", "majority"):
-        assert re.search(rf"^\s+{name}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d\.\d{{3}}\s+\d+\.\d\d\s*$", summary, re.M)
+        claims = rf"{acc} \({acc}\)" if name != "majority" else acc
+        assert re.search(rf"^\s+{name}\s+{acc}\s+{acc}\s+{claims}\s+\d+\.\d\d\s*$", summary, re.M), summary
     for name in ("base", "pmi"):
-        assert re.search(rf"^\s+{name}\s+-\s+-\s+\d\.\d{{3}}\s+claim level only\s*$", summary, re.M), summary
+        claims = rf"{acc} \({acc}\)" if name == "pmi" else acc
+        assert re.search(rf"^\s+{name}\s+-\s+-\s+{claims}\s+claim level only\s*$", summary, re.M), summary
     # the student against each of them, at claim level and (the base and pmi aside) per turn rule
     for other in ("base", "pmi", "overlap", "majority"):
         n_claims = re.search(rf"^\s+claims \(stage 2\)\s+{other}\s+[+-]\d\.\d{{3}}\s+(\d+)\s+[\d.e-]+\s*$", summary,
@@ -358,6 +364,16 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert len(pairs) == 10 and all(0 <= p["pvalue"] <= 1 for p in pairs)   # every pair of the five systems
     report = (out / "eval" / "report.md").read_text(encoding="utf-8")
     assert "## Claim level, human claims given (stages 2 and 3)" in report
+    # fixed and tuned: each cut-off chosen on the dev split's human claims, in results.json, report.md and the summary
+    tuned = results["tuned"]
+    assert set(tuned["systems"]) == {"student", "pmi", "overlap"} and tuned["dev"]["conversations"] == 6
+    for name, t in tuned["systems"].items():
+        dev = _jsonl(out / "eval" / "records" / f"{name}.tune_on.jsonl")
+        assert t["dev_claims"] == sum(len(r["gold_claims"]) for r in dev if r["scored"]) and 0 < t["threshold"] < 1
+        assert t["test_claims"] == int(n_claims.group(1)) and 0 <= t["fixed"] <= 1 and 0 <= t["tuned"] <= 1
+    assert {p["system_2"] for p in tuned["student_vs_tuned"]} == {"pmi", "overlap"}
+    assert "## Stage 2 fixed and tuned (threshold tuned on the dev split)" in report
+    assert len(re.findall(r"^\s+claims, both tuned\s+(pmi|overlap)\s", summary, re.M)) == 2, summary
     # evidence dependence, for both systems: in results.json, report.md, the page and the closing summary
     for name in ("student", "base", "overlap"):
         ev = results["systems"][name]["evidence"]

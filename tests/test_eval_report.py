@@ -286,6 +286,9 @@ def test_time_budget_runs_the_claim_level_first():
     assert next_round(134, 16, 16, 560.0, 32.0, e) == (0, 20)
     # everything fits: all of it in one round
     assert next_round(134, 16, 16, 20.0, 4.0, e) == (118, 118)
+    # 180 s spent before the rounds (eval.tune_on's dev split): 220 s left, the same pace -> the claim levels take
+    # 236 > 220: 110 of them, the pipeline nothing
+    assert next_round(134, 16, 16, 200.0, 32.0, e, 180.0) == (0, 110)
     # no human claims: the pipeline's pace alone; 32 would fit, but a round where the budget binds takes at most as
     # many as the pace was measured on (16), then measures again (32 run: up to 32)
     plain = SimpleNamespace(max_minutes=10, round_size=16, given_claims=False)

@@ -52,6 +52,9 @@ def _results() -> dict:
                              "parts": {"student": {"head_applied": True, "adapter_alone": 0.482}},
                              "significance": {"stage2": {"overall": [pair(o) for o in SYSTEMS[1:]]}}},
             "significance": {"by_rule": {r: {"overall": [pair(o) for o in ("overlap", "majority")]} for r in rules}},
+            "tuned": {"systems": {n: {"threshold": 0.35, "fixed": 0.716, "tuned": 0.739, "pvalue": 0.12}
+                                  for n in ("student", "pmi", "overlap")},
+                      "student_vs_tuned": [pair(o) for o in ("pmi", "overlap")]},
             "material": {"conversations": 134, "gold_turns": 134, "human_claims": 1340},
             "wall_s": 612.0}
 
@@ -65,7 +68,8 @@ def test_demo_tables_fit_100_columns():
         for table in _summary_tables(_results()):
             term.print(table)
     out = cap.get()
-    assert "adapter alone (no head)" in out and "claims (stage 2)" in out and "error: the server" in out
+    assert "adapter, no head" in out and "claims (stage 2)" in out and "error: the server" in out
+    assert "tuned" in out and "0.739" in out and out.count("claims, both tuned") == 2
     assert "1356.89 (100% from the call cache)" in out and "0.51 (100% from the call cache)" in out   # never folded
     assert _widest(out) <= TERMINAL_WIDTH, out
     assert len(out.splitlines()) <= 45, out   # the three tables of the demo's closing summary

@@ -49,7 +49,12 @@ def test_eval_reports_fixed_and_tuned_with_the_dev_split_apart(tmp_path, sample_
         given = res.results["given_claims"]["systems"][name]["overall"]
         assert s["fixed"] == pytest.approx(given["binary_accuracy"])
         assert 0 <= s["pvalue"] <= 1
-    assert "## Stage 2 fixed and tuned" in (res.out_dir / "report.md").read_text()
+    # both tuned, paired over the same human claims: the student against the tuned overlap rule
+    (pair,) = tuned["student_vs_tuned"]
+    assert pair["system_2"] == "overlap" and pair["n"] == tuned["systems"]["student"]["test_claims"]
+    assert pair["delta"] == pytest.approx(tuned["systems"]["student"]["tuned"] - tuned["systems"]["overlap"]["tuned"])
+    report = (res.out_dir / "report.md").read_text()
+    assert "## Stage 2 fixed and tuned" in report and "Both tuned: the student against each rule" in report
     # the dev split is never the test, and it tunes on human claims only
     with pytest.raises(EvalError, match=r"shares \d+ dialogue"):
         run_eval(load_recipe(RECIPE, [*ov[:-1], f"eval.tune_on=[{{benchmark: file, source: {sample_path}}}]"]),

@@ -248,7 +248,8 @@ def test_eval_on_fhsumbench_prints_the_three_way_scores_beside_the_published_row
     rc = main(["eval", "--config", str(ROOT / "recipes" / "demo-cpu.yaml"), "--input", str(FHSUM),
                "--systems", "world_judge,base", "--no-progress",
                "--output-dir", str(tmp_path / "eval"), "pipeline.world.enabled=true", "eval.threads=1",
-               "eval.given_claims=false", "eval.bootstrap=10", 'pipeline.max_new_tokens={"stage1": 48}',
+               "eval.given_claims=false", "eval.tune_on=[]", "eval.bootstrap=10",
+               'pipeline.max_new_tokens={"stage1": 48}',
                f"student.model={tiny_smollm2}"])
     out = capsys.readouterr().out
     assert rc == 0, out
