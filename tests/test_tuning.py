@@ -9,9 +9,10 @@ import pytest
 from conftest import ROOT
 from test_eval_report import RECIPE, _identity_adapters, _overrides
 from vista_distill.config import load_recipe
+from vista_distill.data.io import read_conversations
 from vista_distill.eval.errors import EvalError
 from vista_distill.eval.run import run_eval
-from vista_distill.eval.tuning import choose_threshold, claim_scores
+from vista_distill.eval.tuning import check_apart, choose_threshold, claim_scores
 from vista_distill.scoring.calibrate import THRESHOLDS
 
 DEV = ROOT / "data" / "samples" / "faithdial_models_validation.jsonl"
@@ -56,9 +57,22 @@ def test_eval_reports_fixed_and_tuned_with_the_dev_split_apart(tmp_path, sample_
     report = (res.out_dir / "report.md").read_text()
     assert "## Stage 2 fixed and tuned" in report and "Both tuned: the student against each rule" in report
     # the dev split is never the test, and it tunes on human claims only
-    with pytest.raises(EvalError, match=r"shares \d+ dialogue"):
-        run_eval(load_recipe(RECIPE, [*ov[:-1], f"eval.tune_on=[{{benchmark: file, source: {sample_path}}}]"]),
-                 input_path=str(sample_path), limit=2, output_dir=tmp_path / "same", systems=["overlap"])
+    same = run_eval(load_recipe(RECIPE, [*ov[:-1], f"eval.tune_on=[{{benchmark: file, source: {sample_path}}}]"]),
+                    input_path=str(sample_path), limit=2, output_dir=tmp_path / "same", systems=["overlap"])
+    dev = same.results["tuned"]["dev"]   # the two test dialogues (and any sharing their references) left out
+    assert dev["left_out_shared_with_test"] >= 2 and dev["conversations"] + dev["left_out_shared_with_test"] == \
+        len(read_conversations(sample_path))
     with pytest.raises(EvalError, match="eval.given_claims"):
         run_eval(load_recipe(RECIPE, [*ov, "eval.given_claims=false"]), input_path=str(sample_path), limit=2,
                  output_dir=tmp_path / "none", systems=["overlap"])
+
+
+def test_dev_dialogues_sharing_the_test_are_left_out_and_a_dev_split_that_is_the_test_refused(sample_path):
+    convs = read_conversations(sample_path)
+    test = convs[:1]
+    refs = {t.reference for t in test[0].turns if t.reference}
+    kept = check_apart(convs, test)
+    assert kept and all(c.id != test[0].id and not refs & {t.reference for t in c.turns} for c in kept)
+    assert len(kept) == sum(not refs & {t.reference for t in c.turns} for c in convs[1:])
+    with pytest.raises(EvalError, match=r"shares 1 dialogue"):
+        check_apart(test, test)
