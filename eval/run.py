@@ -176,7 +176,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     journal = _journal(out_dir, recipe, ordered, order, backends)
     try:
         t_dev = time.perf_counter()
-        dev_runs, dev_info = tuning_runs(recipe, order, conversations, backends, out_dir, progress)
+        dev_runs, dev_info = tuning_runs(recipe, order, conversations, backends, out_dir)
         runs, done, given_done, rounds = _run_rounds(recipe, ordered, order, backends, journal, out_dir, progress,
                                                      on_system, head_start_s=time.perf_counter() - t_dev)
         if e.max_minutes:

@@ -206,13 +206,13 @@ def _describe(backend: Backend, style: str) -> dict[str, Any]:
 
 def run_system(name: str, recipe: Recipe, conversations: list[Conversation], backends: ModelLoader,
                out_dir: Path, progress: bool = False, given: list[Conversation] | None = None,
-               reference_probes: set[str] | None = None, given_label: str = "human claims given") -> SystemRun:
+               reference_probes: set[str] | None = None) -> SystemRun:
     """Run one system over ``conversations``; prerequisites missing -> status ``skipped`` with the reason.
 
     ``given``: the conversations whose human claims go through stages 2-3 and the evidence probes
     (``eval.given_claims``; default ``conversations``): a time budget runs the claim level on more of them
     than the whole pipeline. ``reference_probes``: the conversations whose claims get the whole-reference probes
-    (``eval.evidence_conversations``; None: all); ``given_label``: what the claim level's progress bar calls them."""
+    (``eval.evidence_conversations``; None: all)."""
     given = conversations if given is None else given
     run = SystemRun(name)
     try:
@@ -249,7 +249,7 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         run.description["label_methods"] = dict(backend.stats.get("label_methods") or {})
     if recipe.eval.given_claims and pipeline and given:
         _run_given_claims(run, given, cfg, backend, recipe.eval.seed if recipe.eval.evidence else None, progress,
-                          reference_probes, given_label)
+                          reference_probes)
     if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)
         how = Counter(str((r.get("judge") or {}).get("parsed_from")) for r in run.records if r["scored"])
         run.description["judge_parsed_from"] = {k.replace("None", "unread"): v for k, v in sorted(how.items())}
@@ -287,12 +287,11 @@ def _start_system(name: str, recipe: Recipe, conversations: list[Conversation], 
 
 
 def _run_given_claims(run: SystemRun, given: list[Conversation], cfg: Any, backend: Backend,
-                      evidence_seed: int | None, progress: bool, reference_probes: set[str] | None = None,
-                      label: str = "human claims given") -> None:
+                      evidence_seed: int | None, progress: bool, reference_probes: set[str] | None = None) -> None:
     """Stages 2-3 on the human claims of ``given`` (and the evidence probes, with ``evidence_seed``) into ``run``."""
     t0 = time.perf_counter()
     has_claims = any(c.turns[i].gold_claims for c in given for i in c.scored_turns)
-    bar = RequestBar(f"eval {run.name}, {label}", backend, enabled=progress and has_claims,
+    bar = RequestBar(f"eval {run.name}, human claims given", backend, enabled=progress and has_claims,
                      mininterval=1.0)
     try:
         run.given_records, run.evidence_records = run_given_claims(

@@ -78,8 +78,8 @@ def check_apart(dev: Sequence[Conversation], test: Sequence[Conversation]) -> li
     return [c for c in dev if c.id not in out]
 
 
-def tuning_runs(recipe: Recipe, order: list[str], test: list[Conversation], backends: ModelLoader, out_dir: Path,
-                progress: bool) -> tuple[dict[str, SystemRun], dict[str, Any]]:
+def tuning_runs(recipe: Recipe, order: list[str], test: list[Conversation], backends: ModelLoader,
+                out_dir: Path) -> tuple[dict[str, SystemRun], dict[str, Any]]:
     """Stage 2 of each tunable system on the human claims of the dev split (``eval.tune_on``): claim level only,
     no probes; nothing without it. It runs before the test's rounds, so a time budget counts it."""
     e = recipe.eval
@@ -99,8 +99,8 @@ def tuning_runs(recipe: Recipe, order: list[str], test: list[Conversation], back
     for name in order:
         if name in TUNABLE:
             log.info("eval: %s on the dev split's human claims (eval.tune_on: %d dialogues)", name, len(dev))
-            out[name] = run_system(name, claim_level, [], backends, out_dir, progress, given=dev,
-                                   reference_probes=set(), given_label="dev split (eval.tune_on)")
+            out[name] = run_system(name, claim_level, [], backends, out_dir, progress=False, given=dev,
+                                   reference_probes=set())   # no bars: the closing summary stays within 80 lines
     return out, {"sources": reports, "conversations": len(dev), "left_out_shared_with_test": left_out}
 
 
