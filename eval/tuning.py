@@ -114,7 +114,8 @@ def tuned_section(test_runs: dict[str, SystemRun], dev_runs: dict[str, SystemRun
         if name not in test_runs:
             continue
         dev_scores = claim_scores(dev.given_records)
-        test_scores = claim_scores(test_runs[name].given_records)
+        keyed = _keyed_scores(test_runs[name].given_records)
+        test_scores = list(keyed.values())
         if not dev_scores or not test_scores:
             systems[name] = {"reason": "no human claim with a stage 2 probability on the "
                                        + ("dev split" if not dev_scores else "test")}
@@ -122,8 +123,7 @@ def tuned_section(test_runs: dict[str, SystemRun], dev_runs: dict[str, SystemRun
         t, dev_acc = choose_threshold(dev_scores)
         fixed = [lab == g for g, _, lab in test_scores]
         tuned = [(p > t) == g for g, p, _ in test_scores]
-        tuned_correct[name] = {key: (p > t) == g
-                               for key, (g, p, _) in _keyed_scores(test_runs[name].given_records).items()}
+        tuned_correct[name] = dict(zip(keyed, tuned))
         res = paired_mcnemar(tuned, fixed, variant)
         systems[name] = {"threshold": t, "dev_claims": len(dev_scores), "dev_accuracy_tuned": dev_acc,
                          "dev_accuracy_fixed": sum(lab == g for g, _, lab in dev_scores) / len(dev_scores),
