@@ -16,17 +16,25 @@ from .runtime.exit_codes import OutputError, UsageError, check_writable
 
 
 def _add_score(sub: argparse._SubParsersAction) -> None:
-    p = add_recipe_subparser(sub, "score", config_required=False,
-                             config_help="a recipe: its student, its pipeline settings and its trained adapters "
-                                         "(train.output_dir)", help="score dialogues with the VISTA pipeline on a local model",
-                       description="Score every assistant turn of the input dialogues with VISTA. Settings come "
-                                   "from the recipe (--config; default: the built-in defaults); the options "
-                                   "marked [recipe KEY] and the trailing section.key=value overrides change it.")
+    p = add_recipe_subparser(
+        sub,
+        "score",
+        config_required=False,
+        config_help="a recipe: its student, its pipeline settings and its trained adapters (train.output_dir)",
+        help="score dialogues with the VISTA pipeline on a local model",
+        description="Score every assistant turn of the input dialogues with VISTA. Settings come "
+        "from the recipe (--config; default: the built-in defaults); the options "
+        "marked [recipe KEY] and the trailing section.key=value overrides change it.",
+    )
     p.add_argument("--input", required=True, help="conversations: authors' .json or our .jsonl")
     p.add_argument("--output", required=True, help="per-turn records (.jsonl); the summary goes beside it")
-    p.add_argument("--adapters", default=None, help="folder with stage1/ stage2/ stage3/ PEFT adapters "
-                                                    "(default: the recipe's trained adapters, when --config has any); with --server, the local "
-                                                    "folder their evidence heads, priors and calibrations are read from")
+    p.add_argument(
+        "--adapters",
+        default=None,
+        help="folder with stage1/ stage2/ stage3/ PEFT adapters "
+        "(default: the recipe's trained adapters, when --config has any); with --server, the local "
+        "folder their evidence heads, priors and calibrations are read from",
+    )
     p.add_argument("--rule", choices=RULES, default="safe",
                    help="headline turn rule (all are computed): safe = VERIFIED/ABSTENTION/OUT-OF-SCOPE are safe, "
                         "unparseable or claimless turns unknown; strict = only VERIFIED (paper Table 1 text); "
@@ -186,13 +194,22 @@ def _stage_ints(pairs: list[str]) -> dict[str, int]:
 
 
 def _add_check(sub: argparse._SubParsersAction) -> None:
-    p = add_recipe_subparser(sub, "check", config_required=False,
-                             config_help="recipe YAML (default: the built-in defaults)", help="preflight a recipe before any large model loads: hardware, data, leaks, "
-                                     "chat templates, thinking, GPU memory, teacher endpoint",
-                       description="Everything the recipe needs short of loading the large models; one line per "
-                                   "problem, exit 1 when there is any.")
-    p.add_argument("--data-root", default=None, metavar="DIR",
-                   help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)")
+    p = add_recipe_subparser(
+        sub,
+        "check",
+        config_required=False,
+        config_help="recipe YAML (default: the built-in defaults)",
+        help="preflight a recipe before any large model loads: hardware, data, leaks, "
+        "chat templates, thinking, GPU memory, teacher endpoint",
+        description="Everything the recipe needs short of loading the large models; one line per "
+        "problem, exit 1 when there is any.",
+    )
+    p.add_argument(
+        "--data-root",
+        default=None,
+        metavar="DIR",
+        help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)",
+    )
     p.add_argument("--online", action="store_true", help="also send the teacher endpoint one real request")
     p.set_defaults(func=_check)
 

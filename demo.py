@@ -179,8 +179,10 @@ def _student_tests(results: dict) -> list[tuple[str, str, float, int, float | No
     from .scoring.metrics import OVERALL
 
     rules = results.get("settings", {}).get("rules") or ["safe", "strict"]
-    levels = [("claims (stage 2)", (results.get("given_claims") or {}).get("significance", {}).get("stage2", {})),
-              *((f"turns ({rule})", results.get("significance", {}).get("by_rule", {}).get(rule, {})) for rule in rules)]
+    levels = [
+        ("claims (stage 2)", (results.get("given_claims") or {}).get("significance", {}).get("stage2", {})),
+        *((f"turns ({rule})", results.get("significance", {}).get("by_rule", {}).get(rule, {})) for rule in rules),
+    ]
     out = []
     for label, pairs in levels:
         for p in pairs.get(OVERALL, []):
@@ -240,10 +242,15 @@ def _summary_tables(results: dict) -> list:
                           "claims (stage 2)\nfixed (tuned)" if tuned else "claims\n(stage 2)", "turns/s"],
                          [[name, *cells[:-1], cells[-1] + (f" ({tuned[name]})" if name in tuned else ""), speed]
                           for name, cells, speed in _system_rows(results)],
-                         max_width={len(rules) + 2: 35})   # "12345.67 (100% from the call cache)" on one line
-    tests = make_table("student - other system or stage rule (McNemar, exact)", ["level", "other", "accuracy\ndifference", "n", "p"],
-                       [[label, other, f"{delta:+.3f}", n, "-" if p is None else f"{p:.2g}"]
-                        for label, other, delta, n, p in _student_tests(results)])
+                         max_width={len(rules) + 2: 35})  # "12345.67 (100% from the call cache)" on one line
+    tests = make_table(
+        "student - other system or stage rule (McNemar, exact)",
+        ["level", "other", "accuracy\ndifference", "n", "p"],
+        [
+            [label, other, f"{delta:+.3f}", n, "-" if p is None else f"{p:.2g}"]
+            for label, other, delta, n, p in _student_tests(results)
+        ],
+    )
     evidence = evidence_table({n: s.get("evidence") for n, s in (results.get("systems") or {}).items()})
     return [systems] + ([tests] if tests.row_count else []) + ([evidence] if evidence is not None else [])
 

@@ -14,7 +14,7 @@ from .pipeline.engine import RULES, EngineConfig, TurnResult
 from .pipeline.protocol import Backend
 from .runtime.progress import RequestBar
 from .scoring.evidence import evidence_metrics
-from .scoring.results import ClaimLabel, ScoreResult, ScoredTurn
+from .scoring.results import ClaimLabel, ScoredTurn, ScoreResult
 from .scoring.run import label_claims, run_given_claims, run_pipeline
 from .scoring.summary import summarize
 

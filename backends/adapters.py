@@ -191,7 +191,7 @@ def _training_summary(f: Path, error: type[ValueError]) -> dict[str, Any]:
 def trained_with(adapters: Mapping[str, Path]) -> TrainedWith:
     """:class:`TrainedWith` from the stage folders' training summaries (absent ones tell nothing); stages that
     disagree on the base model are an error naming both."""
-    from ..data.io import SchemaError   # a ValueError: bad input, the CLI's one-line error
+    from ..data.io import SchemaError  # a ValueError: bad input, the CLI's one-line error
 
     seen: dict[str, dict[str, Any]] = {}
     for stage, path in adapters.items():
@@ -202,5 +202,8 @@ def trained_with(adapters: Mapping[str, Path]) -> TrainedWith:
     if len(set(models.values())) > 1:
         raise SchemaError(None, f"stage adapters trained on different base models: {models}")
     styles = [st for d in seen.values() for st in (d.get("silver") or {}).get("prompt_style") or []]
-    return TrainedWith(model=next(iter(models.values()), None), prompt_style=styles[0] if styles else None,
-                       load_in_4bit=any(bool((d.get("hyperparameters") or {}).get("load_in_4bit")) for d in seen.values()))
+    return TrainedWith(
+        model=next(iter(models.values()), None),
+        prompt_style=styles[0] if styles else None,
+        load_in_4bit=any(bool((d.get("hyperparameters") or {}).get("load_in_4bit")) for d in seen.values()),
+    )

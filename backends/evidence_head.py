@@ -59,7 +59,7 @@ class EvidenceHead:
 
     @classmethod
     def load_file(cls, path: str | Path) -> EvidenceHead:
-        from ..data.io import SchemaError   # a ValueError: bad input, the CLI's one-line error
+        from ..data.io import SchemaError  # a ValueError: bad input, the CLI's one-line error
 
         try:
             d = json.loads(Path(path).read_text(encoding="utf-8"))

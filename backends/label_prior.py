@@ -42,7 +42,7 @@ class LabelPrior:
         path = Path(folder) / PRIOR_FILE
         if not path.exists():
             return None
-        from ..data.io import SchemaError   # a ValueError: bad input, the CLI's one-line error
+        from ..data.io import SchemaError  # a ValueError: bad input, the CLI's one-line error
 
         try:
             raw = json.loads(path.read_text())

@@ -69,7 +69,9 @@ class RepeatedLineStop:
         if not (newline or sentence):   # a phrase loop never ends a sentence: looked for every TAIL_CHECK tokens
             if len(generated) % TAIL_CHECK:
                 return False
-            tail = self.tokenizer.decode(generated[-TAIL_TOKENS:], skip_special_tokens=True)   # the row's last ~200+ chars
+            tail = self.tokenizer.decode(
+                generated[-TAIL_TOKENS:], skip_special_tokens=True
+            )  # the row's last ~200+ chars
             return _looping_tail(tail.rsplit("\n", 1)[-1])
         text = self.tokenizer.decode(generated, skip_special_tokens=True)
         return (newline and _has_repeated_line(text)) or (sentence and _looping_line(text))

@@ -261,8 +261,10 @@ class OpenAIBackend:
 
     def _key_message(self, status: int, url: str | None = None) -> str:
         state = "is set" if os.environ.get(self.api_key_env) else "is not set"
-        return (f"{self.role} server {redact_url(url or self.base_url)} answered HTTP {status}: the API key was refused "
-                f"(read from the environment variable {self.api_key_env}, which {state})")
+        return (
+            f"{self.role} server {redact_url(url or self.base_url)} answered HTTP {status}: the API key was refused "
+            f"(read from the environment variable {self.api_key_env}, which {state})"
+        )
 
     async def _gather(self, jobs: list[tuple[str, Request, dict[str, Any]]],
                       todo: dict[str, list[int]], in_flight: int | None = None) -> list[Any]:
@@ -310,10 +312,16 @@ class OpenAIBackend:
                 self.replicas.succeeded(rep)
                 break
         elapsed = time.perf_counter() - start
-        entry.update(model=body.get("model", self.model), stage=req.stage, messages_digest=messages_digest(req.messages),
-                     target=req.messages[-1]["content"] if req.messages else "",
-                     params={k: v for k, v in body.items() if k not in ("messages", "prompt")},
-                     latency_s=round(elapsed, 4), attempts=attempts, created=round(time.time(), 3))
+        entry.update(
+            model=body.get("model", self.model),
+            stage=req.stage,
+            messages_digest=messages_digest(req.messages),
+            target=req.messages[-1]["content"] if req.messages else "",
+            params={k: v for k, v in body.items() if k not in ("messages", "prompt")},
+            latency_s=round(elapsed, 4),
+            attempts=attempts,
+            created=round(time.time(), 3),
+        )
         if len(self.base_urls) > 1:
             entry["replica"] = redact_url(rep.url)
         if "error" in entry:

@@ -44,7 +44,7 @@ from .cache import CallCache, call_key
 from .evidence_head import EvidenceHead, claim_and_twin, claim_overlap
 from .label_prior import LabelPrior
 from .list_generation import RepeatedLineStop, list_stop_reason
-from .openai_compat import OpenAIBackend, ServerError, Retryable, redact_url
+from .openai_compat import OpenAIBackend, Retryable, ServerError, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -299,7 +299,9 @@ class ServerBackend(OpenAIBackend):
             for i, (r, p) in enumerate(zip(requests, prompts)):
                 for k, lab in enumerate(r.labels):
                     if j < len(pieces[lab]):
-                        jobs.append((r, self.completion(r, p + "".join(pieces[lab][:j]), 1, logprobs=self.top_logprobs)))
+                        jobs.append(
+                            (r, self.completion(r, p + "".join(pieces[lab][:j]), 1, logprobs=self.top_logprobs))
+                        )
                         where.append((i, k, lab))
             for (i, k, lab), a in zip(where, self.generate(jobs)):
                 top = (a.meta.get("logprobs_raw") or {}).get("top") or {}

@@ -22,9 +22,6 @@ from ..pipeline.render import THINKING_OFF
 from .adapters import find_stage_adapters, load_stage_adapters
 from .backend_options import BackendOptions, load_causal_lm
 from .evidence_head import EvidenceHead, claim_and_twin, weigh_evidence
-from .label_memo import LabelMemo, memo_key
-from .label_prior import LabelPrior
-from .list_generation import ListMarkerFormat, RepeatedLineStop, list_stop_reason
 from .forward_paths import (
     GQA_SDPA,
     batches,
@@ -34,6 +31,9 @@ from .forward_paths import (
     resolve_prefill_tokens,
     shared_prefix,
 )
+from .label_memo import LabelMemo, memo_key
+from .label_prior import LabelPrior
+from .list_generation import ListMarkerFormat, RepeatedLineStop, list_stop_reason
 from .model_loading import encode_prompt, eos_ids, resolve_model, token_span
 from .slot_decoding import decode_in_slots, slots_supported, static_prefix_cache
 

@@ -57,24 +57,49 @@ OUT = ROOT / "bench" / "results" / "demo_protocol"
 # What each variant changes against the recipe as written ("chosen" before any result was seen).
 # ``stages``: the adapters it trains itself; the others are the "chosen" variant's.
 VARIANTS: dict[str, dict[str, Any]] = {
-    "chosen": {"overrides": [], "stages": ["stage1", "stage2", "stage3"],
-               "what": "recipes/demo-cpu.yaml as written: lr 5e-4, no class balancing, FaithDial + Factcheck-GPT"},
-    "class-weights": {"overrides": ["train.per_stage.stage2.class_balance=weights",
-                                    "train.per_stage.stage3.class_balance=weights"],
-                      "stages": ["stage2", "stage3"], "what": "class-weighted loss in stages 2 and 3"},
-    "lr-1e-3": {"overrides": ["train.per_stage.stage2.learning_rate=0.001"], "stages": ["stage2"],
-                "what": "stage 2 learning rate 1e-3"},
-    "augment": {"overrides": ["distill.augment_falsified=2"], "stages": ["stage2", "stage3"], "silver": "own",
-                "what": "plus rule-made VERIFIED/CONTRADICTED pairs (LLM-OASIS style, 2 per reference)"},
+    "chosen": {
+        "overrides": [],
+        "stages": ["stage1", "stage2", "stage3"],
+        "what": "recipes/demo-cpu.yaml as written: lr 5e-4, no class balancing, FaithDial + Factcheck-GPT",
+    },
+    "class-weights": {
+        "overrides": ["train.per_stage.stage2.class_balance=weights", "train.per_stage.stage3.class_balance=weights"],
+        "stages": ["stage2", "stage3"],
+        "what": "class-weighted loss in stages 2 and 3",
+    },
+    "lr-1e-3": {
+        "overrides": ["train.per_stage.stage2.learning_rate=0.001"],
+        "stages": ["stage2"],
+        "what": "stage 2 learning rate 1e-3",
+    },
+    "augment": {
+        "overrides": ["distill.augment_falsified=2"],
+        "stages": ["stage2", "stage3"],
+        "silver": "own",
+        "what": "plus rule-made VERIFIED/CONTRADICTED pairs (LLM-OASIS style, 2 per reference)",
+    },
     # added 2026-11-24 after the CPU training step became 2.3x faster (train/trainer.py: the fused LM head on
     # labelled positions only): the same training wall time buys 2.5x the steps
-    "steps-2.5x": {"overrides": ["train.per_stage.stage1.max_steps=20", "train.per_stage.stage2.max_steps=40",
-                                 "train.per_stage.stage3.max_steps=10"], "stages": ["stage1", "stage2", "stage3"],
-                   "what": "2.5x the steps per stage (20 / 40 / 10), about the old training time at the faster step"},
-    "stage2-48": {"overrides": ["train.per_stage.stage2.max_steps=48"], "stages": ["stage2"],
-                  "what": "stage 2 only, 3x its steps (48 = 384 examples, about half an epoch of its 829); stages 1 and 3 as the recipe"},
-    "faithdial-only": {"overrides": [], "stages": ["stage2"], "silver": "faithdial",
-                       "what": "stage 2 trained on the FaithDial examples only (no Factcheck-GPT)"},
+    "steps-2.5x": {
+        "overrides": [
+            "train.per_stage.stage1.max_steps=20",
+            "train.per_stage.stage2.max_steps=40",
+            "train.per_stage.stage3.max_steps=10",
+        ],
+        "stages": ["stage1", "stage2", "stage3"],
+        "what": "2.5x the steps per stage (20 / 40 / 10), about the old training time at the faster step",
+    },
+    "stage2-48": {
+        "overrides": ["train.per_stage.stage2.max_steps=48"],
+        "stages": ["stage2"],
+        "what": "stage 2 only, 3x its steps (48 = 384 examples, about half an epoch of its 829); stages 1 and 3 as the recipe",
+    },
+    "faithdial-only": {
+        "overrides": [],
+        "stages": ["stage2"],
+        "silver": "faithdial",
+        "what": "stage 2 trained on the FaithDial examples only (no Factcheck-GPT)",
+    },
 }
 
 
@@ -85,48 +110,78 @@ VARIANTS: dict[str, dict[str, Any]] = {
 # loader options set on the recipe's data.train entries (by index), which distils its own silver data.
 VAL_VARIANTS: dict[str, dict[str, Any]] = {
     "recipe": {"overrides": [], "stages": ["stage1", "stage2", "stage3"], "what": "recipes/demo-cpu.yaml as written"},
-    "questions": {"overrides": [], "stages": ["stage1"], "options": {2: {"questions": 0.5}},
-                  "what": "stage 1 also on half the Factcheck-GPT sentences rephrased as 'Did you know that ...?' "
-                          "questions (same claims)"},
+    "questions": {
+        "overrides": [],
+        "stages": ["stage1"],
+        "options": {2: {"questions": 0.5}},
+        "what": "stage 1 also on half the Factcheck-GPT sentences rephrased as 'Did you know that ...?' "
+        "questions (same claims)",
+    },
     # added before any val-turns result was seen: the demo's stage 1 (8 steps of 8) answers free text, not a
     # numbered claim list, on the test records read while measuring the Intel run (nothing chosen there)
-    "stage1-24": {"overrides": ["train.per_stage.stage1.max_steps=24"], "stages": ["stage1"],
-                  "what": "stage 1 trained 3x longer (24 steps of 8)"},
-    "questions-24": {"overrides": ["train.per_stage.stage1.max_steps=24"], "stages": ["stage1"],
-                     "options": {2: {"questions": 0.5}}, "what": "both: questions and 24 stage-1 steps"},
+    "stage1-24": {
+        "overrides": ["train.per_stage.stage1.max_steps=24"],
+        "stages": ["stage1"],
+        "what": "stage 1 trained 3x longer (24 steps of 8)",
+    },
+    "questions-24": {
+        "overrides": ["train.per_stage.stage1.max_steps=24"],
+        "stages": ["stage1"],
+        "options": {2: {"questions": 0.5}},
+        "what": "both: questions and 24 stage-1 steps",
+    },
     # added after recipe / questions / base had run (stage 1 invents claims unrelated to the turn at 8 steps),
     # before any result of the longer stage 1 was seen
-    "stage1-64": {"overrides": ["train.per_stage.stage1.max_steps=64"], "stages": ["stage1"],
-                  "what": "stage 1 trained 8x longer (64 steps of 8, about 2 epochs of its 262 examples)"},
+    "stage1-64": {
+        "overrides": ["train.per_stage.stage1.max_steps=64"],
+        "stages": ["stage1"],
+        "what": "stage 1 trained 8x longer (64 steps of 8, about 2 epochs of its 262 examples)",
+    },
     # 2026-11-24: generalisation beyond FaithDial (issue 13 item 5; the human set mixes AIS, BEGIN,
     # FADE and FaithDial). BEGIN-WoW (CC BY 4.0) and FADE (MIT) bundled in data/samples (begin.py / fade.py build_sample in data/benchmarks/), each
     # response its one claim, as training-only sources of stages 2 and 3; stage 1 is stage1-64's. Criterion, fixed
     # before any of these ran: strict-rule turn accuracy over all validation turns pooled (FaithDial's 200 model
     # responses + BEGIN's 60 + FADE's 40 validation rows, ``val-turns NAME begin-fade`` for the last two; an
     # unknown verdict counts as wrong); within one point stage1-64 (the recipe as written) stays.
-    "mix": {"overrides": ["train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE]"], "stages": ["stage2", "stage3"],
-            "add_sources": "begin-fade", "links": "val-stage1-64",
-            "what": "stages 2-3 also on BEGIN-WoW (290) and FADE (120 rows) training responses, 48 stage-2 steps"},
-    "mix-96": {"overrides": ["train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE]",
-                             "train.per_stage.stage2.max_steps=96"], "stages": ["stage2", "stage3"],
-               "add_sources": "begin-fade", "links": "val-stage1-64",
-               "what": "as mix, 96 stage-2 steps (the added data doubles stage 2's examples)"},
+    "mix": {
+        "overrides": ["train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE]"],
+        "stages": ["stage2", "stage3"],
+        "add_sources": "begin-fade",
+        "links": "val-stage1-64",
+        "what": "stages 2-3 also on BEGIN-WoW (290) and FADE (120 rows) training responses, 48 stage-2 steps",
+    },
+    "mix-96": {
+        "overrides": ["train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE]", "train.per_stage.stage2.max_steps=96"],
+        "stages": ["stage2", "stage3"],
+        "add_sources": "begin-fade",
+        "links": "val-stage1-64",
+        "what": "as mix, 96 stage-2 steps (the added data doubles stage 2's examples)",
+    },
     # added after mix-96 was chosen, as an ablation only (the choice stands as made): how much of mix-96's gain is
     # the 96 steps and how much the data
-    "faithdial-96": {"overrides": ["train.per_stage.stage2.max_steps=96", "train.per_stage.stage2.sources=[FaithDial]"],
-                     "stages": ["stage2", "stage3"],
-                     "links": "val-stage1-64", "what": "the recipe before mix: stage 2 on FaithDial sources, 96 steps"},
+    "faithdial-96": {
+        "overrides": ["train.per_stage.stage2.max_steps=96", "train.per_stage.stage2.sources=[FaithDial]"],
+        "stages": ["stage2", "stage3"],
+        "links": "val-stage1-64",
+        "what": "the recipe before mix: stage 2 on FaithDial sources, 96 steps",
+    },
     # 2026-11-24: the held-out test enlarged to half the FaithDial dialogues (data.test_fraction 0.5)
     # and split so that no test reference is trained on (data.split_by reference; 134 turns; 15 of the old 27 shared
     # a knowledge snippet with a training response), before anything ran on it, so its training material shrank and the choice
     # between the two best rows above is made again on that material. Criterion, fixed before either ran: pooled
     # strict-rule turn accuracy over the 300 validation turns (as for mix); within one point the recipe as written
     # (split50, i.e. mix-96) stays. Runs go to a fresh $PROTOCOL_RUNS (its own silver data, made by ``prepare``).
-    "split50": {"overrides": [], "stages": ["stage1", "stage2", "stage3"],
-                "what": "recipes/demo-cpu.yaml as written (mix-96) with the test at half the FaithDial dialogues"},
-    "split50-faithdial-96": {"overrides": ["train.per_stage.stage2.sources=[FaithDial]"], "stages": ["stage2", "stage3"],
-                             "links": "val-split50",
-                             "what": "split50 with stage 2 on the FaithDial sources only (faithdial-96 on the new split)"},
+    "split50": {
+        "overrides": [],
+        "stages": ["stage1", "stage2", "stage3"],
+        "what": "recipes/demo-cpu.yaml as written (mix-96) with the test at half the FaithDial dialogues",
+    },
+    "split50-faithdial-96": {
+        "overrides": ["train.per_stage.stage2.sources=[FaithDial]"],
+        "stages": ["stage2", "stage3"],
+        "links": "val-split50",
+        "what": "split50 with stage 2 on the FaithDial sources only (faithdial-96 on the new split)",
+    },
     # 2026-11-25. Read on validation records (val-split50, the 200 FaithDial model responses): the
     # student's stage 1 leaves out a response's opinions and personal remarks ("It's hard to not get into them when
     # you love the original. The adventures continued in six feature films." -> only the film claim), which FaithDial
@@ -134,32 +189,44 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
     # Factcheck-GPT's annotators wrote no claims for such sentences; ``unclaimed: out_of_scope`` gives each its one
     # OUT-OF-SCOPE claim (34 sentences), so stage 1 sees complete decompositions that keep them. Criterion fixed before
     # it ran: pooled strict over the 300 validation turns; within one point the recipe as written (split50) stays.
-    "split50-oos": {"overrides": [], "stages": ["stage1", "stage3"], "options": {2: {"unclaimed": "out_of_scope"}},
-                    "links": "val-split50",
-                    "what": "split50 with Factcheck-GPT's undecomposed (opinion, remark) sentences as one OUT-OF-SCOPE "
-                            "claim each: stage 1 and 3 trained again, stage 2 the recipe's"},
+    "split50-oos": {
+        "overrides": [],
+        "stages": ["stage1", "stage3"],
+        "options": {2: {"unclaimed": "out_of_scope"}},
+        "links": "val-split50",
+        "what": "split50 with Factcheck-GPT's undecomposed (opinion, remark) sentences as one OUT-OF-SCOPE "
+        "claim each: stage 1 and 3 trained again, stage 2 the recipe's",
+    },
     # Then (split50-oos discarded: pooled strict 57.7): the recipe's stage 2 (val-split50), given the 200 validation
     # responses' claims against a random other validation response's snippet instead of their own, still said
     # VERIFIED to 47 of the 100 faithful ones (64 with their own snippet) and to 21 of the 100 hallucinated (24): it
     # barely reads the reference. ``distill.augment_swapped`` (distill/augment.py) gives half of the training
     # VERIFIED claims a second, UNVERIFIABLE example against another training dialogue's reference. Share 0.5 fixed
     # before it ran (1.0 would make two thirds of stage 2's examples UNVERIFIABLE); same criterion as above.
-    "split50-swap": {"overrides": ["distill.augment_swapped=0.5",
-                                   ("train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE,FaithDial+swapped,"
-                                    "BEGIN+swapped,FADE+swapped]")],
-                     "stages": ["stage2"], "own_silver": True, "links": "val-split50",
-                     "what": "split50 with half of stage 2's VERIFIED claims also given, UNVERIFIABLE, another "
-                             "training dialogue's reference: stage 2 trained again, stages 1 and 3 the recipe's"},
+    "split50-swap": {
+        "overrides": [
+            "distill.augment_swapped=0.5",
+            ("train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE,FaithDial+swapped,BEGIN+swapped,FADE+swapped]"),
+        ],
+        "stages": ["stage2"],
+        "own_silver": True,
+        "links": "val-split50",
+        "what": "split50 with half of stage 2's VERIFIED claims also given, UNVERIFIABLE, another "
+        "training dialogue's reference: stage 2 trained again, stages 1 and 3 the recipe's",
+    },
     # split50-swap collapsed onto UNVERIFIABLE (pooled strict 49.3; 8 of 100 faithful responses VERIFIED), but
     # ``ref-swap`` found it ranking a faithful claim's own snippet above a foreign one more often than the recipe's
     # stage 2 (AUC 0.59 vs 0.535): the added examples moved the prior more than the reading. Next, declared before
     # it ran: every VERIFIED claim paired (share 1.0, as LLM-OASIS keeps both claims of a pair) and stage 2's loss
     # weighted by class so that the prior stays even. Same criterion.
-    "split50-swap-weighted": {"overrides": ["distill.augment_swapped=1.0",
-                                            "train.per_stage.stage2.class_balance=weights"],
-                              "stages": ["stage2"], "own_silver": True, "links": "val-split50",
-                              "what": "split50 with every stage-2 VERIFIED claim also given, UNVERIFIABLE, another "
-                                      "training dialogue's reference, and stage 2's loss weighted by class"},
+    "split50-swap-weighted": {
+        "overrides": ["distill.augment_swapped=1.0", "train.per_stage.stage2.class_balance=weights"],
+        "stages": ["stage2"],
+        "own_silver": True,
+        "links": "val-split50",
+        "what": "split50 with every stage-2 VERIFIED claim also given, UNVERIFIABLE, another "
+        "training dialogue's reference, and stage 2's loss weighted by class",
+    },
     # 2026-11-25 (issue 31: students that read their evidence), on a 2-core AMD EPYC with
     # AVX512-BF16 (bf16). ``val-evidence NAME`` trains the variant's stage 2 (its own silver data) and measures
     # stage 2 on the 200 FaithDial validation responses' claims with the evidence probes (scoring/evidence.py).
@@ -167,42 +234,70 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
     # rate (the issue's two bars, 0.75 and 0.6), among variants whose stage-2 accuracy on the 200 is at least the
     # recipe's 70.0 (split50's given-claims accuracy on them, Intel bf16) less 3 points; within 0.02
     # the simpler variant (fewer changes) wins.
-    "contrast": {"overrides": ["distill.evidence_contrast=0.5"], "stages": ["stage2"], "own_silver": True,
-                 "links": "val-split50",
-                 "what": "split50 with evidence-contrast rows (deletion, edit, insertion) for half of the training "
-                         "claims, prior kept: stage 2 trained again (96 steps, top 8 layers)"},
+    "contrast": {
+        "overrides": ["distill.evidence_contrast=0.5"],
+        "stages": ["stage2"],
+        "own_silver": True,
+        "links": "val-split50",
+        "what": "split50 with evidence-contrast rows (deletion, edit, insertion) for half of the training "
+        "claims, prior kept: stage 2 trained again (96 steps, top 8 layers)",
+    },
     # ran first: its training was stopped by the recipe's 5-minute stage-2 limit at 49 of 96 steps (unit tests ran
     # beside it); AUC 0.527, flip rate 0.057: no reading. Then, declared before it ran, with the stage time limit
     # off and a fourth kind (``foreign``: VERIFIED claims whose support cannot be placed in a few sentences, most of
     # them one-sentence snippets, against another training reference), so that every treated VERIFIED claim gets
     # its negative and no insertion is cut:
-    "contrast-all": {"overrides": ["distill.evidence_contrast=1.0", "lora.layers_to_transform=null",
-                                   "train.per_stage.stage2.max_minutes=null"],
-                     "stages": ["stage2"], "own_silver": True, "links": "val-split50",
-                     "what": "contrast rows (deletion, edit, foreign, insertion) for every training claim, LoRA on "
-                             "all 30 layers, no stage time limit: stage 2 trained again (96 steps)"},
+    "contrast-all": {
+        "overrides": [
+            "distill.evidence_contrast=1.0",
+            "lora.layers_to_transform=null",
+            "train.per_stage.stage2.max_minutes=null",
+        ],
+        "stages": ["stage2"],
+        "own_silver": True,
+        "links": "val-split50",
+        "what": "contrast rows (deletion, edit, foreign, insertion) for every training claim, LoRA on "
+        "all 30 layers, no stage time limit: stage 2 trained again (96 steps)",
+    },
     # Declared while contrast-all trained, before any head had run: the base model's own likelihood reads the
     # reference where the adapter does not (on the 200 validation responses, the mean log-probability of a claim's
     # tokens after its own snippet minus after an empty one ranks own above foreign snippets with AUC 0.93 and
     # drops for 91% of the 55 deletions; /tmp exploration, nothing chosen on it). The evidence head
     # (backends/evidence_head.py) weighs that PMI with the adapter's label margin, fitted on the silver validation
     # split. Same criterion as above.
-    "split50-head": {"overrides": ["train.per_stage.stage2.evidence_head=true",
-                                   "train.per_stage.stage2.max_minutes=null"],
-                     "stages": ["stage2"], "own_silver": True, "links": "val-split50",
-                     "what": "the recipe's stage 2 (96 steps, top 8 layers, no contrast rows) with an evidence head"},
-    "contrast-all-head": {"overrides": ["distill.evidence_contrast=1.0", "lora.layers_to_transform=null",
-                                        "train.per_stage.stage2.evidence_head=true"],
-                          "stages": ["stage2"], "own_silver": True, "from_adapter": "val-contrast-all",
-                          "what": "contrast-all's adapter with an evidence head"},
+    "split50-head": {
+        "overrides": ["train.per_stage.stage2.evidence_head=true", "train.per_stage.stage2.max_minutes=null"],
+        "stages": ["stage2"],
+        "own_silver": True,
+        "links": "val-split50",
+        "what": "the recipe's stage 2 (96 steps, top 8 layers, no contrast rows) with an evidence head",
+    },
+    "contrast-all-head": {
+        "overrides": [
+            "distill.evidence_contrast=1.0",
+            "lora.layers_to_transform=null",
+            "train.per_stage.stage2.evidence_head=true",
+        ],
+        "stages": ["stage2"],
+        "own_silver": True,
+        "from_adapter": "val-contrast-all",
+        "what": "contrast-all's adapter with an evidence head",
+    },
     # LoRA on all layers trains at about 9 s a step on this CPU (top 8: about 4), which the demo's 20 minutes cannot
     # hold; so also, declared with the two above: contrast rows for every claim on the recipe's top 8 layers, with
     # the head.
-    "contrast-head": {"overrides": ["distill.evidence_contrast=1.0", "train.per_stage.stage2.evidence_head=true",
-                                    "train.per_stage.stage2.max_minutes=null"],
-                      "stages": ["stage2"], "own_silver": True, "links": "val-split50",
-                      "what": "contrast rows (all four kinds) for every training claim, top 8 layers, 96 steps, with "
-                              "an evidence head"},
+    "contrast-head": {
+        "overrides": [
+            "distill.evidence_contrast=1.0",
+            "train.per_stage.stage2.evidence_head=true",
+            "train.per_stage.stage2.max_minutes=null",
+        ],
+        "stages": ["stage2"],
+        "own_silver": True,
+        "links": "val-split50",
+        "what": "contrast rows (all four kinds) for every training claim, top 8 layers, 96 steps, with "
+        "an evidence head",
+    },
     # 2026-11-27, declared before either ran (issue 46: on a 2-core AMD EPYC with AVX512-BF16 the demo cannot train
     # every step of the recipe and run its whole test inside 19 minutes). Both train stages 2 and 3 only, every step
     # (no time limit), on their own silver data as the recipe distils it; stage 1 is not involved. Criterion
@@ -211,27 +306,49 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
     # steps-half is kept unless it is more than 2 points below steps-recipe (the point of it is the demo's time);
     # stage-2 accuracy reported beside. steps-quarter added while steps-recipe trained, before any result: of the
     # variants within 2 points of steps-recipe, the one that trains fewest steps is kept.
-    "steps-recipe": {"overrides": ["train.per_stage.stage2.max_minutes=null", "train.per_stage.stage3.max_minutes=null"],
-                     "stages": ["stage2", "stage3"], "own_silver": True,
-                     "what": "the recipe's stages 2 and 3 as written (96 and 32 steps), every step trained"},
-    "steps-half": {"overrides": ["train.per_stage.stage2.max_minutes=null", "train.per_stage.stage3.max_minutes=null",
-                                 "train.per_stage.stage2.max_steps=48", "train.per_stage.stage3.max_steps=16"],
-                   "stages": ["stage2", "stage3"], "own_silver": True,
-                   "what": "stages 2 and 3 trained half the recipe's steps (48 and 16)"},
+    "steps-recipe": {
+        "overrides": ["train.per_stage.stage2.max_minutes=null", "train.per_stage.stage3.max_minutes=null"],
+        "stages": ["stage2", "stage3"],
+        "own_silver": True,
+        "what": "the recipe's stages 2 and 3 as written (96 and 32 steps), every step trained",
+    },
+    "steps-half": {
+        "overrides": [
+            "train.per_stage.stage2.max_minutes=null",
+            "train.per_stage.stage3.max_minutes=null",
+            "train.per_stage.stage2.max_steps=48",
+            "train.per_stage.stage3.max_steps=16",
+        ],
+        "stages": ["stage2", "stage3"],
+        "own_silver": True,
+        "what": "stages 2 and 3 trained half the recipe's steps (48 and 16)",
+    },
     # Declared after steps-half's result (stage 2 at 48 steps as good as at 96, 77.3 against 77.0 at stage 2; stage 3
     # at 16 steps broken, safe 50.0 against 77.0) and before steps-quarter ran (stopped: its 8 stage-3 steps could
     # not be within 2 points): the two stages' step counts are chosen apart, each adapter as trained above.
-    "steps-s2half": {"overrides": ["train.per_stage.stage2.max_minutes=null", "train.per_stage.stage3.max_minutes=null",
-                                   "train.per_stage.stage2.max_steps=48"],
-                     "stages": ["stage2", "stage3"], "own_silver": True,
-                     "adapters_from": {"stage2": "val-steps-half", "stage3": "val-steps-recipe"},
-                     "what": "stage 2 trained half the recipe's steps (48), stage 3 all 32 (steps-half's stage 2 adapter, "
-                             "steps-recipe's stage 3)"},
-    "steps-quarter": {"overrides": ["train.per_stage.stage2.max_minutes=null",
-                                    "train.per_stage.stage3.max_minutes=null",
-                                    "train.per_stage.stage2.max_steps=24", "train.per_stage.stage3.max_steps=8"],
-                      "stages": ["stage2", "stage3"], "own_silver": True,
-                      "what": "stages 2 and 3 trained a quarter of the recipe's steps (24 and 8)"},
+    "steps-s2half": {
+        "overrides": [
+            "train.per_stage.stage2.max_minutes=null",
+            "train.per_stage.stage3.max_minutes=null",
+            "train.per_stage.stage2.max_steps=48",
+        ],
+        "stages": ["stage2", "stage3"],
+        "own_silver": True,
+        "adapters_from": {"stage2": "val-steps-half", "stage3": "val-steps-recipe"},
+        "what": "stage 2 trained half the recipe's steps (48), stage 3 all 32 (steps-half's stage 2 adapter, "
+        "steps-recipe's stage 3)",
+    },
+    "steps-quarter": {
+        "overrides": [
+            "train.per_stage.stage2.max_minutes=null",
+            "train.per_stage.stage3.max_minutes=null",
+            "train.per_stage.stage2.max_steps=24",
+            "train.per_stage.stage3.max_steps=8",
+        ],
+        "stages": ["stage2", "stage3"],
+        "own_silver": True,
+        "what": "stages 2 and 3 trained a quarter of the recipe's steps (24 and 8)",
+    },
 }
 
 SAMPLES = ROOT / "data" / "samples"
@@ -405,9 +522,12 @@ def step_val_models(name: str, adapter: str | None) -> None:
     the data-audit annotations, disjoint from the test), each response its turn's one claim, against its
     knowledge snippet (:func:`_stage2_checker`). Accuracy of the chosen label and ROC AUC of P(VERIFIED)."""
     from sklearn.metrics import roc_auc_score
+
     from vista_distill.data.io import read_conversations
 
-    pairs = [(c.turns[-1].reference, claim) for c in read_conversations(VAL_MODELS) for claim in c.turns[-1].gold_claims]
+    pairs = [
+        (c.turns[-1].reference, claim) for c in read_conversations(VAL_MODELS) for claim in c.turns[-1].gold_claims
+    ]
     gold = [claim.label == "VERIFIED" for _, claim in pairs]
     scorer = _stage2_checker(adapter)
     t = time.perf_counter()
@@ -428,6 +548,7 @@ def step_ref_swap(name: str, adapter: str | None) -> None:
     import random
 
     from sklearn.metrics import roc_auc_score
+
     from vista_distill.data.io import read_conversations
     from vista_distill.distill.augment import content_words
 
@@ -451,16 +572,26 @@ def step_ref_swap(name: str, adapter: str | None) -> None:
     res: dict[str, Any] = {}
     for kind in ("own", "foreign"):
         pv = [(p, v, g) for (p, v), (k, g) in zip(out, rows) if k == kind]
-        res[kind] = {"said_verified": {"faithful": sum(v for _, v, g in pv if g), "hallucinated": sum(v for _, v, g in pv if not g)},
-                     "mean_p_verified": {"faithful": statistics.mean(p for p, _, g in pv if g),
-                                         "hallucinated": statistics.mean(p for p, _, g in pv if not g)},
-                     "roc_auc": roc_auc_score([g for *_, g in pv], [p for p, *_ in pv])}
+        res[kind] = {
+            "said_verified": {
+                "faithful": sum(v for _, v, g in pv if g),
+                "hallucinated": sum(v for _, v, g in pv if not g),
+            },
+            "mean_p_verified": {
+                "faithful": statistics.mean(p for p, _, g in pv if g),
+                "hallucinated": statistics.mean(p for p, _, g in pv if not g),
+            },
+            "roc_auc": roc_auc_score([g for *_, g in pv], [p for p, *_ in pv]),
+        }
     own = [p for (p, _), (k, _) in zip(out, rows) if k == "own"]
     foreign = [p for (p, _), (k, _) in zip(out, rows) if k == "foreign"]
     faithful = [g for k, g in rows if k == "own"]
-    res["own_vs_foreign_auc_faithful"] = roc_auc_score(  # P(VERIFIED) ranks a faithful claim's own snippet above a foreign one
-        [1] * sum(faithful) + [0] * sum(faithful),
-        [p for p, g in zip(own, faithful) if g] + [p for p, g in zip(foreign, faithful) if g])
+    res["own_vs_foreign_auc_faithful"] = (
+        roc_auc_score(  # P(VERIFIED) ranks a faithful claim's own snippet above a foreign one
+            [1] * sum(faithful) + [0] * sum(faithful),
+            [p for p, g in zip(own, faithful) if g] + [p for p, g in zip(foreign, faithful) if g],
+        )
+    )
     save(f"ref_swap_{name}", {"name": name, "adapter": adapter, "prompts": scorer.config.style,
                               "machine": machine(), "seconds": round(time.perf_counter() - t), "n": len(faithful),
                               "faithful": sum(faithful), **res})
@@ -489,8 +620,8 @@ def step_val_evidence(name: str) -> None:
     evidence probes (scoring/evidence.py): stage-2 accuracy, deletion flip rate, own-vs-foreign AUC, claim-only."""
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
-    from vista_distill.scoring.evidence import evidence_metrics
     from vista_distill.scorer import VistaScorer
+    from vista_distill.scoring.evidence import evidence_metrics
 
     convs = list(read_conversations(VAL_MODELS))
     trained: dict[str, Any] = {}
@@ -537,8 +668,8 @@ def step_seed_claims(tag: str) -> None:
     evidence head, trained here with train.seed=N and the recipe's time limits, as the demo trains it)."""
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
-    from vista_distill.scoring.evidence import evidence_metrics
     from vista_distill.scorer import VistaScorer
+    from vista_distill.scoring.evidence import evidence_metrics
 
     trained: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -573,7 +704,9 @@ def step_claim_pairs() -> None:
 
     def right(tag: str) -> dict[tuple, bool]:
         d = json.loads((OUT / f"test_claims_{tag}.json").read_text())
-        return {(c["conversation_id"], c["turn_index"], c["claim_index"]): c["own_label"] == c["gold"] for c in d["claims"]}
+        return {
+            (c["conversation_id"], c["turn_index"], c["claim_index"]): c["own_label"] == c["gold"] for c in d["claims"]
+        }
 
     base = right("base")
     rows = {}
@@ -587,10 +720,17 @@ def step_claim_pairs() -> None:
         c = sum(base[k] and not st[k] for k in keys)
         p = mcnemar_test(b, c)["pvalue"]
         ev = json.loads(path.read_text())["evidence"]
-        rows[tag] = {"claims": len(keys), "student": sum(st[k] for k in keys) / len(keys),
-                     "base": sum(base[k] for k in keys) / len(keys), "only_student": b, "only_base": c, "p": p,
-                     "deletion_flip_rate": ev["deletion_flip_rate"], "foreign_reference_auc": ev["foreign_reference_auc"],
-                     "claim_only_accuracy": ev["claim_only_accuracy"]}
+        rows[tag] = {
+            "claims": len(keys),
+            "student": sum(st[k] for k in keys) / len(keys),
+            "base": sum(base[k] for k in keys) / len(keys),
+            "only_student": b,
+            "only_base": c,
+            "p": p,
+            "deletion_flip_rate": ev["deletion_flip_rate"],
+            "foreign_reference_auc": ev["foreign_reference_auc"],
+            "claim_only_accuracy": ev["claim_only_accuracy"],
+        }
     save("test_claim_pairs", rows)
 
 
@@ -632,7 +772,9 @@ def step_val_claims(name: str) -> None:
         if not (ckpt / stage / "adapter_config.json").exists():
             s = train_stage(r, stage)
             trained[stage] = {k: s.get(k) for k in ("evidence_head", "pmi_head", "label_prior")} | {
-                "steps": s["results"]["global_step"], "seconds": s.get("runtime_s") or s["results"].get("train_runtime")}
+                "steps": s["results"]["global_step"],
+                "seconds": s.get("runtime_s") or s["results"].get("train_runtime"),
+            }
     train_s = time.perf_counter() - t0
     convs = [*read_conversations(_val_set("models")), *read_conversations(_val_set("begin-fade"))]
     backend = backend_for(r, "student", adapters={st: ckpt / st for st in v["stages"]})
@@ -747,16 +889,23 @@ def step_report() -> None:
         for system, m in d["systems"].items():
             c = m["claims_given"].get("overall") or {}
             t = m["turn"].get("overall") or {}
-            rows.append(f"| {name} | {system} | {d.get('what', 'the prompted base, few-shot prompts')} | "
-                        f"{c.get('n_labelled_matches')} | {_pct(c.get('binary_accuracy'))} | "
-                        f"{_pct((t.get('strict') or {}).get('accuracy'))} ({_pct((t.get('strict') or {}).get('coverage'))}) | "
-                        f"{_pct((t.get('safe') or {}).get('accuracy'))} | {d.get('train_s', '–')} | {d.get('eval_s', d.get('seconds', '–'))} |")
+            rows.append(
+                f"| {name} | {system} | {d.get('what', 'the prompted base, few-shot prompts')} | "
+                f"{c.get('n_labelled_matches')} | {_pct(c.get('binary_accuracy'))} | "
+                f"{_pct((t.get('strict') or {}).get('accuracy'))} ({_pct((t.get('strict') or {}).get('coverage'))}) | "
+                f"{_pct((t.get('safe') or {}).get('accuracy'))} | {d.get('train_s', '–')} | {d.get('eval_s', d.get('seconds', '–'))} |"
+            )
         maj = d.get("majority") or {}
-    lines = ["| variant | system | what changes | claims | stage 2 acc | turn acc strict (coverage) | turn acc safe | train s | eval s |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |", *rows]
+    lines = [
+        "| variant | system | what changes | claims | stage 2 acc | turn acc strict (coverage) | turn acc safe | train s | eval s |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        *rows,
+    ]
     if rows:
-        lines.append(f"| majority label | – | – | {(maj.get('claim') or {}).get('human_claims')} | "
-                     f"{_pct((maj.get('claim') or {}).get('binary_accuracy'))} | {_pct((maj.get('turn') or {}).get('accuracy'))} | – | – | – |")
+        lines.append(
+            f"| majority label | – | – | {(maj.get('claim') or {}).get('human_claims')} | "
+            f"{_pct((maj.get('claim') or {}).get('binary_accuracy'))} | {_pct((maj.get('turn') or {}).get('accuracy'))} | – | – | – |"
+        )
     (OUT / "validation_table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     _test_tables()
@@ -788,8 +937,10 @@ def _test_tables() -> None:
     if whole and demo.exists():
         d = json.loads(demo.read_text())
         n = (d.get("material") or {}).get("scored_turns")
-        lines += [f"| 0, the demo's own evaluation ({n} turns) | {system} | " + " | ".join(_pct(x) for x in _row(m)) + " |"
-                  for system, m in d["systems"].items()]
+        lines += [
+            f"| 0, the demo's own evaluation ({n} turns) | {system} | " + " | ".join(_pct(x) for x in _row(m)) + " |"
+            for system, m in d["systems"].items()
+        ]
     for system, rows in per.items():
         if len(rows) > 1:
             cols = list(zip(*rows))
@@ -803,8 +954,10 @@ def _test_tables() -> None:
         for system, m in d["systems"].items():
             lines.append(f"| {system} | " + " | ".join(_pct(x) for x in _row(m)) + " |")
         maj = d.get("majority") or {}
-        lines.append(f"| majority label | {_pct((maj.get('claim') or {}).get('binary_accuracy'))} | "
-                     f"{_pct((maj.get('turn') or {}).get('accuracy'))} | {_pct((maj.get('turn') or {}).get('accuracy'))} |")
+        lines.append(
+            f"| majority label | {_pct((maj.get('claim') or {}).get('binary_accuracy'))} | "
+            f"{_pct((maj.get('turn') or {}).get('accuracy'))} | {_pct((maj.get('turn') or {}).get('accuracy'))} |"
+        )
     (OUT / "test_table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

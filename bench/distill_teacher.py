@@ -56,13 +56,27 @@ def main() -> int:
 
     def recipe(out: Path, base_url: str) -> Path:
         path = tmp / f"{out.name}.yaml"
-        path.write_text(yaml.safe_dump({
-            "name": "bench-distill",
-            "teacher": {"backend": "openai", "model": MODEL_ALIAS, "base_url": base_url, "prompt_style": "fewshot",
-                        "concurrency": args.concurrency, "max_new_tokens": {"stage1": 64, "stage2": 8, "stage3": 32}},
-            "data": {"train": [{"benchmark": "vista-human", "source": str(ROOT / "data/samples/sample_dialogues.json")}]},
-            "distill": {"output_dir": str(out), "validation_fraction": 0.34},
-        }))
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "bench-distill",
+                    "teacher": {
+                        "backend": "openai",
+                        "model": MODEL_ALIAS,
+                        "base_url": base_url,
+                        "prompt_style": "fewshot",
+                        "concurrency": args.concurrency,
+                        "max_new_tokens": {"stage1": 64, "stage2": 8, "stage3": 32},
+                    },
+                    "data": {
+                        "train": [
+                            {"benchmark": "vista-human", "source": str(ROOT / "data/samples/sample_dialogues.json")}
+                        ]
+                    },
+                    "distill": {"output_dir": str(out), "validation_fraction": 0.34},
+                }
+            )
+        )
         return path
 
     def cmd(config: Path) -> list[str]:

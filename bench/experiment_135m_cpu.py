@@ -169,11 +169,12 @@ def step_claims(recipe: Any, threads: int) -> dict[str, Any]:
     """Stage 2 and 3 labels of every held-out human claim: student vs base, McNemar."""
     import torch
     from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
+
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
-    from vista_distill.scoring.significance import paired_mcnemar
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template
+    from vista_distill.scoring.significance import paired_mcnemar
     from vista_distill.train.run import stage_output_dir
     from vista_distill.train.silver_data import load_silver
 
@@ -316,17 +317,26 @@ def write_report(name: str, variant: str, material: dict, train: dict, claims: d
     total = sum(s["results"]["train_runtime_s"] for s in train.values())
     runs_log = run_dir(name) / "silver" / "runs.jsonl"
     last = json.loads(runs_log.read_text().splitlines()[-1]) if runs_log.exists() else {}
-    lines += ["", "## Training cost", "",
-              table(["stage", "examples", "epochs", "steps", "seconds", "train tokens", "eval loss first -> last"], rows),
-              "", f"Training: {total / 60:.1f} min summed over the stages, one CPU thread each (bf16, LoRA r=16 on all "
-              f"linear layers, {next(iter(train.values()))['hyperparameters']['trainable_params']:,} trainable "
-              "parameters per stage).",
-              "", f"Distillation (labels teacher, no model calls): {last.get('requests', '?')} pipeline requests "
-              f"answered from the human labels in {last.get('wall_s', '?')} s (teacher time; loading and export "
-              "take about a second more).", "",
-              "## Claim level, human claims given (stages 2 and 3 in isolation)", "",
-              "Each held-out human claim is labelled by likelihood over the stage's labels. Stage 2 gold: "
-              "VERIFIED vs UNVERIFIABLE; stage 3 gold: the category of the claims humans did not verify.", ""]
+    lines += [
+        "",
+        "## Training cost",
+        "",
+        table(["stage", "examples", "epochs", "steps", "seconds", "train tokens", "eval loss first -> last"], rows),
+        "",
+        f"Training: {total / 60:.1f} min summed over the stages, one CPU thread each (bf16, LoRA r=16 on all "
+        f"linear layers, {next(iter(train.values()))['hyperparameters']['trainable_params']:,} trainable "
+        "parameters per stage).",
+        "",
+        f"Distillation (labels teacher, no model calls): {last.get('requests', '?')} pipeline requests "
+        f"answered from the human labels in {last.get('wall_s', '?')} s (teacher time; loading and export "
+        "take about a second more).",
+        "",
+        "## Claim level, human claims given (stages 2 and 3 in isolation)",
+        "",
+        "Each held-out human claim is labelled by likelihood over the stage's labels. Stage 2 gold: "
+        "VERIFIED vs UNVERIFIABLE; stage 3 gold: the category of the claims humans did not verify.",
+        "",
+    ]
     for stage in ("stage2", "stage3"):
         groups = claims[stage]["groups"]
         rows = [[g, e["claims"], *(f"{_pct(e[s]['accuracy'])} / {e[s]['macro_f1']:.3f}" for s in SYSTEMS),

@@ -72,6 +72,7 @@ def main() -> None:
     a = ap.parse_args()
 
     import torch
+
     from vista_distill.backends.adapters import adapters_in_dtype
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.pipeline.protocol import Request
@@ -86,23 +87,42 @@ def main() -> None:
         make_adapters(model_dir, str(ROOT / a.recipe), adapters)
     backend = TransformersBackend(model_dir, adapters=adapters, dtype="bfloat16", batch_size=a.rows)
     on_gpu = backend.device.startswith("cuda")
-    requests = [Request("stage1", ({"role": "system", "content": SYSTEM},
-                                   {"role": "user", "content": f"Turn: Here is what I know about {TOPICS[i % len(TOPICS)]}."}),
-                        max_new_tokens=a.tokens, stop_on_repeat=True) for i in range(a.rows)]
+    requests = [
+        Request(
+            "stage1",
+            (
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": f"Turn: Here is what I know about {TOPICS[i % len(TOPICS)]}."},
+            ),
+            max_new_tokens=a.tokens,
+            stop_on_repeat=True,
+        )
+        for i in range(a.rows)
+    ]
     weight_bytes = sum(p.numel() * p.element_size() for n, p in backend.model.named_parameters() if "lora_" not in n)
     result: dict = {
-        "date": time.strftime("%Y-%m-%d %H:%M"), "device": detect(backend.device).describe(), "torch": torch.__version__,
-        "model": note, "rows": a.rows, "tokens": a.tokens, "weights_gib": round(weight_bytes / 2**30, 2),
-        "command": "python bench/gpu_decode_step.py " + " ".join(sys.argv[1:]), "settings": []}
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "device": detect(backend.device).describe(),
+        "torch": torch.__version__,
+        "model": note,
+        "rows": a.rows,
+        "tokens": a.tokens,
+        "weights_gib": round(weight_bytes / 2**30, 2),
+        "command": "python bench/gpu_decode_step.py " + " ".join(sys.argv[1:]),
+        "settings": [],
+    }
     if on_gpu:
         bw = read_bandwidth(backend.device)
         result["read_bandwidth_tb_s"] = round(bw / 1e12, 2)
         result["weights_stream_ms"] = round(1e3 * weight_bytes / bw, 2)
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
-    settings = [("eager, float32 adapters", torch.float32, False, ""), ("eager, bf16 adapters", torch.bfloat16, False, ""),
-                ("CUDA graphs, bf16 adapters", torch.bfloat16, True, ""),
-                ("CUDA graphs, adapter merged", torch.bfloat16, True, "merged"),
-                ("CUDA graphs, base model", torch.bfloat16, True, "base")]
+    settings = [
+        ("eager, float32 adapters", torch.float32, False, ""),
+        ("eager, bf16 adapters", torch.bfloat16, False, ""),
+        ("CUDA graphs, bf16 adapters", torch.bfloat16, True, ""),
+        ("CUDA graphs, adapter merged", torch.bfloat16, True, "merged"),
+        ("CUDA graphs, base model", torch.bfloat16, True, "base"),
+    ]
     first: list[str] | None = None
     previous: list[str] | None = None
     for name, adapter_dtype, graphs, variant in settings:
@@ -138,14 +158,26 @@ def main() -> None:
         result["settings"].append(row)
         print(json.dumps(row), flush=True)
         (out / "decode_step.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = [f"# Stage 1's decode step, {result['device']}", "",
-             f"{result['date']}; {note}; torch {result['torch']}; {a.rows} requests decoding {a.tokens} tokens each "
-             f"in slots (wall time of the call over its decode steps, the prompt's forward included); weights "
-             f"{result['weights_gib']} GiB bf16" + (f", streamed in {result['weights_stream_ms']} ms at the "
-                                                     f"{result['read_bandwidth_tb_s']} TB/s a device copy reads" if on_gpu else "")
-             + f". Command: `{result['command']}`.", "",
-             ("| setting | decode steps | ms / step | x weights' streaming time | texts as the first setting's | "
-             "texts as the row above's | peak GiB |"), "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"# Stage 1's decode step, {result['device']}",
+        "",
+        f"{result['date']}; {note}; torch {result['torch']}; {a.rows} requests decoding {a.tokens} tokens each "
+        f"in slots (wall time of the call over its decode steps, the prompt's forward included); weights "
+        f"{result['weights_gib']} GiB bf16"
+        + (
+            f", streamed in {result['weights_stream_ms']} ms at the "
+            f"{result['read_bandwidth_tb_s']} TB/s a device copy reads"
+            if on_gpu
+            else ""
+        )
+        + f". Command: `{result['command']}`.",
+        "",
+        (
+            "| setting | decode steps | ms / step | x weights' streaming time | texts as the first setting's | "
+            "texts as the row above's | peak GiB |"
+        ),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     lines += [f"| {r['setting']} | {r['decode_steps']} | {r['ms_per_step']} | {r.get('over_weights_stream', '')} | "
               f"{r['same_text_as_first_setting']}/{a.rows} | {r['same_text_as_previous_setting']}/{a.rows} | "
               f"{r.get('peak_cuda_gib', '')} |" for r in result["settings"]]

@@ -74,6 +74,7 @@ def make_adapters(model_dir: str, recipe: str, dst: Path) -> None:
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
     from vista_distill.config import load_recipe
 
     lo = load_recipe(recipe).lora
@@ -189,13 +190,40 @@ def main() -> None:
                 from vista_distill.config import load_recipe
                 max_length = load_recipe(recipes[0]).for_stage("stage2").train.max_length
                 silvers["long"] = work / "silver-long"
-                summary["long_silver"] = long_silver(Path(a.silver), silvers["long"], tok, max_length, rows=16 * (a.steps + 1))
+                summary["long_silver"] = long_silver(
+                    Path(a.silver), silvers["long"], tok, max_length, rows=16 * (a.steps + 1)
+                )
             for recipe in recipes:
                 name = f"train_{Path(recipe).stem}_{kind}"
-                ok = run([py, str(bench / "train_throughput.py"), "--recipe", recipe, "--model-dir", model_dir,
-                          "--silver", str(silvers[kind]), "--stage", "stage2", "--steps", str(a.steps), "--warmup", "1",
-                          "--variant", f"{kind}={';'.join(a.train_override)}".rstrip("="), "--output", str(out / f"{name}.md")], a.part_limit, out / f"{name}.log")
-                row = json.loads((out / f"{name}.json").read_text())[0] if ok and (out / f"{name}.json").exists() else None
+                ok = run(
+                    [
+                        py,
+                        str(bench / "train_throughput.py"),
+                        "--recipe",
+                        recipe,
+                        "--model-dir",
+                        model_dir,
+                        "--silver",
+                        str(silvers[kind]),
+                        "--stage",
+                        "stage2",
+                        "--steps",
+                        str(a.steps),
+                        "--warmup",
+                        "1",
+                        "--variant",
+                        f"{kind}={';'.join(a.train_override)}".rstrip("="),
+                        "--output",
+                        str(out / f"{name}.md"),
+                    ],
+                    a.part_limit,
+                    out / f"{name}.log",
+                )
+                row = (
+                    json.loads((out / f"{name}.json").read_text())[0]
+                    if ok and (out / f"{name}.json").exists()
+                    else None
+                )
                 summary["parts"][name] = {"ok": ok, "result": row,
                                           "estimate": estimates(model_dir, recipe, row and row["tokens_per_step"])}
                 save()
@@ -208,9 +236,30 @@ def main() -> None:
             for recipe in recipes:
                 q = "qlora" in recipe
                 name = f"score_{pipelines}{'_gold' if gold else ''}_{'nf4' if q else 'bf16'}"
-                ok = run([py, str(bench / "profile_scorer.py"), "--model", model_dir, "--adapters", str(adapters),
-                          "--input", a.input, "--limit", str(a.limit), "--pipelines", pipelines, "--tag", name,
-                          "--out", str(out), *(["--load-in-4bit"] if q else []), *(["--claims", "gold"] if gold else [])], a.part_limit, out / f"{name}.log")
+                ok = run(
+                    [
+                        py,
+                        str(bench / "profile_scorer.py"),
+                        "--model",
+                        model_dir,
+                        "--adapters",
+                        str(adapters),
+                        "--input",
+                        a.input,
+                        "--limit",
+                        str(a.limit),
+                        "--pipelines",
+                        pipelines,
+                        "--tag",
+                        name,
+                        "--out",
+                        str(out),
+                        *(["--load-in-4bit"] if q else []),
+                        *(["--claims", "gold"] if gold else []),
+                    ],
+                    a.part_limit,
+                    out / f"{name}.log",
+                )
                 summary["parts"][name] = {"ok": ok}
                 save()
         print(f"{part} done at {time.perf_counter() - t0:.0f} s", flush=True)

@@ -103,6 +103,7 @@ def main() -> int:
 
     import torch
     from transformers import AutoModelForCausalLM
+
     from vista_distill.backends.model_loading import embedded_gguf, embedded_model_path
     from vista_distill.runtime import hardware
 
@@ -198,9 +199,11 @@ def main() -> int:
           f"| decode tok/s (16 seqs) | LoRA train step s ({a.train_shape}) | train tok/s | load avg before/after |",
           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
-        md.append(f"| {r['dtype']} | {'yes' if r['native'] else 'emulated'} | {r['threads']} | {r['matmul_gflops']} | {r['prefill_tokens_per_s']} | "
-                  f"{r['decode_tokens_per_s']} | {r['train_step_s']} | {r['train_tokens_per_s']} | "
-                  f"{r['load_before']} / {r['load_after']} |")
+        md.append(
+            f"| {r['dtype']} | {'yes' if r['native'] else 'emulated'} | {r['threads']} | {r['matmul_gflops']} | {r['prefill_tokens_per_s']} | "
+            f"{r['decode_tokens_per_s']} | {r['train_step_s']} | {r['train_tokens_per_s']} | "
+            f"{r['load_before']} / {r['load_after']} |"
+        )
     md += ["", f"Fastest training: **{best['dtype']}, {best['threads']} thread(s)**; fastest prefill: "
            f"**{best_fwd['dtype']}, {best_fwd['threads']} thread(s)**. `auto` picks **{info['auto_dtype']['dtype']}** "
            f"here ({info['auto_dtype']['reason']}).", "",

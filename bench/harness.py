@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT.parent))
 def machine() -> dict[str, Any]:
     """The CPU (by kind), the load average at the start, torch's threads and the time."""
     import torch
+
     from vista_distill.runtime.hardware import detect
 
     return {"cpu": detect("cpu").describe(), "loadavg_start": os.getloadavg()[0],

@@ -114,7 +114,9 @@ def model_shape(model: Any) -> dict[str, float]:
             "attention": 4.0 * heads * head_dim * cfg.num_hidden_layers}
 
 
-def compute_floor(shape: dict[str, float], pipeline: dict[str, Any], batch: int = 8, length: int = 256) -> dict[str, Any]:
+def compute_floor(
+    shape: dict[str, float], pipeline: dict[str, Any], batch: int = 8, length: int = 256
+) -> dict[str, Any]:
     """Seconds the pipeline's computed tokens need at the FLOP rate the plain bound measured (``batch`` x ``length``
     tokens, no cache, last-position logits), per stage and in all. Each stage's requests are taken at their means
     (shared prefix P, computed suffix S, G generated tokens): a prompt token attends over P + S/2 keys, a generated
@@ -188,12 +190,17 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
     computed = tot["computed_prompt_tokens"] + tot["generated_tokens"] + tot["label_tokens"]
     bound = computed / tput
     out = {
-        "pipeline": name, "style": scorer.config.style, "adapters": {k: str(v) for k, v in counter.inner.adapters.items()},
+        "pipeline": name,
+        "style": scorer.config.style,
+        "adapters": {k: str(v) for k, v in counter.inner.adapters.items()},
         "merged_adapters": getattr(counter.inner, "merged", None) is not None,
-        "dtype": str(counter.inner.torch_dtype).replace("torch.", ""), "threads": threads,
-        "wall_s": round(wall, 1), "forward_s": round(tot["forward_s"], 1),
+        "dtype": str(counter.inner.torch_dtype).replace("torch.", ""),
+        "threads": threads,
+        "wall_s": round(wall, 1),
+        "forward_s": round(tot["forward_s"], 1),
         "outside_forward_s": round(wall - tot["forward_s"], 1),
-        "scored_turns": turns, "scored_claims": facts["scored_claims"],
+        "scored_turns": turns,
+        "scored_claims": facts["scored_claims"],
         "s_per_turn": round(wall / turns, 3),
         "forward_tokens_per_s": round(tput, 1),
         "forward_tokens_per_s_before_after": [round(before, 1), round(after, 1)],
@@ -208,9 +215,14 @@ def profile_pipeline(name: str, scorer: Any, convs: list, threads: int, records_
         "bound_at_context_s_per_turn": round(sum(c["bound_s"] for c in context.values()) / turns, 3),
         "wall_over_bound_at_context": round(wall / max(sum(c["bound_s"] for c in context.values()), 1e-9), 2),
         "per_stage": {s: {k: round(v, 2) for k, v in d.items()} for s, d in sorted(counter.per_stage.items())},
-        "verdicts_safe": facts["verdicts_safe"], "categories": facts["categories"],
-        "load": load.summary(), "cprofile": cprofile, "top_self_time": top_self_time(prof) if cprofile else [],
-        "decoding": {k: counter.inner.stats.get(k, 0) for k in ("decode_steps", "decode_rows", "refills", "decode_s", "prompt_s")},
+        "verdicts_safe": facts["verdicts_safe"],
+        "categories": facts["categories"],
+        "load": load.summary(),
+        "cprofile": cprofile,
+        "top_self_time": top_self_time(prof) if cprofile else [],
+        "decoding": {
+            k: counter.inner.stats.get(k, 0) for k in ("decode_steps", "decode_rows", "refills", "decode_s", "prompt_s")
+        },
         "peak_cuda_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
         "model_shape": model_shape(counter.inner.model),
     }
@@ -222,24 +234,30 @@ def report(out: dict[str, Any]) -> str:
     lines = [
         "# In-process scorer: seconds per scored turn against the prefill bound",
         "",
-        (f"CPU: {out['cpu']}; device: {out.get('device', 'cpu')}; model: {out.get('model', 'embedded')}. "
-        f"{out['torch']}; {out['conversations']} conversations of `{out['input']}`, "
-        f"one process, {out['date']}. Command: `{out['command']}`."),
+        (
+            f"CPU: {out['cpu']}; device: {out.get('device', 'cpu')}; model: {out.get('model', 'embedded')}. "
+            f"{out['torch']}; {out['conversations']} conversations of `{out['input']}`, "
+            f"one process, {out['date']}. Command: `{out['command']}`."
+        ),
         "",
-        ("Bound = tokens the model computed per turn (uncached prompt tokens + generated + label tokens) / "
-        "the forward throughput measured in the same process, just before and just after the run (their mean; "
-        "8 x 256 tokens, no cache, last-position logits; the run's dtype and threads). Computed tokens include the "
-        "empty-reference twins an evidence head scores beside each label request. Decoding and attention over long cached prefixes cost more "
-        "per token than that throughput, so wall / bound above 1 is partly model compute the bound does not count."),
+        (
+            "Bound = tokens the model computed per turn (uncached prompt tokens + generated + label tokens) / "
+            "the forward throughput measured in the same process, just before and just after the run (their mean; "
+            "8 x 256 tokens, no cache, last-position logits; the run's dtype and threads). Computed tokens include the "
+            "empty-reference twins an evidence head scores beside each label request. Decoding and attention over long cached prefixes cost more "
+            "per token than that throughput, so wall / bound above 1 is partly model compute the bound does not count."
+        ),
         "",
         "| pipeline | dtype | threads | scored turns | wall s | s / turn | forward s | outside forward s | tokens computed / turn | forward tok/s | bound s / turn | wall / bound | load (mean) |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for p in out["pipelines"]:
-        lines.append(f"| {p['pipeline']} | {p['dtype']} | {p['threads']} | {p['scored_turns']} | {p['wall_s']} | "
-                     f"{p['s_per_turn']} | {p['forward_s']} | {p['outside_forward_s']} | {p['computed_tokens_per_turn']} | "
-                     f"{p['forward_tokens_per_s']} | {p['bound_s_per_turn']} | {p['wall_over_bound']} | "
-                     f"{p['load']['mean']:.2f} |")
+        lines.append(
+            f"| {p['pipeline']} | {p['dtype']} | {p['threads']} | {p['scored_turns']} | {p['wall_s']} | "
+            f"{p['s_per_turn']} | {p['forward_s']} | {p['outside_forward_s']} | {p['computed_tokens_per_turn']} | "
+            f"{p['forward_tokens_per_s']} | {p['bound_s_per_turn']} | {p['wall_over_bound']} | "
+            f"{p['load']['mean']:.2f} |"
+        )
     if all("bound_at_context" in p for p in out["pipelines"]):
         lines += ["", ("Bound at context: each stage's computed tokens priced at the rate of a batched prefill "
                        "(8 x 256 tokens) that continues a cached shared prefix as long as that stage's mean (the "
@@ -248,16 +266,25 @@ def report(out: dict[str, Any]) -> str:
                   "| wall / bound at context |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
         for p in out["pipelines"]:
             for st, c in p["bound_at_context"].items():
-                lines.append(f"| {p['pipeline']} | {st} | {c['mean_prefix_tokens']} | {c['tokens_per_s']} | "
-                             f"{c['bound_s']} | {p['bound_at_context_s_per_turn']} | {p['wall_over_bound_at_context']} |")
+                lines.append(
+                    f"| {p['pipeline']} | {st} | {c['mean_prefix_tokens']} | {c['tokens_per_s']} | "
+                    f"{c['bound_s']} | {p['bound_at_context_s_per_turn']} | {p['wall_over_bound_at_context']} |"
+                )
     if all("floor" in p for p in out["pipelines"]):
-        lines += ["", ("Compute floor: the FLOPs the computed tokens need (weight products, attention over each token's "
-                       "whole context, the LM head where logits are read; `compute_floor` says how) at the FLOP rate "
-                       "of the bound's own 8 x 256 measurement. Decoding is credited at that rate although its steps "
-                       "are memory-bound here, so the floor is a lower bound: floor / bound above 1 is work the bound "
-                       "leaves out, wall / floor what the implementation adds."), "",
-                  "| pipeline | stage | TFLOP | attention share | floor s | forward s | floor s / turn | floor / bound "
-                  "| wall / floor |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            (
+                "Compute floor: the FLOPs the computed tokens need (weight products, attention over each token's "
+                "whole context, the LM head where logits are read; `compute_floor` says how) at the FLOP rate "
+                "of the bound's own 8 x 256 measurement. Decoding is credited at that rate although its steps "
+                "are memory-bound here, so the floor is a lower bound: floor / bound above 1 is work the bound "
+                "leaves out, wall / floor what the implementation adds."
+            ),
+            "",
+            "| pipeline | stage | TFLOP | attention share | floor s | forward s | floor s / turn | floor / bound "
+            "| wall / floor |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for p in out["pipelines"]:
             f = p["floor"]
             for st, x in f["stages"].items():
@@ -265,27 +292,45 @@ def report(out: dict[str, Any]) -> str:
                              f"{x['forward_s']:.1f} | {f['floor_s_per_turn']} | {f['floor_over_bound']} | "
                              f"{f['wall_over_floor']} |")
     for p in out["pipelines"]:
-        lines += ["", f"## {p['pipeline']}: per stage", "",
-                  "| stage | requests | twins | prompt tokens | computed prompt tokens | generated | label tokens | forward s |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            f"## {p['pipeline']}: per stage",
+            "",
+            "| stage | requests | twins | prompt tokens | computed prompt tokens | generated | label tokens | forward s |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for s, d in p["per_stage"].items():
-            lines.append(f"| {s} | {int(d['requests'])} | {int(d.get('twin_requests', 0))} | {int(d['prompt_tokens'])} | {int(d['computed_prompt_tokens'])} | "
-                         f"{int(d['generated_tokens'])} | {int(d['label_tokens'])} | {d['forward_s']:.1f} |")
+            lines.append(
+                f"| {s} | {int(d['requests'])} | {int(d.get('twin_requests', 0))} | {int(d['prompt_tokens'])} | {int(d['computed_prompt_tokens'])} | "
+                f"{int(d['generated_tokens'])} | {int(d['label_tokens'])} | {d['forward_s']:.1f} |"
+            )
         if p.get("merged_adapters"):
             lines += ["", "Stage adapters merged into copies of the weights (`merge_adapters`)."]
         d = p.get("decoding")
         if d:
-            lines += ["", f"Stage-1 decoding: {d['decode_steps']} steps, {d['decode_rows']} rows, {d['refills']} refills; "
-                          f"{d.get('decode_s', 0):.1f} s in decode steps, {d.get('prompt_s', 0):.1f} s in prompt blocks "
-                          "(the prompt batches and their copies into freed rows)."]
+            lines += [
+                "",
+                f"Stage-1 decoding: {d['decode_steps']} steps, {d['decode_rows']} rows, {d['refills']} refills; "
+                f"{d.get('decode_s', 0):.1f} s in decode steps, {d.get('prompt_s', 0):.1f} s in prompt blocks "
+                "(the prompt batches and their copies into freed rows).",
+            ]
         if p.get("peak_cuda_gib") is not None:
             lines += ["", f"Peak CUDA memory (torch.cuda.max_memory_allocated, the run and both rate measurements): "
                           f"{p['peak_cuda_gib']} GiB."]
         if not p.get("top_self_time"):
             lines += ["", "Timed without cProfile (`--no-cprofile`)."]
             continue
-        lines += ["", "Most self time (cProfile):", "", "| function | calls | self s | cumulative s |", "| --- | ---: | ---: | ---: |"]
-        lines += [f"| `{r['function']}` | {r['calls']} | {r['self_s']} | {r['cumulative_s']} |" for r in p["top_self_time"][:10]]
+        lines += [
+            "",
+            "Most self time (cProfile):",
+            "",
+            "| function | calls | self s | cumulative s |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        lines += [
+            f"| `{r['function']}` | {r['calls']} | {r['self_s']} | {r['cumulative_s']} |"
+            for r in p["top_self_time"][:10]
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -293,6 +338,7 @@ def add_floor(path: Path) -> None:
     """The compute floor of a profile saved before it was measured, from the embedded model's shape."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+
     from vista_distill.backends.model_loading import embedded_model_path
 
     out = json.loads(path.read_text())
@@ -335,7 +381,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--adapters", default=None, help="folder with stage1/ stage2/ stage3/ adapters (the student)")
     ap.add_argument("--model", default=None, help="base model folder or hub id (default: the embedded SmolLM2-135M)")
-    ap.add_argument("--load-in-4bit", action="store_true", help="NF4 base weights (bitsandbytes), as QLoRA recipes score")
+    ap.add_argument(
+        "--load-in-4bit", action="store_true", help="NF4 base weights (bitsandbytes), as QLoRA recipes score"
+    )
     ap.add_argument("--claims", default=None, help="gold: the input's human claims replace stage 1")
     ap.add_argument("--input", default=str(DEFAULT_INPUT))
     ap.add_argument("--limit", type=int, default=None, help="first N conversations")
@@ -366,16 +414,23 @@ def main() -> None:
         ap.error("--adapters is required: the student's stage adapters (e.g. a demo run's checkpoints folder)")
 
     import torch
+
+    from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
     from vista_distill.runtime.hardware import detect, short_cpu_label
-    from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.scorer import VistaScorer
 
     convs = read_conversations(a.input)[: a.limit]
     out: dict[str, Any] = {
-        "cpu": detect("cpu").describe(), "device": detect().describe(), "model": a.model or "embedded SmolLM2-135M", "torch": f"torch {torch.__version__}", "input": a.input,
-        "conversations": len(convs), "date": time.strftime("%Y-%m-%d %H:%M"),
-        "command": "python bench/profile_scorer.py " + " ".join(sys.argv[1:]), "pipelines": [],
+        "cpu": detect("cpu").describe(),
+        "device": detect().describe(),
+        "model": a.model or "embedded SmolLM2-135M",
+        "torch": f"torch {torch.__version__}",
+        "input": a.input,
+        "conversations": len(convs),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "command": "python bench/profile_scorer.py " + " ".join(sys.argv[1:]),
+        "pipelines": [],
     }
     merge = {"true": True, "false": False}.get(a.merge_adapters, "auto")
     for name in a.pipelines.split(","):

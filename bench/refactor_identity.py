@@ -196,8 +196,8 @@ def collect(served: bool = True) -> dict[str, Any]:
 def collect_demo(run: Path) -> dict[str, Any]:
     """A demo run folder's outputs: the silver datasets and records, each adapter's tensors and fitted heads, the
     eval records and results.json. Checkpoints kept for resuming, logs, plots and pages are left out."""
-    from datasets import load_from_disk
     import safetensors.torch
+    from datasets import load_from_disk
 
     outputs: dict[str, Any] = {}
     silver = run / "silver"

@@ -220,9 +220,13 @@ def legacy_report(args: argparse.Namespace, torch: Any, convs: list, runs: dict,
     for name, r in runs.items():
         lines.append(f"| {name} | {r['wall_s']:.1f} | {turns / r['wall_s']:.3f} | {r['run'].get('prompt_tokens', 0)} | "
                      f"{r['run'].get('prefix_tokens_reused', 0)} | {base / r['wall_s']:.2f}x |")
-    lines += ["", "Output agreement with the batched run:", "",
-              "| mode | turns with same claims | claims with same category | turns with same verdicts | max stage-2 prob diff |",
-              "| --- | ---: | ---: | ---: | ---: |"]
+    lines += [
+        "",
+        "Output agreement with the batched run:",
+        "",
+        "| mode | turns with same claims | claims with same category | turns with same verdicts | max stage-2 prob diff |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     result = {"input": args.input, "dtype": args.dtype, "turns": turns, "load": [load_before, load_after], "runs": {}}
     for name in ("single", "authors"):
         a = agreement(runs["batched"]["records"], runs[name]["records"])
@@ -384,7 +388,8 @@ def main() -> None:
         a if " " not in a else repr(a) for a in __import__("sys").argv[1:])
 
     import torch
-    from vista_distill.backends.transformers import TransformersBackend, RepeatedLineStop
+
+    from vista_distill.backends.transformers import RepeatedLineStop, TransformersBackend
     from vista_distill.data.io import read_conversations
     from vista_distill.scorer import VistaScorer
 

@@ -52,6 +52,7 @@ def random_model(arch: str, folder: Path, layers: int | None, hidden: int | None
     the embedded model's); returns (folder, note on any departure from the real architecture)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
     from vista_distill.backends.model_loading import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer or resolve_model(None))
@@ -82,6 +83,7 @@ def run_variant(recipe: str, silver: str, stage: str, overrides: list[str], step
     """One measurement, in this process."""
     import torch
     from transformers import TrainerCallback
+
     from vista_distill.config import load_recipe
     from vista_distill.train import run as sft
 
@@ -183,15 +185,20 @@ def main() -> None:
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))
         head = ("| variant | overrides | tokens/s | s/step | tokens/step | examples/s | peak RSS GB | peak CUDA GB "
                 "| weights | bf16 autocast | 4-bit | grad ckpt | dropout | threads | load avg |")
-        lines = [f"`{a.recipe}`, stage {a.stage[-1]}" + (f"; {note}" if note else "") + f"; device: {rows[0]['device']}",
-                 "", head, "|" + " --- |" * 15]
+        lines = [
+            f"`{a.recipe}`, stage {a.stage[-1]}" + (f"; {note}" if note else "") + f"; device: {rows[0]['device']}",
+            "",
+            head,
+            "|" + " --- |" * 15,
+        ]
         for r in rows:
             cuda = f"{r['peak_cuda_gb']:.1f}" if r["peak_cuda_gb"] is not None else "-"
             lines.append(
                 f"| {r['variant']} | {' '.join(r['overrides']) or '-'} | {r['tokens_per_s']:.0f} | {r['s_per_step']:.2f} "
                 f"| {r['tokens_per_step']:.0f} | {r['examples_per_s']:.2f} | {r['peak_rss_gb']:.2f} | {cuda} | {r['dtype']} "
                 f"| {r['bf16']} | {r['load_in_4bit']} | {r['gradient_checkpointing']} | {r['lora_dropout']} "
-                f"| {r['threads']} | {r['load_avg_1m']:.1f} |")
+                f"| {r['threads']} | {r['load_avg_1m']:.1f} |"
+            )
         out.write_text("\n".join(lines) + "\n")
         print(f"wrote {out}")
 

@@ -47,8 +47,8 @@ def main() -> None:
     if a.calibration:
         return calibration(a)
     from vista_distill.config import load_recipe
-    from vista_distill.scoring.metrics import OVERALL
     from vista_distill.eval.run import run_eval
+    from vista_distill.scoring.metrics import OVERALL
 
     silver = a.silver or a.adapters.parent / "silver"
     recipe = load_recipe(ROOT / "recipes" / "demo-cpu.yaml",
@@ -114,10 +114,17 @@ def main() -> None:
 
 def calibration(a: argparse.Namespace) -> None:
     import numpy as np
+
     from vista_distill.data.io import read_conversations
     from vista_distill.scorer import VistaScorer
-    from vista_distill.scoring.calibrate import (claim_rows, dev_fingerprint, dev_records, fit_calibration,
-                                                 held_out_accuracy, summary_rows)
+    from vista_distill.scoring.calibrate import (
+        claim_rows,
+        dev_fingerprint,
+        dev_records,
+        fit_calibration,
+        held_out_accuracy,
+        summary_rows,
+    )
 
     m = harness.machine()
     convs = read_conversations(a.dev)

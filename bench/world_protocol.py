@@ -189,8 +189,8 @@ def rescore_world(records: list[dict[str, Any]], adapter: Path) -> list[dict[str
     same adapters, so the same claims and categories): ``scoring.run.rerun_world`` with the compact prompts and
     the model's own knowledge, as the recipe's world stage runs."""
     from vista_distill.backends.transformers import TransformersBackend
-    from vista_distill.scoring.run import rerun_world
     from vista_distill.pipeline.engine import EngineConfig
+    from vista_distill.scoring.run import rerun_world
 
     return rerun_world(records, EngineConfig(style="compact"), TransformersBackend(None, adapters={"world": adapter}))
 
@@ -207,8 +207,8 @@ def paired_bootstrap(gold: list[str], a: list[str], b: list[str], n: int = 2000,
 def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> None:
     import tempfile
 
-    from vista_distill.scoring.metrics import UNKNOWN, world_metrics
     from vista_distill.eval.run import run_eval
+    from vista_distill.scoring.metrics import UNKNOWN, world_metrics
 
     rows = fhsumbench_sample(per_label, sample_seed)
     work = Path(tempfile.mkdtemp(prefix="world-fhsumbench-"))
@@ -245,8 +245,9 @@ def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> No
             by_id = {x["conversation_id"]: x for x in map(json.loads, p.read_text().splitlines())}
             others[name] = [by_id[x["conversation_id"]].get("world_verdict") or UNKNOWN for x in scored]
     import numpy as np
-    from vista_distill.scoring.metrics import FAITHFUL
+
     from vista_distill.pipeline.engine import FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION
+    from vista_distill.scoring.metrics import FAITHFUL
 
     labs = [FAITHFUL, FACTUAL_HALLUCINATION, NON_FACTUAL_HALLUCINATION]
     rand = [labs[i] for i in np.random.default_rng(0).integers(0, 3, len(gold))]
@@ -257,33 +258,47 @@ def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> No
         for other, pred in {"random": rand, **others}.items():
             tests[f"student seed {s} vs {other}"] = paired_bootstrap(gold, systems[f"student seed {s}"], pred)
     claims = [c for x in scored for c in x["claims"]]
-    save("fhsumbench", {
-        "machine": machine(), "input": "../shared/data/fhsumbench/dev.json",
-        "sample": f"{per_label} per label, seed {sample_seed} (seeded per label)",
-        "summaries": len(rows), "scored": len(scored), "wall_s": round(wall, 1),
-        "seconds_per_summary": round(res["systems"]["student"]["efficiency"]["wall_s"] / len(rows), 2),
-        "claims": len(claims), "claims_at_world_stage": sum(c.get("world") is not None for c in claims),
-        "world_labels_seed0": dict(Counter((c.get("world") or {}).get("label") for c in claims if c.get("world"))),
-        "rescore_check": f"seed 0 rescored: {same} of {len(records)} verdicts as in the eval run",
-        "metrics": metrics, "student_macro_f1_mean_sd": [round(float(np.mean(f1s)), 4), round(float(np.std(f1s, ddof=1)), 4)],
-        "paired_bootstrap": tests,
-        "conversation_ids_sha256": res["material"]["conversation_ids_sha256"],
-        "main_adapters": str(main_adapters)})
+    save(
+        "fhsumbench",
+        {
+            "machine": machine(),
+            "input": "../shared/data/fhsumbench/dev.json",
+            "sample": f"{per_label} per label, seed {sample_seed} (seeded per label)",
+            "summaries": len(rows),
+            "scored": len(scored),
+            "wall_s": round(wall, 1),
+            "seconds_per_summary": round(res["systems"]["student"]["efficiency"]["wall_s"] / len(rows), 2),
+            "claims": len(claims),
+            "claims_at_world_stage": sum(c.get("world") is not None for c in claims),
+            "world_labels_seed0": dict(Counter((c.get("world") or {}).get("label") for c in claims if c.get("world"))),
+            "rescore_check": f"seed 0 rescored: {same} of {len(records)} verdicts as in the eval run",
+            "metrics": metrics,
+            "student_macro_f1_mean_sd": [round(float(np.mean(f1s)), 4), round(float(np.std(f1s, ddof=1)), 4)],
+            "paired_bootstrap": tests,
+            "conversation_ids_sha256": res["material"]["conversation_ids_sha256"],
+            "main_adapters": str(main_adapters),
+        },
+    )
 
 
 def step_report() -> None:
     lines = ["# The world stage's protocol: choices on validation, 3 seeds, FHSumBench dev once", ""]
     prep = json.loads((OUT / "prepare.json").read_text())
     base = json.loads((OUT / "validation_base.json").read_text())
-    lines += [f"Script: `bench/world_protocol.py`. Machine: {base['machine']['cpu']}; "
-              f"{base['machine']['date'][:10]}.", "",
-              "## Validation (Factcheck-GPT claim factuality, by dialogue, never FHSumBench)", "",
-              f"World silver data (the human-labels teacher): train {prep['train']}; validation {prep.get('validation', prep.get('test'))}.", "",
-              "Criterion fixed before any variant ran: macro F1 over TRUE / FALSE / NOT ENOUGH KNOWLEDGE on the "
-              f"validation claims; a variant replaces the recipe as written only when better by more than "
-              f"{CRITERION_MARGIN}.", "",
-              "| system | what | steps | train s | macro F1 | accuracy | recall TRUE | recall FALSE | recall NEK | predicted |",
-              "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- |"]
+    lines += [
+        f"Script: `bench/world_protocol.py`. Machine: {base['machine']['cpu']}; {base['machine']['date'][:10]}.",
+        "",
+        "## Validation (Factcheck-GPT claim factuality, by dialogue, never FHSumBench)",
+        "",
+        f"World silver data (the human-labels teacher): train {prep['train']}; validation {prep.get('validation', prep.get('test'))}.",
+        "",
+        "Criterion fixed before any variant ran: macro F1 over TRUE / FALSE / NOT ENOUGH KNOWLEDGE on the "
+        f"validation claims; a variant replaces the recipe as written only when better by more than "
+        f"{CRITERION_MARGIN}.",
+        "",
+        "| system | what | steps | train s | macro F1 | accuracy | recall TRUE | recall FALSE | recall NEK | predicted |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- |",
+    ]
 
     def row(name: str, what: str, m: dict[str, Any], steps: Any = "", train_s: Any = "") -> str:
         rec = m["recall"]
@@ -299,8 +314,15 @@ def step_report() -> None:
             d = json.loads(p.read_text())
             lines.append(row(f"variant {name}", v["what"], d["validation"], d["steps"], d["train_s"]))
     chosen = chosen_variant()
-    lines += ["", f"Chosen by the criterion: **{chosen}**.", "", "## The chosen variant with three seeds (validation)", "",
-              "| seed | macro F1 | accuracy | predicted |", "| ---: | ---: | ---: | --- |"]
+    lines += [
+        "",
+        f"Chosen by the criterion: **{chosen}**.",
+        "",
+        "## The chosen variant with three seeds (validation)",
+        "",
+        "| seed | macro F1 | accuracy | predicted |",
+        "| ---: | ---: | ---: | --- |",
+    ]
     import numpy as np
 
     f1s = []

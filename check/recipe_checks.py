@@ -102,7 +102,9 @@ def check_data(recipe: Recipe, report: Report) -> None:
                         + (f" ({rejected} rows rejected)" if rejected else "")
                         + (f", {r['dropped_leaks']} dropped as leaks" if r.get("dropped_leaks") else ""))
         elif r.get("dropped_leaks"):
-            report.info(f"  {r['role']:5s} {r['dropped_leaks']} conversation(s) dropped: they share a dialogue with test")
+            report.info(
+                f"  {r['role']:5s} {r['dropped_leaks']} conversation(s) dropped: they share a dialogue with test"
+            )
     scored = sum(len(c.scored_turns) for c in material.train)
     report.info(f"  material: train {len(material.train)} conversations ({scored} scored turns), "
                 f"test {len(material.test)}; no test dialogue in train")

@@ -89,9 +89,12 @@ def add_data_subcommands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     f.add_argument("--no-verify", action="store_true",
                    help="accept files whose sha256 differs from the one recorded for the official release")
     f.add_argument("--force", action="store_true", help="download again even when the files are in place")
-    f.add_argument("--registry", metavar="FILE",
-                   help="benchmark definitions (JSON, the fields of data/download/catalogue.py's Source) to use instead of "
-                        "the built-in ones, e.g. a private benchmark or a newer pinned commit")
+    f.add_argument(
+        "--registry",
+        metavar="FILE",
+        help="benchmark definitions (JSON, the fields of data/download/catalogue.py's Source) to use instead of "
+        "the built-in ones, e.g. a private benchmark or a newer pinned commit",
+    )
     f.set_defaults(func=cmd_fetch)
     return data
 

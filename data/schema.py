@@ -125,7 +125,9 @@ def record_problems(d: Any) -> list[Problem]:
         if key not in d:
             out.append((None, key, "missing"))
     cid = d.get("id")
-    if "id" in d and not ((isinstance(cid, str) and cid.strip()) or (isinstance(cid, int) and not isinstance(cid, bool))):
+    if "id" in d and not (
+        (isinstance(cid, str) and cid.strip()) or (isinstance(cid, int) and not isinstance(cid, bool))
+    ):
         out.append((None, "id", f"expected a non-empty string or an integer, got {cid!r}"))
     if "source" in d and not isinstance(d["source"], str):
         out.append((None, "source", f"expected a string, got {_type(d['source'])}"))
@@ -185,7 +187,9 @@ def _turn_problems(t: Any) -> list[Problem]:
         for key in sorted(set(c) - set(CLAIM_FIELDS)):
             out.append((None, f"{f}.{key}", f"unknown field; expected only {list(CLAIM_FIELDS)}"))
         if not isinstance(c.get("text"), str):
-            out.append((None, f"{f}.text", "missing" if "text" not in c else f"expected a string, got {_type(c['text'])}"))
+            out.append(
+                (None, f"{f}.text", "missing" if "text" not in c else f"expected a string, got {_type(c['text'])}")
+            )
         label = c.get("label")
         if label is not None and label not in CLAIM_CATEGORIES:
             out.append((None, f"{f}.label", f"expected one of {CLAIM_CATEGORIES} or null, got {label!r}"))

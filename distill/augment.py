@@ -248,9 +248,14 @@ def swapped_candidates(conversations: Sequence[Conversation], results: Sequence[
 def swap_summary(candidates: Sequence[Candidate], share: float) -> dict[str, object]:
     """The manifest's ``augment_swapped`` entry."""
     made = [c for c in candidates if c.extra.get("teacher") == SWAP_TEACHER]
-    return {"share_of_verified": share, "teacher": SWAP_TEACHER, "made": len(made),
-            "kept": sum(c.drop is None for c in made), "split": "train only",
-            "reference": "another training dialogue's of the same source, sharing under half of the claim's content words"}
+    return {
+        "share_of_verified": share,
+        "teacher": SWAP_TEACHER,
+        "made": len(made),
+        "kept": sum(c.drop is None for c in made),
+        "split": "train only",
+        "reference": "another training dialogue's of the same source, sharing under half of the claim's content words",
+    }
 
 
 def summary(candidates: Sequence[Candidate], n: int) -> dict[str, object]:

@@ -17,15 +17,23 @@ def add_distill_subcommand(subparsers: argparse._SubParsersAction) -> argparse.A
     from ..config.cli_args import add_recipe_subparser
 
     p = add_recipe_subparser(
-        subparsers, "distill", config_help="recipe YAML (teacher, data, distill sections)", help="run the teacher over a recipe's training material and export silver data per stage",
+        subparsers,
+        "distill",
+        config_help="recipe YAML (teacher, data, distill sections)",
+        help="run the teacher over a recipe's training material and export silver data per stage",
         description="Run the VISTA prompts with the recipe's teacher (OpenAI-compatible server, local model or "
-                    "human labels) over the train material, cache every call, filter, and export stage1/ stage2/ "
-                    "stage3/ datasets with a manifest. Rerunning resumes from the cache.")
+        "human labels) over the train material, cache every call, filter, and export stage1/ stage2/ "
+        "stage3/ datasets with a manifest. Rerunning resumes from the cache.",
+    )
     p.add_argument("--limit", type=int, default=None, help="only the first N train conversations")
     p.add_argument("--output-dir", default=None, help="override distill.output_dir")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
-    p.add_argument("--data-root", default=None, metavar="DIR",
-                   help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)")
+    p.add_argument(
+        "--data-root",
+        default=None,
+        metavar="DIR",
+        help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)",
+    )
     p.add_argument("--push-to-hub", metavar="REPO", default=None,
                    help="then push the silver datasets (dataset cards included, the teacher's call cache not) to a "
                         "Hub dataset repo id, or a local folder (file://PATH)")

@@ -66,10 +66,21 @@ def _row(stage: str, conv: Conversation, dialogue: str, res: TurnResult, call: S
     parsed: dict[str, Any] = {"label": label}
     if completion != label:
         parsed["explanation"] = completion.split(". ", 1)[-1]
-    return Candidate(stage, conversation_id=conv.id, dialogue_id=dialogue, source=conv.source + SUFFIX,
-                     turn_index=res.turn_index, claim_index=-1, claim=call.claim,
-                     target_input=call.with_reference(reference), completion=completion, label=label, parsed=parsed,
-                     gold_label=res.gold_label, extra={"teacher": RULE_TEACHERS[kind], "augment": {"kind": kind, **meta}})
+    return Candidate(
+        stage,
+        conversation_id=conv.id,
+        dialogue_id=dialogue,
+        source=conv.source + SUFFIX,
+        turn_index=res.turn_index,
+        claim_index=-1,
+        claim=call.claim,
+        target_input=call.with_reference(reference),
+        completion=completion,
+        label=label,
+        parsed=parsed,
+        gold_label=res.gold_label,
+        extra={"teacher": RULE_TEACHERS[kind], "augment": {"kind": kind, **meta}},
+    )
 
 
 def contrast_candidates(conversations: Sequence[Conversation], results: Sequence[Sequence[TurnResult]], share: float,

@@ -50,9 +50,13 @@ def filter_settings(recipe: Recipe) -> silver.FilterSettings:
     if d.augment_falsified < 0:
         raise ValueError(f"distill.augment_falsified must be >= 0 (pairs per reference), got {d.augment_falsified}")
     if not 0.0 <= d.augment_swapped <= 1.0:
-        raise ValueError(f"distill.augment_swapped must be in [0, 1] (share of VERIFIED claims), got {d.augment_swapped}")
+        raise ValueError(
+            f"distill.augment_swapped must be in [0, 1] (share of VERIFIED claims), got {d.augment_swapped}"
+        )
     if not 0.0 <= d.evidence_contrast <= 1.0:
-        raise ValueError(f"distill.evidence_contrast must be in [0, 1] (share of stage 2 claims), got {d.evidence_contrast}")
+        raise ValueError(
+            f"distill.evidence_contrast must be in [0, 1] (share of stage 2 claims), got {d.evidence_contrast}"
+        )
     bad = [k for k in d.evidence_contrast_kinds if k not in contrast.KINDS]
     if bad:
         raise ValueError(f"distill.evidence_contrast_kinds: unknown {bad}; valid: {', '.join(contrast.KINDS)}")
@@ -107,13 +111,24 @@ class DistillResult:
 
 def counters(teacher: Teacher, cache: CallCache, wall: float, bar: Progress, requests: int) -> dict[str, Any]:
     s = dict(teacher.core.stats)
-    return {"requests": requests, "cache_hits": s.get("hits", 0), "calls": s.get("calls", 0),
-            "failures": s.get("failures", 0), "retries": s.get("retries", 0), "parse_failures": bar.parse_failures,
-            "stage1_truncated_turns": bar.truncated_turns, "claims_dropped": dict(sorted(bar.claims_dropped.items())),
-            "cache_entries": len(cache), "cache_overwrites": cache.stats["overwrites"],
-            "cache_misses": cache.stats["misses"], "cache_unreadable": cache.stats["unreadable"], "wall_s": round(wall, 3),
-            "calls_per_s": round(s.get("calls", 0) / wall, 3) if wall else None,
-            "prompt_tokens": s.get("prompt_tokens", 0), "completion_tokens": s.get("completion_tokens", 0)}
+    return {
+        "requests": requests,
+        "cache_hits": s.get("hits", 0),
+        "calls": s.get("calls", 0),
+        "failures": s.get("failures", 0),
+        "retries": s.get("retries", 0),
+        "parse_failures": bar.parse_failures,
+        "stage1_truncated_turns": bar.truncated_turns,
+        "claims_dropped": dict(sorted(bar.claims_dropped.items())),
+        "cache_entries": len(cache),
+        "cache_overwrites": cache.stats["overwrites"],
+        "cache_misses": cache.stats["misses"],
+        "cache_unreadable": cache.stats["unreadable"],
+        "wall_s": round(wall, 3),
+        "calls_per_s": round(s.get("calls", 0) / wall, 3) if wall else None,
+        "prompt_tokens": s.get("prompt_tokens", 0),
+        "completion_tokens": s.get("completion_tokens", 0),
+    }
 
 
 def _append_run(out_dir: Path, record: dict[str, Any]) -> None:

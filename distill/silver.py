@@ -30,8 +30,16 @@ from ..data.vocabulary import DISTILLED_STAGES, STAGES
 from ..pipeline.engine import Call, TurnResult
 from ..pipeline.templates import PROMPTS_VERSION, Speakers, build_messages, get_template
 
-DROP_REASONS = ("parse failure", "truncated", "verdict unknown", "gold disagreement", "partial claims", "self-consistency",
-                "duplicate", "class balance")
+DROP_REASONS = (
+    "parse failure",
+    "truncated",
+    "verdict unknown",
+    "gold disagreement",
+    "partial claims",
+    "self-consistency",
+    "duplicate",
+    "class balance",
+)
 
 
 # the ``teacher`` of rows made by rule (distill/augment.py), by kind

@@ -32,8 +32,12 @@ def add_eval_subcommand(subparsers: argparse._SubParsersAction) -> argparse.Argu
     p.add_argument("--compare", default=None, metavar="RESULTS_JSON",
                    help="an earlier results.json: report whether metrics, tests and intervals are identical")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--data-root", default=None, metavar="DIR",
-                   help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)")
+    p.add_argument(
+        "--data-root",
+        default=None,
+        metavar="DIR",
+        help="folder the recipe's data sources are relative to (default: data.root, else $VISTA_DISTILL_DATA)",
+    )
     p.set_defaults(func=cmd_eval)
     return p
 

@@ -35,6 +35,9 @@ from ..data.material import Material, load_material, load_source
 from ..data.schema import Conversation
 from ..pipeline.engine import RULES
 from ..scoring import metrics as M
+from ..scoring.evidence import evidence_metrics
+from ..scoring.significance import MCNEMAR_VARIANTS
+from .budget import budget_order, next_round, probed_conversations
 from .comparison import (
     add_common_coverage,
     bootstrap_intervals,
@@ -45,10 +48,6 @@ from .comparison import (
 )
 from .errors import EvalError
 from .stage_rules import stage_rules_section
-from .budget import budget_order, next_round, probed_conversations
-from .tuning import tuned_section, tuning_runs
-from ..scoring.evidence import evidence_metrics
-from ..scoring.significance import MCNEMAR_VARIANTS
 from .systems import (
     FIVE_LABEL_SYSTEMS,
     PIPELINE_SYSTEMS,
@@ -59,6 +58,7 @@ from .systems import (
     merge_runs,
     run_system,
 )
+from .tuning import tuned_section, tuning_runs
 
 log = logging.getLogger(__name__)
 

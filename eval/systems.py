@@ -32,10 +32,10 @@ from ..data.vocabulary import DISTILLED_STAGES, STAGES
 from ..pipeline.engine import run_programs, vista_program
 from ..pipeline.protocol import Backend
 from ..runtime.progress import RequestBar
+from ..scoring.run import records_of, run_given_claims, run_pipeline
 from .baselines import BaselineConfig, baseline_programs
 from .efficiency import Meter, cost_per_1k_turns
 from .errors import EvalError
-from ..scoring.run import records_of, run_given_claims, run_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,8 @@ class SystemRun:
     description: dict[str, Any] = field(default_factory=dict)
     efficiency: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
-    given_records: list[dict[str, Any]] = field(default_factory=list)   # stages 2-3 on the human claims
-    evidence_records: list[dict[str, Any]] = field(default_factory=list)   # stage 2 probes of the evidence (evidence.py)
+    given_records: list[dict[str, Any]] = field(default_factory=list)  # stages 2-3 on the human claims
+    evidence_records: list[dict[str, Any]] = field(default_factory=list)  # stage 2 probes of the evidence (evidence.py)
     given_wall_s: float = 0.0             # of which the human claims' stages 2-3 and probes (budget pacing)
 
     def summary(self) -> dict[str, Any]:
@@ -312,15 +312,25 @@ def merge_runs(a: SystemRun, b: SystemRun, recipe: Recipe) -> SystemRun:
     add = lambda x, y: None if x is None and y is None else (x or 0) + (y or 0)
     stats = {k: round(add(ea["backend_stats"].get(k), eb["backend_stats"].get(k)), 3)
              for k in {**ea["backend_stats"], **eb["backend_stats"]}}
-    peaks = [v for v in (ea.get("cuda_max_memory_allocated_mb"), eb.get("cuda_max_memory_allocated_mb")) if v is not None]
-    eff = {**ea, "wall_s": round(wall, 3), "scored_turns": turns, "turns_per_s": round(turns / wall, 4) if wall else None,
-           "prompt_tokens": add(ea.get("prompt_tokens"), eb.get("prompt_tokens")),
-           "completion_tokens": add(ea.get("completion_tokens"), eb.get("completion_tokens")),
-           "backend_stats": stats, "peak_rss_mb": max(ea["peak_rss_mb"], eb["peak_rss_mb"]),
-           "cuda_max_memory_allocated_mb": max(peaks) if peaks else None, "rounds": ea.get("rounds", 1) + 1}
+    peaks = [
+        v for v in (ea.get("cuda_max_memory_allocated_mb"), eb.get("cuda_max_memory_allocated_mb")) if v is not None
+    ]
+    eff = {
+        **ea,
+        "wall_s": round(wall, 3),
+        "scored_turns": turns,
+        "turns_per_s": round(turns / wall, 4) if wall else None,
+        "prompt_tokens": add(ea.get("prompt_tokens"), eb.get("prompt_tokens")),
+        "completion_tokens": add(ea.get("completion_tokens"), eb.get("completion_tokens")),
+        "backend_stats": stats,
+        "peak_rss_mb": max(ea["peak_rss_mb"], eb["peak_rss_mb"]),
+        "cuda_max_memory_allocated_mb": max(peaks) if peaks else None,
+        "rounds": ea.get("rounds", 1) + 1,
+    }
     hits, calls = stats.get("hits"), stats.get("calls")
-    eff["cache_hit_share"] = round(hits / (hits + calls), 4) if hits is not None and calls is not None and hits + calls \
-        else None
+    eff["cache_hit_share"] = (
+        round(hits / (hits + calls), 4) if hits is not None and calls is not None and hits + calls else None
+    )
     eff["cost_per_1k_turns"] = cost_per_1k_turns(recipe, a.name, eff)
     desc = dict(a.description)
     if "label_methods" in b.description:

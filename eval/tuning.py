@@ -179,4 +179,12 @@ def _pairs_markdown(pairs: list[dict[str, Any]]) -> list[str]:
             markdown_table(["other (tuned)", "claims", "student - other (points)", "p (McNemar)"], rows), ""]
 
 
-__all__ = ["TUNABLE", "check_apart", "choose_threshold", "claim_scores", "tuned_markdown", "tuned_section", "tuning_runs"]
+__all__ = [
+    "TUNABLE",
+    "check_apart",
+    "choose_threshold",
+    "claim_scores",
+    "tuned_markdown",
+    "tuned_section",
+    "tuning_runs",
+]

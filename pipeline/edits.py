@@ -182,5 +182,9 @@ def edit_sentence(sentence: str, claim: str, document: str, rng: random.Random) 
         after = sentence[m.end():].split()
         if after and f"{m.group(1)} {after[0]}".casefold() in low:
             edited = sentence[:m.end()] + " not" + sentence[m.end():]
-            return edited, {"rule": "negation", "old": f"{m.group(1)} {after[0]}", "new": f"{m.group(1)} not {after[0]}"}
+            return edited, {
+                "rule": "negation",
+                "old": f"{m.group(1)} {after[0]}",
+                "new": f"{m.group(1)} not {after[0]}",
+            }
     return None

@@ -265,7 +265,9 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
         first_reqs += [request(t4, text, labels=t4.labels, max_new_tokens=cfg.max_new_tokens["stage4"])
                        for _, text in stage4_inputs]
     first = (yield first_reqs) if first_reqs else []
-    first_calls = [Call(stage, -1, text, req, resp) for (stage, text), req, resp in zip(first_inputs, first_reqs, first)]
+    first_calls = [
+        Call(stage, -1, text, req, resp) for (stage, text), req, resp in zip(first_inputs, first_reqs, first)
+    ]
     decompositions = dict(zip(decompose, first[: len(decompose)]))
     stage1_calls = dict(zip(decompose, first_calls[: len(decompose)]))
     contradictions, stage4_calls = first[len(decompose):], first_calls[len(decompose):]

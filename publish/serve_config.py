@@ -196,7 +196,11 @@ def plan(recipe: Any, adapters: str | os.PathLike, out: str | os.PathLike | None
 
 
 def _sh(lines: list[str]) -> str:
-    return "#!/usr/bin/env bash\n# written by vista-distill serve-config\nset -euo pipefail\n" + " \\\n  ".join(lines) + "\n"
+    return (
+        "#!/usr/bin/env bash\n# written by vista-distill serve-config\nset -euo pipefail\n"
+        + " \\\n  ".join(lines)
+        + "\n"
+    )
 
 
 def write_serve_config(recipe: Any, adapters: str | os.PathLike, out: str | os.PathLike | None = None, *,
@@ -243,7 +247,9 @@ def write_serve_config(recipe: Any, adapters: str | os.PathLike, out: str | os.P
             models.append({**common, "model_alias": names.get(stage, stage), "lora_path": str(lora.resolve())})
         config = {"host": host, "port": ENGINE_PORTS["llama_cpp"], "models": models}
         (d / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        (p.out / "llama_cpp.sh").write_text(_sh([f"python -m llama_cpp.server --config_file {q(str((d / 'config.json').resolve()))} \"$@\""]))
+        (p.out / "llama_cpp.sh").write_text(
+            _sh([f'python -m llama_cpp.server --config_file {q(str((d / "config.json").resolve()))} "$@"'])
+        )
         # llama-cpp-python's echoed offsets skip special tokens and it sorts the vocabulary per echoed
         # token: top_logprobs it is (exact while the label tokens are in its list)
         serving["llama_cpp"] = {"servers": [f"http://{host}:{ENGINE_PORTS['llama_cpp']}/v1"],

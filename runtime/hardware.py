@@ -244,7 +244,7 @@ def _cpu_capability(device: str) -> Capability:
                       cpu_amx_tile=amx, cpu_avx512_bf16=avx512_bf16, cpu_bf16_speedup=speedup)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def detect(device: str | None = None) -> Capability:
     """The capability torch reports for ``device`` (default: cuda if visible, else mps, else cpu)."""
     import torch

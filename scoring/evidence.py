@@ -34,8 +34,8 @@ from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 from ..data.schema import UNVERIFIABLE, VERIFIED
-from ..pipeline.engine import STAGE2_LABELS, label_result
 from ..pipeline.edits import edit_sentence
+from ..pipeline.engine import STAGE2_LABELS, label_result
 from ..pipeline.evidence import SUPPORTED, content_words, coverage, foreign_reference, sentences, stage2_calls, support
 
 PROBES = ("deletion", "foreign", "claim_only", "edit")
@@ -171,7 +171,10 @@ def strata_metrics(claim_only: Sequence[dict[str, Any]]) -> dict[str, Any]:
         want = VERIFIED if name == "verified_low_overlap" else UNVERIFIABLE
         rs = [r for r in claim_only if r["gold"] == want and r.get("overlap") is not None
               and (r["overlap"] < SUPPORTED) == (want == VERIFIED)]
-        out[name] = {"claims": len(rs), "accuracy": sum(r["own_label"] == r["gold"] for r in rs) / len(rs) if rs else None}
+        out[name] = {
+            "claims": len(rs),
+            "accuracy": sum(r["own_label"] == r["gold"] for r in rs) / len(rs) if rs else None,
+        }
     return out
 
 

@@ -277,9 +277,14 @@ def majority_claim_metrics(records: Sequence[Record]) -> dict[str, Any] | None:
     pred = [label] * len(gold)
     present = [lab for lab in CLAIM_CATEGORIES if lab in set(gold)]
     verified = sum(g == VERIFIED for g in gold) / len(gold)
-    return {"label": label, "human_claims": len(gold), "accuracy": float(accuracy_score(gold, pred)),
-            "macro_f1": float(f1_score(gold, pred, labels=present, average="macro", zero_division=0)),
-            "binary_label": VERIFIED if verified > 0.5 else UNVERIFIABLE, "binary_accuracy": max(verified, 1 - verified)}
+    return {
+        "label": label,
+        "human_claims": len(gold),
+        "accuracy": float(accuracy_score(gold, pred)),
+        "macro_f1": float(f1_score(gold, pred, labels=present, average="macro", zero_division=0)),
+        "binary_label": VERIFIED if verified > 0.5 else UNVERIFIABLE,
+        "binary_accuracy": max(verified, 1 - verified),
+    }
 
 
 def system_metrics(records: Sequence[Record], rules: Sequence[str],
@@ -339,7 +344,9 @@ def claim_correctness(records: Sequence[Record], binary: bool = True) -> dict[tu
             if gold["label"] not in CLAIM_CATEGORIES:
                 continue
             pred = claim.get("category")
-            out[(*turn_key(r), j)] = ((pred == VERIFIED) == (gold["label"] == VERIFIED)) if binary else pred == gold["label"]
+            out[(*turn_key(r), j)] = (
+                ((pred == VERIFIED) == (gold["label"] == VERIFIED)) if binary else pred == gold["label"]
+            )
     return out
 
 

@@ -164,16 +164,15 @@ def render_html(title: str, systems: Mapping[str, Sequence[Mapping[str, Any]]], 
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
         f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1>"
         + "".join(f"<p class='meta'>{_e(n)}</p>" for n in notes)
-        + table + "".join(_img(p) for p in plots if Path(p).exists())
+        + table
+        + "".join(_img(p) for p in plots if Path(p).exists())
         + "<h2>Turns</h2><div id='filters'>"
         f"<label>system <select id='f-system'><option value='all'>all</option>{options(systems)}</select></label>"
         f"<label>benchmark <select id='f-source'><option value='all'>all</option>{options(sorted(sources))}</select></label>"
         f"<label><input type='checkbox' id='f-wrong'> wrong against gold ({_e(rules[0])})</label>"
         f"<label><input type='checkbox' id='f-disagree'> student and teacher disagree</label>"
         f"<span class='meta'><span id='shown'>{len(blocks)}</span> of {len(blocks)} turns shown</span>"
-        f"<div class='meta'>{legend}</div></div>"
-        + "".join(blocks)
-        + f"<script>{SCRIPT}</script></body></html>\n"
+        f"<div class='meta'>{legend}</div></div>" + "".join(blocks) + f"<script>{SCRIPT}</script></body></html>\n"
     )
 
 

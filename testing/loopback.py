@@ -76,7 +76,9 @@ class LoopbackServer:
         if self.log_path is None or not self.log_path.exists():
             return 0
         text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        return text.count('"POST /v1/chat/completions HTTP/1.1" 200') + text.count('"POST /v1/completions HTTP/1.1" 200')
+        return text.count('"POST /v1/chat/completions HTTP/1.1" 200') + text.count(
+            '"POST /v1/completions HTTP/1.1" 200'
+        )
 
     def kill(self) -> None:
         """SIGKILL the server's process group (a crash, as far as clients can tell)."""

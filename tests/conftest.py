@@ -75,6 +75,7 @@ def trained_student(tmp_path_factory):
     """Three stage adapters trained 3 steps on the bundled sample's silver data (float32, rank 8, last four
     layers), and the recipe they were trained with: the student the served-student tests serve."""
     from filelock import FileLock
+
     from vista_distill.config import load_recipe
 
     # one training for the whole session: pytest-xdist's workers share their base temp folder's parent; the first
@@ -92,6 +93,7 @@ def _train_student(tmp: Path) -> None:
     import torch
     import yaml
     from test_train import distill_sample
+
     from vista_distill.config import load_recipe
     from vista_distill.train.run import train_stages
 

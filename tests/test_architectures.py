@@ -146,10 +146,27 @@ def test_ddp_on_two_cpu_processes_shards_data_and_saves_one_adapter(tmp_path, ti
     assert main(["distill", "--config", str(recipe_path), "--no-progress"]) == 0
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
     res = subprocess.run(
-        [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / "recipes" / "accelerate" / "ddp.yaml"),
-         "--num_processes", "2", "--mixed_precision", "no", str(ROOT / "train" / "stage2.py"),
-         "--config", str(recipe_path), "train.max_steps=3"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            str(ROOT / "recipes" / "accelerate" / "ddp.yaml"),
+            "--num_processes",
+            "2",
+            "--mixed_precision",
+            "no",
+            str(ROOT / "train" / "stage2.py"),
+            "--config",
+            str(recipe_path),
+            "train.max_steps=3",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     out = tmp_path / "ck" / "stage2"
     summary = json.loads((out / "training_summary.json").read_text())

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from test_distill import write_recipe
+
 from vista_distill.config import load_recipe
 from vista_distill.distill import augment
 from vista_distill.distill.augment import falsify, rejection, sentences, spans
@@ -102,6 +103,7 @@ def _run(tmp_path: Path, name: str, overrides: list[str] | None):
 
 def test_distill_adds_contradicted_rows_to_train_only(tmp_path):
     from datasets import load_from_disk
+
     from vista_distill.train.silver_data import load_silver
 
     plain = _run(tmp_path, "plain", None)
@@ -160,6 +162,7 @@ def _reference(row: dict) -> str:
 
 def test_distill_adds_swapped_reference_rows_to_train_only(tmp_path):
     from datasets import load_from_disk
+
     from vista_distill.train.silver_data import load_silver
 
     plain = _run(tmp_path, "plain", None)

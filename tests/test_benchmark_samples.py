@@ -8,6 +8,7 @@ import filecmp
 from pathlib import Path
 
 import pytest
+
 from vista_distill.data.benchmarks import BENCHMARKS, MODULES, fetch_sources, guess_benchmark
 from vista_distill.data.benchmarks.__main__ import main as build_main
 from vista_distill.data.benchmarks.samples import DEMO_FAITHDIAL, SAMPLES

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from vista_distill.backends.cache import CallCache, call_key
 from vista_distill.backends.fingerprint import file_digest, folder_digest
 from vista_distill.backends.human_labels import LabelsBackend
@@ -83,6 +84,7 @@ def test_cached_backend_asks_again_for_an_unreadable_entry_and_rewrites_it(tmp_p
 @pytest.fixture(scope="module")
 def embedded_tokenizer():
     from transformers import AutoTokenizer
+
     from vista_distill.backends.model_loading import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(None))

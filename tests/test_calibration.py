@@ -8,13 +8,20 @@ import json
 
 import numpy as np
 import pytest
+
 from vista_distill.backends.calibration import Calibration, apply_calibration, available, calibration_path
 from vista_distill.backends.cheap_baselines import BaselineBackend, wording_category
 from vista_distill.backends.evidence_head import EvidenceHead
 from vista_distill.backends.label_prior import LabelPrior
 from vista_distill.data.io import SchemaError, read_conversations
-from vista_distill.scoring.calibrate import (calibrate_stage2, calibrate_stage3, dev_fingerprint, fit_calibration,
-                                             fit_shift, summary_rows)
+from vista_distill.scoring.calibrate import (
+    calibrate_stage2,
+    calibrate_stage3,
+    dev_fingerprint,
+    fit_calibration,
+    fit_shift,
+    summary_rows,
+)
 
 LABELS3 = ["OUT-OF-SCOPE", "CONTRADICTED", "LACKING EVIDENCE", "ABSTENTION"]
 

@@ -7,14 +7,15 @@ import dataclasses
 from collections import Counter
 
 import pytest
-from vista_distill.backends.evidence_head import EvidenceHead
+
 from vista_distill.backends.cheap_baselines import BaselineBackend, decompose, majority_labels
+from vista_distill.backends.evidence_head import EvidenceHead
 from vista_distill.data.io import read_conversations
-from vista_distill.scoring.run import run_given_claims, run_pipeline
 from vista_distill.pipeline.engine import EngineConfig
 from vista_distill.pipeline.evidence import coverage
 from vista_distill.pipeline.protocol import Request
 from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+from vista_distill.scoring.run import run_given_claims, run_pipeline
 
 V, U = "VERIFIED", "UNVERIFIABLE"
 
@@ -119,6 +120,7 @@ def test_eval_runs_the_cheap_baselines_beside_the_student_with_mcnemar(tmp_path,
     random SmolLM2: the fit and the records are tested, not the figures)."""
     from test_eval_report import RECIPE, _overrides
     from test_train import distill_sample
+
     from vista_distill.config import load_recipe
     from vista_distill.eval.run import run_eval
 
@@ -132,7 +134,9 @@ def test_eval_runs_the_cheap_baselines_beside_the_student_with_mcnemar(tmp_path,
     assert (tmp_path / "checkpoints" / "pmi_head.json").exists()
     assert systems["pmi"]["description"]["head"]["fitted"]["features"] == ["pmi"]
     assert systems["majority"]["description"]["labels"] == majority_labels(silver)
-    pairs = {(p["system_1"], p["system_2"]) for p in result.results["given_claims"]["significance"]["stage2"]["overall"]}
+    pairs = {
+        (p["system_1"], p["system_2"]) for p in result.results["given_claims"]["significance"]["stage2"]["overall"]
+    }
     assert pairs == {("majority", "overlap"), ("majority", "pmi"), ("overlap", "pmi")}
     turns = result.results["given_claims"]["turns"]["overlap"]["safe"]
     assert turns["n_gold"] > 0 and 0 <= turns["accuracy"] <= 1

@@ -5,11 +5,14 @@ that only a late chunk holds."""
 from __future__ import annotations
 
 import pytest
+
 from vista_distill.data.schema import Claim, Conversation, Turn
 from vista_distill.pipeline.chunking import approx_tokens, chunk_context, combine
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
 
-FILLER = [f"Sentence number {i} is about the weather in a small village, where it rained on day {i}." for i in range(40)]
+FILLER = [
+    f"Sentence number {i} is about the weather in a small village, where it rained on day {i}." for i in range(40)
+]
 FACT = "The Ponte Vecchio bridge in Florence was built in 1345."
 
 

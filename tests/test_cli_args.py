@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 from conftest import ROOT
+
 from vista_distill.config import Recipe, RecipeError
 from vista_distill.config.cli_args import RecipeParser, add_recipe_subparser, recipe_fields, recipe_from_args
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from vista_distill.config import MOVED, RecipeError, load_recipe
 from vista_distill.pipeline.engine import RULES
 

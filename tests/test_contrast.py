@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 from test_distill import write_recipe
+
 from vista_distill.config import load_recipe
-from vista_distill.pipeline.edits import edit_sentence
 from vista_distill.distill.run import filter_settings, run_distill
+from vista_distill.pipeline.edits import edit_sentence
 from vista_distill.pipeline.evidence import LEFT, as_sentence, coverage, insert, sentences, support
 
 REFERENCE = ("The Columbus Zoo and Aquarium opened in 1927 in Powell, Ohio. It is home to more than 10,000 animals. "
@@ -88,6 +89,7 @@ def test_distill_adds_contrast_rows_to_train_only_with_both_labels(tmp_path):
     import json
 
     from datasets import load_from_disk
+
     from vista_distill.train.silver_data import load_silver
 
     plain = _run(tmp_path, "plain", None)

@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+
 from vista_distill.data.download import fetch
 
 REPO = Path(__file__).resolve().parent.parent

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from vista_distill.data.benchmarks import load_benchmark
 from vista_distill.data.sampling import sample_conversations
 from vista_distill.data.schema import ASSISTANT, USER, Conversation, Turn
@@ -88,8 +89,16 @@ def test_leak_found_by_text_even_with_different_ids_and_tokenisation():
 
 def test_local_key_catches_same_moment_with_longer_history():
     # FaithDial keeps the whole history, BEGIN only the previous message: the same moment leaks
-    long = Conversation("fd", "FaithDial", [Turn(USER, "hi"), Turn(ASSISTANT, "hello"), Turn(USER, "Tell me about owls"),
-                                           Turn(ASSISTANT, "Owls hunt at night.", reference="Owls are nocturnal.")])
+    long = Conversation(
+        "fd",
+        "FaithDial",
+        [
+            Turn(USER, "hi"),
+            Turn(ASSISTANT, "hello"),
+            Turn(USER, "Tell me about owls"),
+            Turn(ASSISTANT, "Owls hunt at night.", reference="Owls are nocturnal."),
+        ],
+    )
     short = conv("bg", "tell me about owls", "They sleep by day.", "Owls are nocturnal.", source="BEGIN")
     assert [lk.test_id for lk in find_leaks([long], [short])] == ["bg"]
     assert find_leaks([long], [short], kinds=("full",)) == []

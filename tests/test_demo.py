@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from vista_distill.data.schema import STAGE2_LABELS, STAGE3_LABELS
 from vista_distill.data.vocabulary import STAGES
 
@@ -171,6 +172,7 @@ def test_silver_data_has_three_stages(demo: DemoRuns) -> None:
 
 def test_adapters_exist_are_trained_and_load(demo: DemoRuns) -> None:
     import torch
+
     from vista_distill.backends.transformers import TransformersBackend
 
     torch.set_num_threads(1)
@@ -303,10 +305,16 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
         "{benchmark: file, source: data/samples/faithdial_models_train.jsonl, n: 4, hold_out: false}, "
         "{benchmark: factcheck-gpt, source: data/samples/factcheck_gpt, n: 4, hold_out: false, "
         "options: {unit: sentence, evidence: closest}}]",
-        "data.test_fraction=0.5", "distill.validation_fraction=0", "pipeline.max_claims=2",
-        "pipeline.max_new_tokens={stage1: 48}", "train.per_device_train_batch_size=2",
+        "data.test_fraction=0.5",
+        "distill.validation_fraction=0",
+        "pipeline.max_claims=2",
+        "pipeline.max_new_tokens={stage1: 48}",
+        "train.per_device_train_batch_size=2",
         "train.per_stage={stage1: {max_steps: 1}, stage2: {max_steps: 1, sources: [FaithDial]}, stage3: {max_steps: 1}}",
-        "train.save_steps=1", "train.cpu_threads=1", "eval.threads=1", "eval.bootstrap=20",
+        "train.save_steps=1",
+        "train.cpu_threads=1",
+        "eval.threads=1",
+        "eval.bootstrap=20",
         "eval.round_size=1",
         "eval.tune_on=[{benchmark: file, source: data/samples/faithdial_models_validation.jsonl, n: 6}]",
     ]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 from conftest import SAMPLE
+
 from vista_distill.backends.cache import CallCache, call_key
 from vista_distill.distill.silver import COLUMNS, STAGES
 
@@ -197,7 +198,11 @@ def test_mixed_material_partial_claims_feed_stages_2_and_3_only(tmp_path):
     assert set(stage1["source"]) == {"sample"}, "partial claims reached stage 1"
     assert manifest["filters"]["report"]["stage1"]["dropped"]["partial claims"] >= 4
     stage2 = load_from_disk(str(out / "stage2"))["train"]
-    df = {row["prompt"][1]["content"].rsplit("CLAIM:\n", 1)[1]: row["label"] for row in stage2 if row["source"] == "DialFact"}
+    df = {
+        row["prompt"][1]["content"].rsplit("CLAIM:\n", 1)[1]: row["label"]
+        for row in stage2
+        if row["source"] == "DialFact"
+    }
     assert df["Yes, Mount Etna is an active stratovolcano."] == "VERIFIED"
     assert sorted(df.values()).count("UNVERIFIABLE") == 3
     stage3 = load_from_disk(str(out / "stage3"))["train"]
@@ -213,6 +218,7 @@ def test_demo_recipe_stage3_silver_holds_every_vista_category(tmp_path):
     from collections import Counter
 
     from datasets import load_from_disk
+
     from vista_distill.config import load_recipe
     from vista_distill.distill.run import run_distill
 

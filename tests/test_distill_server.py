@@ -26,10 +26,11 @@ import pytest
 import yaml
 from conftest import SAMPLE
 from test_distill import check_export
-from vista_distill.testing.llama_server import MODEL_ALIAS, LlamaServer, free_port
+
 from vista_distill.backends.openai_compat import OpenAIBackend
 from vista_distill.pipeline.protocol import Request
 from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+from vista_distill.testing.llama_server import MODEL_ALIAS, LlamaServer, free_port
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
@@ -260,7 +261,9 @@ def test_decomposition_cut_at_its_budget_is_retried_then_flagged_and_kept_out(se
     the budget; a list still cut loses its last line (counted), the turn is flagged, and its stage 1 example
     is not exported (an incomplete list would teach the student to leave claims out)."""
     out = tmp_path / "silver"
-    config = recipe(tmp_path, out, server.base_url, teacher={"max_new_tokens": {"stage1": 10, "stage2": 6, "stage3": 20}})
+    config = recipe(
+        tmp_path, out, server.base_url, teacher={"max_new_tokens": {"stage1": 10, "stage2": 6, "stage3": 20}}
+    )
     r = run(config)
     assert r.returncode == 0, r.stderr[-3000:]
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
@@ -284,9 +287,17 @@ def test_self_consistency_votes_over_k_samples(reference, server, tmp_path):
     out = tmp_path / "silver"
     seed_cache(reference, out)   # sample 0 is the greedy call: the reference's; only sample 1 is new
     k = 2                        # enough to exercise the votes; k=3+ only costs more calls
-    config = recipe(tmp_path, out, server.base_url,
-                    distill={"self_consistency_k": k, "self_consistency_min_agreement": 0.75, "validation_fraction": 0.0,
-                             "filter_gold_agreement": False})
+    config = recipe(
+        tmp_path,
+        out,
+        server.base_url,
+        distill={
+            "self_consistency_k": k,
+            "self_consistency_min_agreement": 0.75,
+            "validation_fraction": 0.0,
+            "filter_gold_agreement": False,
+        },
+    )
     r = run(config, "--limit", "1")
     assert r.returncode == 0, r.stderr[-3000:]
     manifest = check_export(out)
@@ -364,8 +375,11 @@ class FaultProxy:
 def test_429_and_503_are_retried_and_a_400_fails_only_its_request(server, monkeypatch):
     monkeypatch.setenv(KEY_ENV, API_KEY)
     template = get_template("stage2", "compact")
-    ok = Request("stage2", tuple(build_messages(template, stage2_input([], "Paris is in France.", "Paris is in France."))),
-                 max_new_tokens=6)
+    ok = Request(
+        "stage2",
+        tuple(build_messages(template, stage2_input([], "Paris is in France.", "Paris is in France."))),
+        max_new_tokens=6,
+    )
     too_long = Request("stage2", ({"role": "user", "content": "word " * 5000},), max_new_tokens=4)
     with FaultProxy(server.base_url, [429, 503]) as proxy:
         backend = OpenAIBackend(MODEL_ALIAS, proxy.base_url, api_key_env=KEY_ENV, concurrency=1, max_retries=3,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+
 from vista_distill.backends.human_labels import LabelsBackend, message_fields
 from vista_distill.data.io import read_conversations
 from vista_distill.data.schema import (
@@ -84,7 +85,9 @@ def test_context_turn_is_not_verified_or_scored(sample):
     (turns,) = run_programs([vista_program(conv, EngineConfig())], backend)
     context = turns[1]
     assert context.verdicts == {} and context.claims[0].stage2 is None
-    stage2_claims = {message_fields(r.messages[-1]["content"])["CLAIM"] for r in backend.requests if r.stage == "stage2"}
+    stage2_claims = {
+        message_fields(r.messages[-1]["content"])["CLAIM"] for r in backend.requests if r.stage == "stage2"
+    }
     assert "The company of Gustave Eiffel built the Eiffel Tower." in stage2_claims  # asked again in the last turn only
     assert sum(r.stage == "stage1" for r in backend.requests) == 3
 
@@ -101,7 +104,9 @@ def test_abstention_lacking_evidence_and_contradicted_claims_stay_out_of_backgro
     (turns,) = run_programs([vista_program(conv, EngineConfig())], backend)
     last = [r for r in backend.requests if r.stage == "stage2"][-1]
     assert message_fields(last.messages[-1]["content"])["BACKGROUND KNOWLEDGE"] == "1. Initial fact.\n2. A\n3. E"
-    stage3_claims = [message_fields(r.messages[-1]["content"])["CLAIM"] for r in backend.requests if r.stage == "stage3"]
+    stage3_claims = [
+        message_fields(r.messages[-1]["content"])["CLAIM"] for r in backend.requests if r.stage == "stage3"
+    ]
     assert stage3_claims == ["B", "C", "D", "E"]  # only UNVERIFIABLE claims reach stage 3
     assert [c.category for c in turns[0].claims] == [VERIFIED, ABSTENTION, LACKING_EVIDENCE, CONTRADICTED, OUT_OF_SCOPE]
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import copy
 
 import pytest
+
 from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.io import read_conversations
 from vista_distill.data.schema import Claim
-from vista_distill.scoring import metrics as M
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
+from vista_distill.scoring import metrics as M
 
 
 def _records(conversations, answer_from):
@@ -87,7 +88,9 @@ def test_majority_baselines(human_records):
 
 def test_exact_claim_matching_normalises_text():
     m = M.ClaimMatcher(use_embeddings=False)
-    found = m.match(["  the eiffel tower is in paris ", "Bees sting."], ["The Eiffel Tower is in Paris.", "Drones do not sting."])
+    found = m.match(
+        ["  the eiffel tower is in paris ", "Bees sting."], ["The Eiffel Tower is in Paris.", "Drones do not sting."]
+    )
     assert [(x.pred, x.gold, x.how) for x in found] == [(0, 0, "exact")]
     assert M.normalise_claim('"The  Tower, tall."') == "the tower, tall"
 

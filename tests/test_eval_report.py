@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from vista_distill.cli import main
 from vista_distill.config import load_recipe
 from vista_distill.eval.baselines import parse_judge
@@ -25,8 +26,14 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def _overrides(tmp: Path) -> list[str]:
     # short generation budgets and one thread (far faster on a busy 2-core machine) keep the model runs short
-    return [f"train.output_dir={tmp / 'checkpoints'}", f"distill.output_dir={tmp / 'silver'}",
-            "eval.bootstrap=200", "eval.threads=1", f"eval.rules=[{', '.join(RULES)}]", "pipeline.max_new_tokens={llm_judge: 48, factscore_decompose: 64, stage1: 64}"]
+    return [
+        f"train.output_dir={tmp / 'checkpoints'}",
+        f"distill.output_dir={tmp / 'silver'}",
+        "eval.bootstrap=200",
+        "eval.threads=1",
+        f"eval.rules=[{', '.join(RULES)}]",
+        "pipeline.max_new_tokens={llm_judge: 48, factscore_decompose: 64, stage1: 64}",
+    ]
 
 
 def _identity_adapters(root: Path, model: Path | None = None) -> None:
@@ -35,6 +42,7 @@ def _identity_adapters(root: Path, model: Path | None = None) -> None:
     than the embedded one (the tiny random SmolLM2 of the tests of run mechanics)."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
+
     from vista_distill.backends.model_loading import quiet_peft_wrap, resolve_model
 
     path = str(model) if model is not None else resolve_model(None)
@@ -244,8 +252,13 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
     assert budget["rounds_run"] == 2 and budget["conversations_evaluated"] == 2   # a first round of 1, then the rest
     for name in ("student", "base"):
         run = whole.systems[name]
-        assert run.efficiency["rounds"] == 2 and run.efficiency["scored_turns"] == whole.results["material"]["scored_turns"]
-        assert {r["conversation_id"] for r in run.records} == {r["conversation_id"] for r in whole.systems["base"].records}
+        assert (
+            run.efficiency["rounds"] == 2
+            and run.efficiency["scored_turns"] == whole.results["material"]["scored_turns"]
+        )
+        assert {r["conversation_id"] for r in run.records} == {
+            r["conversation_id"] for r in whole.systems["base"].records
+        }
         assert run.given_records
         # the evidence probes ran in both rounds and were joined like the records
         assert {r["conversation_id"] for r in run.evidence_records if "conversation_id" in r} == \
@@ -258,7 +271,9 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
     cut = run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=0.0001"]), input_path=str(sample_path), limit=2,
                    output_dir=tmp_path / "cut", systems=["student", "base"])
     m = cut.results["material"]
-    assert m["time_budget"]["rounds_run"] == 1 and m["conversations"] == m["time_budget"]["conversations_evaluated"] == 1
+    assert (
+        m["time_budget"]["rounds_run"] == 1 and m["conversations"] == m["time_budget"]["conversations_evaluated"] == 1
+    )
     ids = [{r["conversation_id"] for r in cut.systems[n].records} for n in ("student", "base")]
     assert ids[0] == ids[1] and len(ids[0]) == 1
     pair = cut.results["significance"]["by_rule"]["strict"]
@@ -362,8 +377,13 @@ def test_a_claim_level_only_system_runs_no_stage1_while_the_claims_are_given(tmp
     base runs the whole pipeline; a system with no claim level is refused, naming the setting. On the tiny random
     SmolLM2: which stages run is tested, not what they say."""
     _identity_adapters(tmp_path / "checkpoints", tiny_smollm2)
-    ov = [*_overrides(tmp_path), f"student.model={tiny_smollm2}", "eval.evidence=false", "pipeline.max_new_tokens={stage1: 32, stage3: 16}",
-          "eval.claim_level_only=[base]"]
+    ov = [
+        *_overrides(tmp_path),
+        f"student.model={tiny_smollm2}",
+        "eval.evidence=false",
+        "pipeline.max_new_tokens={stage1: 32, stage3: 16}",
+        "eval.claim_level_only=[base]",
+    ]
     out = tmp_path / "out"
     assert main(["eval", "--config", str(RECIPE), "--input", str(sample_path), "--limit", "2", "--systems",
                  "student,base", "--output-dir", str(out), "--no-progress", *ov, "eval.given_claims=true"]) == 0

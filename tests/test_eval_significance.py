@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from vista_distill.scoring.significance import (
     bootstrap_accuracy,
     mcnemar_test,

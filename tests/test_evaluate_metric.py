@@ -9,6 +9,7 @@ from conftest import ROOT, SAMPLE
 def test_metric_loads_offline_by_path_and_scores_the_sample(monkeypatch, tmp_path):
     import evaluate
     from sklearn.metrics import accuracy_score, f1_score
+
     from vista_distill.data.io import read_conversations
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.io import read_conversations
-from vista_distill.scoring.evidence import evidence_metrics, probe_requests
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
 from vista_distill.pipeline.evidence import support
 from vista_distill.pipeline.templates import stage2_input
 from vista_distill.scorer import VistaScorer
+from vista_distill.scoring.evidence import evidence_metrics, probe_requests
 from vista_distill.scoring.page import write_score_page
 
 V, U = "VERIFIED", "UNVERIFIABLE"
@@ -71,9 +72,9 @@ def test_the_overlap_rule_fails_the_edit_probe_and_both_strata():
     import random
 
     from vista_distill.backends.cheap_baselines import BaselineBackend
-    from vista_distill.scoring.evidence import edited_reference
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template
+    from vista_distill.scoring.evidence import edited_reference
 
     ref = "The Louvre opened in 1793. It holds about 380,000 objects."
     claim = "The Louvre opened in 1793."

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from vista_distill.backends.evidence_head import EvidenceHead, claim_and_twin, fit
 from vista_distill.pipeline.protocol import Request
 from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
@@ -66,6 +67,7 @@ def test_fit_with_overlap_reports_each_signal_alone_and_loads_old_files(tmp_path
 def test_backend_reads_the_claim_logprob_and_applies_the_head(tmp_path):
     import torch
     from test_eval_report import _identity_adapters
+
     from vista_distill.backends.model_loading import encode_prompt
     from vista_distill.backends.transformers import TransformersBackend
 
@@ -92,7 +94,9 @@ def test_backend_reads_the_claim_logprob_and_applies_the_head(tmp_path):
 
     head = EvidenceHead(w_margin=0.5, w_pmi=2.0, bias=-1.0)
     head.save(tmp_path / "stage2")
-    scored = TransformersBackend(adapters={"stage2": tmp_path / "stage2"}, dtype="float32", batch_size=4).run(_requests())
+    scored = TransformersBackend(adapters={"stage2": tmp_path / "stage2"}, dtype="float32", batch_size=4).run(
+        _requests()
+    )
     for o, e in zip(scored, ev):
         p = 1 / (1 + math.exp(-(0.5 * e["margin"] + 2.0 * e["pmi"] - 1.0)))
         assert o.probs["VERIFIED"] == pytest.approx(p, abs=1e-4) and o.meta["evidence"]["head"] is True
@@ -114,6 +118,7 @@ def test_fit_after_training_reads_the_silver_validation_split(tmp_path, tiny_smo
     from test_contrast import FAITHDIAL
     from test_distill import write_recipe
     from test_eval_report import _identity_adapters
+
     from vista_distill.config import load_recipe
     from vista_distill.distill.run import run_distill
     from vista_distill.train.evidence_fit import fit_evidence_head

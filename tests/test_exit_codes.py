@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLE
+
 from vista_distill.runtime import exit_codes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,15 +52,31 @@ def test_bad_input_is_2_in_every_command(tmp_path):
     cases = {
         "score": ("score", "--input", str(tmp_path / "missing.json"), "--output", str(tmp_path / "o.jsonl")),
         "score option": ("score", "--input", str(SAMPLE), "--output", str(tmp_path / "o.jsonl"), "--chunk-size", "0"),
-        "data prepare": ("data", "prepare", "--benchmark", "begin", "--source", missing, "--out", str(tmp_path / "o.jsonl")),
+        "data prepare": (
+            "data",
+            "prepare",
+            "--benchmark",
+            "begin",
+            "--source",
+            missing,
+            "--out",
+            str(tmp_path / "o.jsonl"),
+        ),
         "data stats": ("data", "stats", missing),
         "data fetch": ("data", "fetch", "nope", "--to", str(tmp_path)),
         "distill": ("distill", "--config", missing),
         "train": ("train", "--config", missing, "--stage", "stage2"),
         "eval": ("eval", "--config", missing),
         "check": ("check", "--config", missing),
-        "serve-config": ("serve-config", "--config", str(ROOT / "recipes" / "demo-cpu.yaml"), "--engines", "nope",
-                         "--adapters", str(tmp_path)),
+        "serve-config": (
+            "serve-config",
+            "--config",
+            str(ROOT / "recipes" / "demo-cpu.yaml"),
+            "--engines",
+            "nope",
+            "--adapters",
+            str(tmp_path),
+        ),
     }
     for name, args in cases.items():
         proc = cli(*args)
@@ -132,8 +149,17 @@ def test_ctrl_c_is_130(tmp_path, command):
     if command == "score":
         args = ["score", "--input", str(SAMPLE), "--output", str(tmp_path / "o.jsonl"), "--server", url]
     else:
-        args = ["distill", "--config", str(ROOT / "recipes" / "demo-cpu.yaml"), "teacher.backend=openai",
-                "teacher.model=m", f"teacher.base_url={url}", f"distill.output_dir={tmp_path / 'silver'}", "--limit", "1"]
+        args = [
+            "distill",
+            "--config",
+            str(ROOT / "recipes" / "demo-cpu.yaml"),
+            "teacher.backend=openai",
+            "teacher.model=m",
+            f"teacher.base_url={url}",
+            f"distill.output_dir={tmp_path / 'silver'}",
+            "--limit",
+            "1",
+        ]
     # SIGINT as a terminal delivers it: a child inherits an ignored SIGINT (a test runner or server fixture may
     # have set one), and Python then installs no KeyboardInterrupt handler at all
     proc = subprocess.Popen([sys.executable, "-m", "vista_distill.cli", *args], stdout=subprocess.PIPE,

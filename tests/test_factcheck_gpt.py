@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from vista_distill.config import DataSource
 from vista_distill.data.benchmarks import BENCHMARKS, guess_benchmark, load_benchmark
 from vista_distill.data.benchmarks.factcheck_gpt import claim_category, closest_passage, human_excerpt, load
@@ -228,7 +229,10 @@ def test_closest_evidence_keeps_one_passage_per_claim_chosen_by_text_and_labels_
                                                                                        LACKING_EVIDENCE)
             assert claim.label == expected, meta
     # the choice reads the text alone: a passage repeating the claim's words wins whatever its stance
-    assert closest_passage("Paris is the capital of France", ["Bananas are yellow.", "Paris is the capital of France."]) == 1
+    assert (
+        closest_passage("Paris is the capital of France", ["Bananas are yellow.", "Paris is the capital of France."])
+        == 1
+    )
     assert closest_passage("x", ["only one"]) == 0
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from vista_distill.config import RecipeError, load_recipe
 from vista_distill.runtime import hardware
 from vista_distill.runtime.hardware import Capability, choose_dtype, choose_threads
@@ -210,6 +211,7 @@ def test_score_says_precision_and_threads_first_and_records_them(sample_path, tm
 
 def test_backend_loads_in_the_auto_precision(embedded_backend):
     import torch
+
     from vista_distill.backends.transformers import TransformersBackend
 
     want = choose_dtype("auto", hardware.detect("cpu"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from vista_distill.cli import main
 from vista_distill.data.io import SchemaError, read_conversations, write_conversations
 from vista_distill.data.schema import LACKING_EVIDENCE, OUT_OF_SCOPE, VERIFIED

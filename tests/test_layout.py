@@ -14,8 +14,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # lowest first; a package may import from the ones before it (check, publish, distill, train and eval from all);
 # testing (servers on 127.0.0.1 for tests and benchmarks) above them all: nothing in the product imports it
-LAYERS = ["runtime", "data", "pipeline", "backends", "config", "scoring", "publish", "check", "distill", "train", "eval",
-          "testing"]
+LAYERS = [
+    "runtime",
+    "data",
+    "pipeline",
+    "backends",
+    "config",
+    "scoring",
+    "publish",
+    "check",
+    "distill",
+    "train",
+    "eval",
+    "testing",
+]
 TOP = {"check", "publish", "distill", "train", "eval", "testing"}
 ALLOWED_TOP = {"check": {"train"}, "distill": {"publish"}, "train": {"publish"}}   # top-level peers they use
 
@@ -196,6 +208,7 @@ def _third_party_imports(source: str, local: set[str]) -> set[str]:
 
 def _declared_distributions() -> set[str]:
     import re
+
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -208,7 +221,7 @@ def test_every_third_party_import_is_declared():
     that guards it, not something another package happens to pull in."""
     from importlib.metadata import packages_distributions
 
-    local = {"vista_distill", *(p.stem for p in (ROOT / "train").glob("_*.py"))}   # train/'s scripts import their helper
+    local = {"vista_distill", *(p.stem for p in (ROOT / "train").glob("_*.py"))}  # train/'s scripts import their helper
     dists = packages_distributions()
     declared = _declared_distributions()
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from vista_distill.data.benchmarks import BENCHMARKS, guess_benchmark, load_benchmark
 from vista_distill.data.io import SchemaError, read_conversations, write_conversations
 from vista_distill.data.loading import RowError

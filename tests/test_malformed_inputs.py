@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from vista_distill.data.io import SchemaError, read_conversations, write_conversations
 from vista_distill.data.loading import validate_unique_ids
 from vista_distill.data.schema import Conversation, Turn

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import FIXTURES, SAMPLE
+
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
 from vista_distill.data.material import MissingDataError, load_material, resolve_source_path

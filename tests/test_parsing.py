@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from vista_distill.pipeline.parsing import parse_claims, parse_label, strip_think
 
 S2 = ("VERIFIED", "UNVERIFIABLE")
@@ -55,10 +56,16 @@ def test_parse_label(text, labels, label, explanation):
     assert (parsed.label, parsed.explanation, parsed.error) == (label, explanation, None)
 
 
-@pytest.mark.parametrize("text, error", [("", "empty output"), ("I cannot decide.", "no valid label"),
-                                         ("<think>VERIFIED maybe</think>", "empty output"),
-                                         # a label counts only at the start of the answer (VISTA authors' code)
-                                         ("The claim is NOT verified by the reference.", "does not start with a label")])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("", "empty output"),
+        ("I cannot decide.", "no valid label"),
+        ("<think>VERIFIED maybe</think>", "empty output"),
+        # a label counts only at the start of the answer (VISTA authors' code)
+        ("The claim is NOT verified by the reference.", "does not start with a label"),
+    ],
+)
 def test_parse_label_failures_say_why(text, error):
     parsed = parse_label(text, S2)
     assert parsed.label is None and error in parsed.error
@@ -71,7 +78,10 @@ def test_label_later_in_the_answer_is_not_read():
 
 def test_strip_think_keeps_thoughts_aside():
     assert strip_think("<think>a\nb</think>\nANSWER") == ("ANSWER", "a\nb")
-    assert strip_think("reasoning without an opening tag</think>ANSWER") == ("ANSWER", "reasoning without an opening tag")
+    assert strip_think("reasoning without an opening tag</think>ANSWER") == (
+        "ANSWER",
+        "reasoning without an opening tag",
+    )
     assert strip_think("<think>unfinished") == ("", "unfinished")
     assert strip_think("plain") == ("plain", "")
 

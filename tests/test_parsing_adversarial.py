@@ -7,6 +7,7 @@ read (a label named later, negated, hedged or next to another label), with a sub
 from __future__ import annotations
 
 import pytest
+
 from vista_distill.pipeline.parsing import ParsedClaims, parse_claim_list, parse_claims, parse_label
 
 S2 = ("VERIFIED", "UNVERIFIABLE")

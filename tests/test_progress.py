@@ -74,8 +74,10 @@ def test_gguf_conversion_goes_through_the_products_bar(tmp_path):
     import sys
 
     env = {**os.environ, "VISTA_DISTILL_CACHE": str(tmp_path / "cache")}
-    code = ("from vista_distill.backends.model_loading import embedded_model_path; "
-            "from vista_distill.runtime.progress import quiet_libraries; quiet_libraries(); print(embedded_model_path())")
+    code = (
+        "from vista_distill.backends.model_loading import embedded_model_path; "
+        "from vista_distill.runtime.progress import quiet_libraries; quiet_libraries(); print(embedded_model_path())"
+    )
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "cache" / "models").is_dir() and "config.json" in os.listdir(proc.stdout.strip())

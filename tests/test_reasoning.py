@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import ROOT, SAMPLE
 from tiny_models import TEMPLATES
+
 from vista_distill.backends.openai_compat import OpenAIBackend
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
@@ -82,7 +83,9 @@ def server():
 
 
 def stage2_request(max_new_tokens: int = 8) -> Request:
-    msgs = build_messages(get_template("stage2", "fewshot"), stage2_input([], "Tea comes from China.", "Tea is Chinese."))
+    msgs = build_messages(
+        get_template("stage2", "fewshot"), stage2_input([], "Tea comes from China.", "Tea is Chinese.")
+    )
     return Request("stage2", tuple(msgs), max_new_tokens=max_new_tokens)
 
 
@@ -117,6 +120,7 @@ def test_thinking_left_on_is_retried_once_then_a_recorded_failure_never_silently
 
 def test_local_rendering_switches_qwen3_thinking_off():
     from transformers import AutoTokenizer
+
     from vista_distill.backends.model_loading import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model(None))

@@ -8,6 +8,7 @@ unknown and a turn with no claims faithful.
 from __future__ import annotations
 
 import pytest
+
 from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.schema import (
     ABSTENTION,
@@ -23,7 +24,6 @@ from vista_distill.data.schema import (
     Conversation,
     Turn,
 )
-from vista_distill.scoring.summary import summarize
 from vista_distill.pipeline.engine import (
     RULES,
     ClaimResult,
@@ -32,6 +32,7 @@ from vista_distill.pipeline.engine import (
     turn_verdict,
     vista_program,
 )
+from vista_distill.scoring.summary import summarize
 
 
 def _claim(text: str, category: str | None, failed: str | None = None) -> ClaimResult:

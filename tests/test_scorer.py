@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.io import read_conversations
-from vista_distill.scoring.metrics import SUMMARY_KEYS, turn_metrics
 from vista_distill.pipeline.engine import RULES
 from vista_distill.scorer import VistaScorer
+from vista_distill.scoring.metrics import SUMMARY_KEYS, turn_metrics
 from vista_distill.scoring.results import ScoredTurn
 
 
@@ -203,12 +204,24 @@ def test_check_is_the_pipelines_stage2_on_a_turns_first_claims(embedded_backend)
     scorer = VistaScorer(backend=embedded_backend)
     checked = [c.to_dict() for c in scorer.label_claims([docs[0], docs[0]], claims) +
                scorer.label_claims([docs[1]], [claims[0]])]
-    convs = [Conversation(f"c{k}", "test", turns=[Turn(USER, "Tell me something."),
-                                          Turn(ASSISTANT, claim, reference=doc, gold_claims=[Claim(claim, "VERIFIED")])])
-             for k, (doc, claim) in enumerate([(docs[0], claims[0]), (docs[0], claims[1]), (docs[1], claims[0])])]
-    piped = [r["claims"][0]["stage2"] for r in VistaScorer(backend=embedded_backend, claims="gold").score(convs).records]
+    convs = [
+        Conversation(
+            f"c{k}",
+            "test",
+            turns=[
+                Turn(USER, "Tell me something."),
+                Turn(ASSISTANT, claim, reference=doc, gold_claims=[Claim(claim, "VERIFIED")]),
+            ],
+        )
+        for k, (doc, claim) in enumerate([(docs[0], claims[0]), (docs[0], claims[1]), (docs[1], claims[0])])
+    ]
+    piped = [
+        r["claims"][0]["stage2"] for r in VistaScorer(backend=embedded_backend, claims="gold").score(convs).records
+    ]
     assert [c["label"] for c in checked] == [p["label"] for p in piped]
-    assert [c["p_verified"] for c in checked] == pytest.approx([p["probs"]["VERIFIED"] for p in piped], abs=1e-4)   # batch padding: float32 rounding
+    assert [c["p_verified"] for c in checked] == pytest.approx(
+        [p["probs"]["VERIFIED"] for p in piped], abs=1e-4
+    )  # batch padding: float32 rounding
     assert all(0.0 < c["p_verified"] < 1.0 and c["error"] is None for c in checked)
     with pytest.raises(ValueError, match="2 references for 1 claims"):
         scorer.label_claims(docs, claims[:1])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from vista_distill import ClaimLabel, ScoredClaim, ScoredTurn, ScoreResult, Scores, Verdicts, VistaScorer
 from vista_distill.backends.cheap_baselines import BaselineBackend
 from vista_distill.backends.human_labels import LabelsBackend
@@ -144,7 +145,9 @@ def test_the_api_pages_example_runs_with_typed_results(monkeypatch, capsys, samp
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    match = re.search(r"<!-- api-example -->\s*```python\n(.*?)```", (root / "docs" / "python-api.md").read_text(), re.S)
+    match = re.search(
+        r"<!-- api-example -->\s*```python\n(.*?)```", (root / "docs" / "python-api.md").read_text(), re.S
+    )
     assert match and "turn.verdicts.safe" in match.group(1)
     monkeypatch.chdir(root)
     exec(compile(match.group(1), "python-api.md", "exec"), {})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from vista_distill.publish.serve_config import ServeConfigError, vllm_max_lora_rank
 
 

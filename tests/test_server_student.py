@@ -49,9 +49,9 @@ def _models(written) -> list[dict]:
 @pytest.fixture(scope="module")
 def reference(served):
     """The served student's records through one llama.cpp server (no fault), and the in-process ones."""
-    from vista_distill.testing.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend
     from vista_distill.backends.transformers import TransformersBackend
+    from vista_distill.testing.llama_server import LlamaServer
 
     recipe, adapters, written = served
     recipe = dataclasses.replace(recipe, student=dataclasses.replace(
@@ -65,8 +65,12 @@ def reference(served):
 
 def _claims(records):
     """(turn, claim, stage-2 label, category, stage-2 probabilities) of every claim."""
-    return [(r["turn_index"], c["text"], (c["stage2"] or {}).get("label"), c["category"], (c["stage2"] or {}).get("probs"))
-            for r in records if r["scored"] for c in r["claims"]]
+    return [
+        (r["turn_index"], c["text"], (c["stage2"] or {}).get("label"), c["category"], (c["stage2"] or {}).get("probs"))
+        for r in records
+        if r["scored"]
+        for c in r["claims"]
+    ]
 
 
 def test_serve_config_writes_engine_files_and_recipe_keys(served):
@@ -119,12 +123,12 @@ def test_served_student_agrees_with_in_process(served, reference):
 def test_served_adapter_log_likelihoods_match_in_process(served, reference, stage):
     """Each label's log-likelihood, stage by stage, on the same prompts (a turn's human claims with its
     reference): stage 3 whatever stage 2 would have said."""
-    from vista_distill.testing.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+    from vista_distill.testing.llama_server import LlamaServer
 
     recipe, adapters, written = served
     t = get_template(stage, "compact")
@@ -144,10 +148,11 @@ def test_served_head_on_llama_cpp_says_it_was_not_applied(served, reference, tmp
     """llama.cpp's label method (top_logprobs) gives no prompt log-probabilities: adapters that carry an evidence head
     are scored without it, and every answer of that stage says so."""
     from test_vllm_student import _adapters_with_head
-    from vista_distill.testing.llama_server import LlamaServer
+
     from vista_distill.backends.server import server_backend
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+    from vista_distill.testing.llama_server import LlamaServer
 
     recipe, adapters, written = served
     with_head = _adapters_with_head(adapters, tmp_path / "ad")
@@ -169,11 +174,11 @@ def test_served_label_prior_gives_the_in_process_labels(served, reference, tmp_p
     import shutil
 
     from vista_distill.backends.label_prior import LabelPrior
-    from vista_distill.testing.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, get_template, stage3_input
+    from vista_distill.testing.llama_server import LlamaServer
 
     recipe, adapters, written = served
     t = get_template("stage3", "compact")
@@ -200,8 +205,8 @@ def test_served_label_prior_gives_the_in_process_labels(served, reference, tmp_p
 
 
 def test_replica_sigkilled_and_restarted_mid_run(served, reference, tmp_path):
-    from vista_distill.testing.llama_server import LlamaServer
     from vista_distill.backends.server import server_backend
+    from vista_distill.testing.llama_server import LlamaServer
 
     recipe, served_records, _local, _ = reference
     recipe = dataclasses.replace(recipe, student=dataclasses.replace(recipe.student, serving=dataclasses.replace(
@@ -240,6 +245,7 @@ def test_adapters_push_with_model_cards_to_a_local_target(served, tmp_path):
     """The trained adapters pushed (to a local folder standing in for the Hub): cards with base_model,
     library_name peft, the teacher, the silver fingerprint and a model-index; no checkpoints."""
     from huggingface_hub import ModelCard
+
     from vista_distill.publish.hub import files_to_push, push
 
     _recipe, adapters, _ = served

@@ -4,6 +4,7 @@ so every figure can be counted here; the section in a real eval run is checked i
 from __future__ import annotations
 
 import pytest
+
 from vista_distill.data.schema import Conversation
 from vista_distill.eval.stage_rules import (
     decomposed_turns,

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from vista_distill.pipeline import templates as P
 from vista_distill.pipeline.render import render
 from vista_distill.pipeline.templates import (

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, SAMPLE
+
 from vista_distill.config import load_recipe
 from vista_distill.data.silver import SilverDataError
 from vista_distill.runtime import hardware
@@ -108,6 +109,7 @@ def write_recipe(tmp: Path, silver: Path, **train: object) -> Path:
 @pytest.fixture(scope="module")
 def tokenizer():
     from transformers import AutoTokenizer
+
     from vista_distill.backends.model_loading import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(None))
@@ -434,6 +436,7 @@ def test_qlora_trains_a_4bit_model_on_cpu(tmp_path, silver):
     class-balanced sampler."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
     from vista_distill.backends.model_loading import resolve_model
 
     base = resolve_model(None)

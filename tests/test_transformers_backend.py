@@ -9,6 +9,7 @@ import warnings
 import pytest
 import torch
 from conftest import assert_same_records
+
 from vista_distill.data.io import read_conversations
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
 from vista_distill.pipeline.protocol import Request
@@ -82,7 +83,9 @@ def test_padded_batch_label_scoring_matches_full_sequence_likelihood(embedded_ba
         for label in {resp.label, longest}:   # the chosen label and the longest continuation (a plain forward each)
             lab = b.tokenizer(label, add_special_tokens=False)["input_ids"]
             with torch.inference_mode():
-                logp = torch.log_softmax(b.model(torch.tensor([prompt + lab])).logits[0, len(prompt) - 1: -1].float(), -1)
+                logp = torch.log_softmax(
+                    b.model(torch.tensor([prompt + lab])).logits[0, len(prompt) - 1 : -1].float(), -1
+                )
             expected = logp[torch.arange(len(lab)), torch.tensor(lab)].sum().item()
             assert resp.meta["logprobs"][label] == pytest.approx(expected, abs=2e-3)
 
@@ -371,9 +374,22 @@ def test_decoding_over_the_whole_cache_width_gives_the_same_tokens(embedded_back
     def decode(full_mask: bool) -> tuple[list, dict]:
         stats: dict = {}
         with torch.inference_mode(), b._shared(prefix):
-            out = decode_in_slots(b.model, b.cache_kw, shared, len(prefix), suffixes, 32, 2, b.eos_ids,
-                                  b.tokenizer.pad_token_id, ban=ListMarkerFormat(b, 0).apply, stop=RepeatedLineStop(b, 0).row_done,
-                                  stats=stats, full_mask=full_mask, graphs=False)
+            out = decode_in_slots(
+                b.model,
+                b.cache_kw,
+                shared,
+                len(prefix),
+                suffixes,
+                32,
+                2,
+                b.eos_ids,
+                b.tokenizer.pad_token_id,
+                ban=ListMarkerFormat(b, 0).apply,
+                stop=RepeatedLineStop(b, 0).row_done,
+                stats=stats,
+                full_mask=full_mask,
+                graphs=False,
+            )
         return [(d.tokens, d.reason) for d in out], stats
 
     narrow, stats = decode(False)
@@ -403,6 +419,7 @@ def test_pipeline_batched_equals_one_at_a_time_on_real_model(embedded_backend, s
 def _random_lora(base_path, out_dir, seed):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
+
     from vista_distill.backends.model_loading import quiet_peft_wrap
 
     torch.manual_seed(seed)
@@ -430,8 +447,12 @@ def test_a_label_prior_beside_an_adapter_moves_its_labels_not_its_log_probabilit
     from vista_distill.pipeline.templates import build_messages, get_template, stage3_input
 
     t = get_template("stage3", "compact")
-    reqs = [Request("stage3", tuple(build_messages(t, stage3_input([], "Paris is the capital of France.", c))),
-                    labels=t.labels) for c in ("Paris has a big zoo.", "I think Paris is lovely.", "Paris is in Spain.")]
+    reqs = [
+        Request(
+            "stage3", tuple(build_messages(t, stage3_input([], "Paris is the capital of France.", c))), labels=t.labels
+        )
+        for c in ("Paris has a big zoo.", "I think Paris is lovely.", "Paris is in Spain.")
+    ]
     plain = TransformersBackend(adapters={"stage3": adapters_dir / "stage3"}, dtype="float32", threads=1).run(reqs)
     # a shift that makes the second most likely label of the first request win there
     first = plain[0].meta["logprobs"]
@@ -539,6 +560,7 @@ def test_short_bf16_queries_attend_as_transformers_sdpa_does(monkeypatch, tiny_s
     tiny random SmolLM2 (grouped-query heads as the embedded model's): a CPU without native bf16 emulates it, and
     the 135M model's bf16 prefills took minutes there."""
     from transformers import DynamicCache
+
     from vista_distill.backends import forward_paths
     from vista_distill.backends.forward_paths import SHORT_QUERY, cache_keyword
     from vista_distill.backends.transformers import GQA_SDPA, TransformersBackend
@@ -572,7 +594,9 @@ def test_short_bf16_queries_attend_as_transformers_sdpa_does(monkeypatch, tiny_s
             theirs = step_logits("sdpa", torch.bfloat16, q)
             err_ours, err_theirs = (ours - exact).abs().max(), (theirs - exact).abs().max()
             assert err_ours <= 1.25 * err_theirs + 0.05, (q, float(err_ours), float(err_theirs))
-            assert (ours.argmax(-1) == exact.argmax(-1)).float().mean() >= (theirs.argmax(-1) == exact.argmax(-1)).float().mean() - 0.1
+            assert (ours.argmax(-1) == exact.argmax(-1)).float().mean() >= (
+                theirs.argmax(-1) == exact.argmax(-1)
+            ).float().mean() - 0.1
     finally:
         model.to(torch.bfloat16)
         model.set_attn_implementation(GQA_SDPA)
@@ -587,6 +611,7 @@ def test_shared_prefix_attention_equals_sdpa(dtype, q, monkeypatch):
     gives SDPA's output: short queries by the cascade (a query whose own keys are all masked attends to the
     prefix alone), long ones by SDPA; a prefix some query may not see is never taken for shared."""
     import torch.nn.functional as F
+
     from vista_distill.backends import forward_paths
     from vista_distill.backends.forward_paths import SHORT_QUERY, _sdpa_gqa, shared_prefix
 
@@ -598,8 +623,12 @@ def test_shared_prefix_attention_equals_sdpa(dtype, q, monkeypatch):
     torch.manual_seed(q)
     b, p, rest = 4, 300, 50
     query = torch.randn(b, 9, q, 64, dtype=dtype)
-    key = torch.cat([torch.randn(1, 3, p, 64, dtype=dtype).expand(b, -1, -1, -1), torch.randn(b, 3, rest, 64, dtype=dtype)], 2)
-    value = torch.cat([torch.randn(1, 3, p, 64, dtype=dtype).expand(b, -1, -1, -1), torch.randn(b, 3, rest, 64, dtype=dtype)], 2)
+    key = torch.cat(
+        [torch.randn(1, 3, p, 64, dtype=dtype).expand(b, -1, -1, -1), torch.randn(b, 3, rest, 64, dtype=dtype)], 2
+    )
+    value = torch.cat(
+        [torch.randn(1, 3, p, 64, dtype=dtype).expand(b, -1, -1, -1), torch.randn(b, 3, rest, 64, dtype=dtype)], 2
+    )
     mask = torch.ones(b, 1, q, p + rest, dtype=torch.bool)
     mask[:, :, :, p:] = torch.rand(b, 1, q, rest) > 0.3
     mask[1, :, 0, p:] = False                      # nothing of its own to attend to

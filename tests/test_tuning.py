@@ -8,6 +8,7 @@ import json
 import pytest
 from conftest import ROOT
 from test_eval_report import RECIPE, _identity_adapters, _overrides
+
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
 from vista_distill.eval.errors import EvalError

@@ -37,8 +37,8 @@ def vllm_served(trained_student, tmp_path_factory):
 
 
 def _vllm(trained_student, out: Path, port: int | None = None):
-    from vista_distill.testing.vllm_server import VllmServer
     from vista_distill.publish.serve_config import write_serve_config
+    from vista_distill.testing.vllm_server import VllmServer
 
     python = vllm_install()
     recipe, adapters = trained_student

@@ -9,6 +9,7 @@ import dataclasses
 import json
 
 import pytest
+
 from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.schema import (
     ABSTENTION,
@@ -91,8 +92,12 @@ def test_bm25_finds_the_passage_and_concurrent_adds_the_turn_context(tmp_path):
     top = kb.search("Kilimanjaro is in Kenya.", 2)
     assert top[0].text.startswith("Mount Kilimanjaro") and top[0].source == "knowledge"
     assert kb.search("zzzz qqqq", 3) == []                        # nothing shares a word: no evidence
-    ev = evidence_for("Belfast is in the United Kingdom.", str(kb_path), 1,
-                      TurnContext("The tour starts in Dublin. Belfast has a famous shipyard.", ["Belfast is in Ireland."]))
+    ev = evidence_for(
+        "Belfast is in the United Kingdom.",
+        str(kb_path),
+        1,
+        TurnContext("The tour starts in Dublin. Belfast has a famous shipyard.", ["Belfast is in Ireland."]),
+    )
     assert [p.source for p in ev] == ["knowledge", "reference"] or [p.source for p in ev] == ["knowledge", "background"]
     assert ev[0].text.startswith("Belfast is the capital") and ev[0].origin.endswith("kb.jsonl:3")
     assert evidence_for("Belfast", None, 3) == []   # the model's own knowledge: no passages
@@ -161,6 +166,7 @@ def test_world_adapter_distills_trains_and_loads_with_the_other_three(tmp_path):
     from conftest import ROOT
     from test_architectures import tiny_recipe
     from tiny_models import build_tiny_model
+
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.cli import main
 
@@ -243,6 +249,7 @@ def test_eval_on_fhsumbench_prints_the_three_way_scores_beside_the_published_row
     stage (few-shot; the tiny random SmolLM2, as what is reported is tested, not what is said) give three-way
     verdicts; the table, report and results carry macro P/R/F1, the random baseline and the published rows."""
     from conftest import ROOT
+
     from vista_distill.cli import main
 
     rc = main(["eval", "--config", str(ROOT / "recipes" / "demo-cpu.yaml"), "--input", str(FHSUM),
@@ -292,13 +299,18 @@ def test_labels_teacher_answers_the_world_stage_from_factcheck_gpt_factuality():
     """Factcheck-GPT's annotators judged each claim's factuality against world evidence: the human-labels
     teacher answers the world stage with it (true -> TRUE, false -> FALSE, unknown -> NOT ENOUGH KNOWLEDGE)."""
     from conftest import ROOT
+
     from vista_distill.backends.human_labels import LabelsBackend
     from vista_distill.data.benchmarks import load_benchmark
     from vista_distill.pipeline.protocol import Request
     from vista_distill.pipeline.templates import build_messages, world_input
 
-    convs = load_benchmark("factcheck-gpt", ROOT / "data" / "samples" / "factcheck_gpt" / "factcheck-GPT-benchmark.jsonl",
-                           unit="sentence", evidence="closest").conversations
+    convs = load_benchmark(
+        "factcheck-gpt",
+        ROOT / "data" / "samples" / "factcheck_gpt" / "factcheck-GPT-benchmark.jsonl",
+        unit="sentence",
+        evidence="closest",
+    ).conversations
     backend = LabelsBackend(convs)
     t = get_template("world", "compact")
     pairs = [(c.text, m["factuality"]) for conv in convs for turn in conv.turns if turn.gold_claims
@@ -319,6 +331,7 @@ def test_rerun_world_on_records_gives_the_pipelines_world_answers_back(embedded_
     evidence and three-way verdicts; records without the stage stay as they were; the turn-context setting,
     which records cannot serve, is refused."""
     from conftest import assert_same_records
+
     from vista_distill.scoring.run import rerun_world
 
     kb = tmp_path / "kb.jsonl"

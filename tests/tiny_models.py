@@ -37,6 +37,7 @@ def build_tiny_model(family: str, out: Path, seed: int = 0) -> Path:
     """Write a tiny random model of ``family`` with its chat template into ``out``; return ``out``."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
     from vista_distill.backends.model_loading import resolve_model
 
     config_file, template, special = FAMILIES[family]
@@ -57,7 +58,9 @@ def build_tiny_model(family: str, out: Path, seed: int = 0) -> Path:
     if family == "llama-3.1":
         raw["rope_scaling"] = {**raw["rope_scaling"], "original_max_position_embeddings": 512}
     model_type = raw.pop("model_type")
-    cfg = AutoConfig.for_model(model_type, **{k: v for k, v in raw.items() if k not in ("architectures", "torch_dtype")})
+    cfg = AutoConfig.for_model(
+        model_type, **{k: v for k, v in raw.items() if k not in ("architectures", "torch_dtype")}
+    )
     cfg.architectures = raw["architectures"]
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg)
@@ -73,6 +76,7 @@ def build_tiny_smollm2(out: Path, seed: int = 0) -> Path:
     prefills would only add minutes; ``out`` is returned."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
     from vista_distill.backends.model_loading import resolve_model
 
     embedded = resolve_model(None)

@@ -195,10 +195,16 @@ def _finished(recipe: Recipe, stage: str) -> dict[str, Any] | None:
         return None
     root = silver_root(recipe)
     hp = summary.get("hyperparameters") or {}
-    planned = (t.num_train_epochs, t.options.get("max_steps", t.max_steps), t.per_device_train_batch_size,
-               t.gradient_accumulation_steps, silver_fingerprint(select_sources(load_silver(root, stage), t.sources, root / stage),
-                                                      read_manifest(root), stage),
-               recipe.student.model)
+    planned = (
+        t.num_train_epochs,
+        t.options.get("max_steps", t.max_steps),
+        t.per_device_train_batch_size,
+        t.gradient_accumulation_steps,
+        silver_fingerprint(
+            select_sources(load_silver(root, stage), t.sources, root / stage), read_manifest(root), stage
+        ),
+        recipe.student.model,
+    )
     saved = (hp.get("num_train_epochs"), hp.get("max_steps"), hp.get("per_device_train_batch_size"),
              hp.get("gradient_accumulation_steps"), (summary.get("silver") or {}).get("fingerprint"),
              summary.get("base_model_arg"))

@@ -39,10 +39,10 @@ from ..loading import (
     LoadResult,
     RowSink,
     UnknownLabel,
-    validate_options,
     merge_results,
     read_delimited,
     resolve,
+    validate_options,
 )
 from ..schema import ASSISTANT, FAITHFUL, HALLUCINATED, USER, Conversation, Turn
 from .entry import Benchmark

@@ -38,8 +38,6 @@ from ..loading import (
     LoadResult,
     RowSink,
     UnknownLabel,
-    validate_claims_option,
-    validate_options,
     exchange,
     merge_results,
     norm_label,
@@ -49,6 +47,8 @@ from ..loading import (
     response_claim,
     source_files,
     text_key,
+    validate_claims_option,
+    validate_options,
 )
 from ..schema import CONTRADICTED, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, OUT_OF_SCOPE, VERIFIED
 from .entry import Benchmark

@@ -33,13 +33,13 @@ from ..loading import (
     LoadResult,
     RowSink,
     UnknownLabel,
-    validate_claims_option,
-    validate_options,
     exchange,
     merge_results,
     resolve,
     response_claim,
     source_files,
+    validate_claims_option,
+    validate_options,
 )
 from ..schema import CONTRADICTED, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, OUT_OF_SCOPE, VERIFIED
 from .entry import Benchmark

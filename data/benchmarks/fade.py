@@ -46,14 +46,14 @@ from ..loading import (
     DEFAULT_AMBIGUOUS,
     LoadResult,
     RowSink,
-    validate_claims_option,
-    validate_options,
     context_turns,
     merge_results,
     normalise_text,
     read_delimited,
     response_claim,
     source_files,
+    validate_claims_option,
+    validate_options,
 )
 from ..schema import ASSISTANT, FAITHFUL, HALLUCINATED, LACKING_EVIDENCE, VERIFIED, Conversation, Turn
 from .entry import Benchmark

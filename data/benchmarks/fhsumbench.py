@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from ..download.catalogue import Remote, Source, Subset, gh
-from ..loading import DEFAULT_AMBIGUOUS, LoadResult, RowSink, validate_options, merge_results, source_files
+from ..loading import DEFAULT_AMBIGUOUS, LoadResult, RowSink, merge_results, source_files, validate_options
 from ..schema import ASSISTANT, FAITHFUL, HALLUCINATED, USER, Conversation, Turn
 from .entry import Benchmark
 

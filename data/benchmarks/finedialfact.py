@@ -39,10 +39,10 @@ from ..loading import (
     DEFAULT_AMBIGUOUS,
     LoadResult,
     RowSink,
-    validate_options,
     merge_results,
     source_files,
     text_key,
+    validate_options,
 )
 from ..schema import (
     ABSTENTION,

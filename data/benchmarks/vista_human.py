@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..download.catalogue import Remote, Source, Subset, gh
 from ..io import SchemaError, conversations_from_authors_json
-from ..loading import DEFAULT_AMBIGUOUS, LoadResult, RowSink, validate_options, source_files
+from ..loading import DEFAULT_AMBIGUOUS, LoadResult, RowSink, source_files, validate_options
 from .entry import Benchmark
 
 DOWNLOAD = "https://github.com/ashleylew/VISTA (data/reannotated_data/human_eval_VISTA_input.json)"

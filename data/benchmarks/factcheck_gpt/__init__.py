@@ -65,11 +65,11 @@ from ...loading import (
     DEFAULT_AMBIGUOUS,
     LoadResult,
     RowSink,
-    validate_options,
     merge_results,
     resolve,
     source_files,
     text_key,
+    validate_options,
 )
 from ...schema import (
     ASSISTANT,
@@ -402,6 +402,12 @@ FETCH = Source(
          "b87f971ce324c87e0427f100fe24b50594b9d44e3a764490b1bef188917dbae1"),
     ]))
 
-BENCHMARKS = (Benchmark("factcheck-gpt", load_factcheck_gpt,
-                        "Factcheck-GPT benchmark JSONL: question + ChatGPT answer with human atomic claims and evidence",
-                        path_keys=("factcheck_gpt", "factcheck-gpt"), first_line_keys=("response_factuality",)),)
+BENCHMARKS = (
+    Benchmark(
+        "factcheck-gpt",
+        load_factcheck_gpt,
+        "Factcheck-GPT benchmark JSONL: question + ChatGPT answer with human atomic claims and evidence",
+        path_keys=("factcheck_gpt", "factcheck-gpt"),
+        first_line_keys=("response_factuality",),
+    ),
+)

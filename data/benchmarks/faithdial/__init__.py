@@ -48,8 +48,6 @@ from ...loading import (
     LoadResult,
     RowSink,
     UnknownLabel,
-    validate_claims_option,
-    validate_options,
     context_turns,
     exchange,
     merge_results,
@@ -59,6 +57,8 @@ from ...loading import (
     source_files,
     split_labels,
     text_key,
+    validate_claims_option,
+    validate_options,
 )
 from ...schema import (
     ASSISTANT,
