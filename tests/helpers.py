@@ -40,35 +40,16 @@ TEMPLATES = Path(__file__).resolve().parent / "fixtures" / "architectures"
 
 # recipe family -> (shipped config, template, special tokens: bos, eos, extra)
 FAMILIES = {
-    "qwen3": (
-        "Qwen--Qwen3-8B.json",
-        "qwen3.jinja",
-        {"eos_token": "<|im_end|>", "additional_special_tokens": ["<|im_start|>", "<|im_end|>"]},
-    ),
-    "llama-3.1": (
-        "meta-llama--Llama-3.1-8B-Instruct.json",
-        "llama3.1.jinja",
-        {
-            "bos_token": "<|begin_of_text|>",
-            "eos_token": "<|eot_id|>",
-            "additional_special_tokens": ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
-        },
-    ),
-    "mistral": (
-        "mistralai--Mistral-7B-Instruct-v0.3.json",
-        "mistral-v0.3.jinja",
-        {"bos_token": "<s>", "eos_token": "</s>", "additional_special_tokens": ["[INST]", "[/INST]"]},
-    ),
+    "qwen3": ("Qwen--Qwen3-8B.json", "qwen3.jinja",
+              {"eos_token": "<|im_end|>", "additional_special_tokens": ["<|im_start|>", "<|im_end|>"]}),
+    "llama-3.1": ("meta-llama--Llama-3.1-8B-Instruct.json", "llama3.1.jinja",
+                  {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
+                   "additional_special_tokens": ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]}),
+    "mistral": ("mistralai--Mistral-7B-Instruct-v0.3.json", "mistral-v0.3.jinja",
+                {"bos_token": "<s>", "eos_token": "</s>", "additional_special_tokens": ["[INST]", "[/INST]"]}),
 }
-SHRINK = {
-    "num_hidden_layers": 2,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "max_position_embeddings": 4096,
-}
+SHRINK = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 4096}
 
 
 def family_of(recipe_name: str) -> str:
@@ -89,13 +70,8 @@ def build_tiny_model(family: str, out: Path, seed: int = 0) -> Path:
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     raw = json.loads((ARCH / config_file).read_text())
-    raw.update(
-        SHRINK,
-        vocab_size=len(tok),
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
+    raw.update(SHRINK, vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+               pad_token_id=tok.pad_token_id)
     if family == "qwen3":
         raw["max_window_layers"] = 2
     if family == "mistral":
@@ -144,12 +120,9 @@ def distill_sample(out: Path) -> Path:
     stage 2 rows the adapter test scores."""
     from vista_distill.distill.run import run_distill
 
-    recipe = {
-        "name": "train-silver",
-        "teacher": {"backend": "labels"},
-        "data": {"train": [{"benchmark": "vista-human", "source": str(SAMPLE)}], "seed": 1},
-        "distill": {"output_dir": str(out), "validation_fraction": 0.34},
-    }
+    recipe = {"name": "train-silver", "teacher": {"backend": "labels"},
+              "data": {"train": [{"benchmark": "vista-human", "source": str(SAMPLE)}], "seed": 1},
+              "distill": {"output_dir": str(out), "validation_fraction": 0.34}}
     path = out.parent / f"{out.name}.yaml"
     path.write_text(yaml.safe_dump(recipe))
     run_distill(load_recipe(path), progress=False)
@@ -229,10 +202,8 @@ def identity_adapters(root: Path, model: Path | None = None) -> None:
     path = str(model) if model is not None else resolve_model(None)
     for stage in ("stage1", "stage2", "stage3"):
         with quiet_peft_wrap():
-            model = get_peft_model(
-                AutoModelForCausalLM.from_pretrained(path),
-                LoraConfig(r=2, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
-            )
+            model = get_peft_model(AutoModelForCausalLM.from_pretrained(path),
+                                   LoraConfig(r=2, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
         model.save_pretrained(root / stage)
 
 
@@ -260,18 +231,9 @@ def tiny_recipe(src: Path, tmp: Path, model: Path) -> Path:
     options = dict(raw["train"].get("options") or {})
     if "paged" in str(options.get("optim", "")) or "fused" in str(options.get("optim", "")):
         options["optim"] = "adamw_torch"
-    raw["train"].update(
-        output_dir=str(tmp / "ck"),
-        silver_dir=str(tmp / "silver"),
-        use_cpu=True,
-        max_steps=2,
-        per_device_train_batch_size=2,
-        gradient_accumulation_steps=1,
-        logging_steps=1,
-        eval_steps=0,
-        save_steps=100,
-        options=options,
-    )
+    raw["train"].update(output_dir=str(tmp / "ck"), silver_dir=str(tmp / "silver"), use_cpu=True, max_steps=2,
+                        per_device_train_batch_size=2, gradient_accumulation_steps=1, logging_steps=1,
+                        eval_steps=0, save_steps=100, options=options)
     raw["eval"].update(output_dir=str(tmp / "eval"), systems=["student", "base"], batch_size=4, bootstrap=20)
     raw["pipeline"]["max_new_tokens"] = {"stage1": 24, "stage3": 8}
     path = tmp / src.name
@@ -291,11 +253,8 @@ def score_sample(backend, recipe, claims: str = "gold", budgets: dict[str, int] 
     cfg = dataclasses.replace(recipe.engine_config("student"), claims=claims)
     cfg.max_new_tokens.update(budgets or {})
     convs = read_conversations(SAMPLE)
-    return [
-        t.to_dict()
-        for turns in run_programs([vista_program(c, cfg) for c in convs], backend, batched=True)
-        for t in turns
-    ]
+    return [t.to_dict() for turns in run_programs([vista_program(c, cfg) for c in convs], backend, batched=True)
+            for t in turns]
 
 
 def score_in_background(backend, recipe):

@@ -2,7 +2,7 @@
 
 For each recipe (Qwen3-8B, Llama-3.1-8B, Mistral-7B; bf16-style LoRA and 4-bit QLoRA): the recipe file
 itself, with the human labels as teacher, the bundled sample as material and a two-layer random model of
-the recipe's architecture (tests/tiny_models.py) as student, goes through ``check`` -> ``distill`` ->
+the recipe's architecture (tests/helpers.py) as student, goes through ``check`` -> ``distill`` ->
 ``train --stage all`` -> ``score`` with its three adapters -> ``eval``. The model-specific paths (Qwen3's
 q/k norms and thinking switch, Llama 3.1's rope scaling and header template, Mistral's template without a
 system role and a sliding window, ``all-linear`` LoRA targets, sdpa attention, NF4 on CPU) run on every
@@ -18,9 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import ROOT, SAMPLE
-from tiny_models import build_tiny_model, family_of
+from helpers import ROOT, SAMPLE, build_tiny_model, family_of, tiny_recipe
 
 RECIPES = sorted(p for p in (ROOT / "recipes").glob("*.yaml") if p.stem.endswith("gb"))
 
@@ -41,25 +39,6 @@ def tiny_models(tmp_path_factory) -> dict[str, Path]:
     return {fam: build_tiny_model(fam, root / fam) for fam in ("qwen3", "llama-3.1", "mistral")}
 
 
-def tiny_recipe(src: Path, tmp: Path, model: Path) -> Path:
-    """The shipped recipe with the labels teacher, the bundled sample and the tiny model: nothing else changed
-    except sizes (steps, batch, eval systems) and the 8-bit paged optimizer, which needs CUDA."""
-    raw = yaml.safe_load(src.read_text())
-    raw["teacher"] = {"backend": "labels"}
-    raw["data"] = {"train": [{"benchmark": "vista-human", "source": str(SAMPLE)}], "test_fraction": 0.0}
-    raw["distill"].update(output_dir=str(tmp / "silver"), validation_fraction=0.34)
-    raw["student"]["model"] = str(model)
-    options = dict(raw["train"].get("options") or {})
-    if "paged" in str(options.get("optim", "")) or "fused" in str(options.get("optim", "")):
-        options["optim"] = "adamw_torch"
-    raw["train"].update(output_dir=str(tmp / "ck"), silver_dir=str(tmp / "silver"), use_cpu=True, max_steps=2,
-                        per_device_train_batch_size=2, gradient_accumulation_steps=1, logging_steps=1,
-                        eval_steps=0, save_steps=100, options=options)
-    raw["eval"].update(output_dir=str(tmp / "eval"), systems=["student", "base"], batch_size=4, bootstrap=20)
-    raw["pipeline"]["max_new_tokens"] = {"stage1": 24, "stage3": 8}
-    path = tmp / src.name
-    path.write_text(yaml.safe_dump(raw))
-    return path
 
 
 @pytest.mark.parametrize("src", RECIPES, ids=lambda p: p.stem)

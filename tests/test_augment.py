@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_distill import write_recipe
+from helpers import write_recipe
 
 from vista_distill.config import load_recipe
 from vista_distill.distill import augment

@@ -206,7 +206,7 @@ def test_score_throughput_runs(tmp_path, untrained_adapters):
 
 
 def test_train_throughput_runs(tmp_path):
-    from test_train import distill_sample
+    from helpers import distill_sample
 
     silver = distill_sample(tmp_path / "silver")
     out = tmp_path / "train_throughput.md"

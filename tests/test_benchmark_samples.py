@@ -104,7 +104,8 @@ def test_begin_and_fade_samples_split_whole_dialogues_and_balance_the_training_r
         lines = (out / "begin_wow" / f"begin_{name}_wow.tsv").read_bytes().decode().split("\r\n")
         assert lines[0] == released[0] and lines[-1] == "" and set(lines[1:-1]) <= set(released[1:])
         split[name] = [ln.split("\t") for ln in lines[1:-1]]
-    faithful = lambda rows: sum(r[lab].strip().lower() == "fully attributable" for r in rows)
+    def faithful(rows):
+        return sum(r[lab].strip().lower() == "fully attributable" for r in rows)
     assert faithful(split["validation"]) == 30 and len(split["validation"]) == 60
     assert 2 * faithful(split["train"]) == len(split["train"]) > 0
     keys = {name: {text_key(r[m], r[k]) for r in rows} for name, rows in split.items()}
@@ -115,8 +116,8 @@ def test_begin_and_fade_samples_split_whole_dialogues_and_balance_the_training_r
     for name in ("validation", "train"):
         with (out / "fade" / f"{name}.csv").open(encoding="utf-8", newline="") as f:
             rows[name] = list(csv.DictReader(f))
-    halluc = lambda rs: sum(any(t.upper().endswith("-HALLUC") for t in ast.literal_eval(r["hallucination_tags"]))
-                            for r in rs)
+    def halluc(rs):
+        return sum(any(t.upper().endswith("-HALLUC") for t in ast.literal_eval(r["hallucination_tags"])) for r in rs)
     assert len(rows["validation"]) == 40 and halluc(rows["validation"]) == 20
     assert 2 * halluc(rows["train"]) == len(rows["train"]) > 0
     assert not {r["dialogue_id"] for r in rows["validation"]} & {r["dialogue_id"] for r in rows["train"]}

@@ -72,7 +72,7 @@ def test_whole_reference_probes_on_the_named_conversations_only(sample_path):
 
 def test_majority_labels_are_the_silver_training_majority(tmp_path):
     from datasets import load_from_disk
-    from test_train import distill_sample
+    from helpers import distill_sample
 
     silver = distill_sample(tmp_path / "silver")
     labels = majority_labels(silver)
@@ -118,15 +118,14 @@ def test_eval_runs_the_cheap_baselines_beside_the_student_with_mcnemar(tmp_path,
     """run_eval with majority, overlap and pmi: each a system with records, turn and claim metrics, and a McNemar
     test against every other; pmi's threshold is fitted on the silver validation split and saved (pmi on the tiny
     random SmolLM2: the fit and the records are tested, not the figures)."""
-    from test_eval_report import RECIPE, _overrides
-    from test_train import distill_sample
+    from helpers import EVAL_RECIPE, distill_sample, eval_overrides
 
     from vista_distill.config import load_recipe
     from vista_distill.eval.run import run_eval
 
     silver = distill_sample(tmp_path / "silver")
-    recipe = load_recipe(RECIPE, [*_overrides(tmp_path), f"distill.output_dir={silver}", "eval.given_claims=true",
-                                  f"student.model={tiny_smollm2}"])
+    recipe = load_recipe(EVAL_RECIPE, [*eval_overrides(tmp_path), f"distill.output_dir={silver}",
+                                       "eval.given_claims=true", f"student.model={tiny_smollm2}"])
     result = run_eval(recipe, input_path=str(sample_path), output_dir=tmp_path / "out",
                       systems=["majority", "overlap", "pmi"])
     systems = result.results["systems"]

@@ -7,26 +7,26 @@ import argparse
 import dataclasses
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from vista_distill.config import Recipe, RecipeError
 from vista_distill.config.cli_args import RecipeParser, add_recipe_subparser, recipe_fields, recipe_from_args
 
-RECIPE = str(ROOT / "recipes" / "smollm2-135m-cpu.yaml")
+EVAL_RECIPE = str(ROOT / "recipes" / "smollm2-135m-cpu.yaml")
 
 
 def test_both_override_forms_apply_in_command_line_order():
     recipe, args = RecipeParser(prog="t").parse_args_and_config(
-        ["--config", RECIPE, "--train.max_steps", "50", "lora.r=8", "train.max-steps=3",
+        ["--config", EVAL_RECIPE, "--train.max_steps", "50", "lora.r=8", "train.max-steps=3",
          "student.chat_template_kwargs.enable_thinking=true"])
     assert args.overrides == ["--train.max_steps", "50", "lora.r=8", "train.max-steps=3",
                               "student.chat_template_kwargs.enable_thinking=true"]
     assert (recipe.train.max_steps, recipe.lora.r) == (3, 8)
     assert recipe.student.chat_template_kwargs == {"enable_thinking": True}
     recipe, _ = RecipeParser(prog="t").parse_args_and_config(
-        ["--config", RECIPE, "lora.r=8", "--train.max-steps", "7", "--train.seed=-1", "--name", "other"])
+        ["--config", EVAL_RECIPE, "lora.r=8", "--train.max-steps", "7", "--train.seed=-1", "--name", "other"])
     assert (recipe.train.max_steps, recipe.lora.r, recipe.train.seed, recipe.name) == (7, 8, -1, "other")
-    recipe, args = RecipeParser(prog="t").parse_args_and_config(["--config", RECIPE])
+    recipe, args = RecipeParser(prog="t").parse_args_and_config(["--config", EVAL_RECIPE])
     assert not args.overrides and recipe.name == "smollm2-135m-cpu"
 
 
@@ -38,10 +38,10 @@ def test_every_recipe_field_has_an_option_and_unknown_ones_are_refused(capsys):
             assert {f"{section.name}.{f.name}" for f in dataclasses.fields(settings)} <= keys
     assert "path" not in keys and "name" in keys
     with pytest.raises(SystemExit) as e:
-        RecipeParser(prog="t").parse_args(["--config", RECIPE, "--train.no_such_key", "1"])
+        RecipeParser(prog="t").parse_args(["--config", EVAL_RECIPE, "--train.no_such_key", "1"])
     assert e.value.code == 2 and "--train.no_such_key" in capsys.readouterr().err
     with pytest.raises(RecipeError, match="no_such_key"):
-        RecipeParser(prog="t").parse_args_and_config(["--config", RECIPE, "train.no_such_key=1"])
+        RecipeParser(prog="t").parse_args_and_config(["--config", EVAL_RECIPE, "train.no_such_key=1"])
 
 
 def test_help_lists_options_by_section_and_keeps_the_usage_line_short():
@@ -56,11 +56,11 @@ def test_subcommands_use_plain_parsers_with_the_same_arguments():
     from vista_distill.cli import build_parser
 
     top = build_parser()
-    args = top.parse_args(["train", "--config", RECIPE, "--stage", "stage2", "--train.max_steps", "5",
+    args = top.parse_args(["train", "--config", EVAL_RECIPE, "--stage", "stage2", "--train.max_steps", "5",
                            "lora.r=4"])
     recipe = recipe_from_args(args)
     assert (args.stage, recipe.train.max_steps, recipe.lora.r) == ("stage2", 5, 4)
-    args = top.parse_args(["eval", "--config", RECIPE, "--limit", "2", "--data-root", "/data",
+    args = top.parse_args(["eval", "--config", EVAL_RECIPE, "--limit", "2", "--data-root", "/data",
                            "--eval.seed", "3", "eval.bootstrap=10"])
     recipe = recipe_from_args(args)
     assert (args.limit, recipe.data.root, recipe.eval.seed, recipe.eval.bootstrap) == (2, "/data", 3, 10)

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-from test_distill import write_recipe
+from helpers import FAITHDIAL, write_recipe
 
 from vista_distill.config import load_recipe
 from vista_distill.distill.run import filter_settings, run_distill
@@ -63,7 +63,6 @@ def test_edit_changes_a_value_the_claim_repeats_or_negates_its_verb():
 # ------------------------------------------------------------------------------------------ the silver rows
 
 
-FAITHDIAL = Path(__file__).resolve().parents[1] / "data" / "samples" / "faithdial_balanced_sample.jsonl"
 
 
 def _run(tmp_path: Path, name: str, overrides: list[str] | None):

@@ -124,7 +124,8 @@ def test_split_by_reference_keeps_dialogues_sharing_a_reference_together():
     convs.append(conv("na", "hello", "hi", "N/A", dialogue="dna"))      # "N/A" joins nothing
     convs.append(conv("na2", "hey", "hi", "N/A", dialogue="dna2"))
     scattered = split_by_dialogue(convs, {"a": 0.5, "b": 0.5}, seed=0)
-    refs = lambda cs: {c.turns[1].reference.lower() for c in cs if c.turns[1].reference != "N/A"}
+    def refs(cs):
+        return {c.turns[1].reference.lower() for c in cs if c.turns[1].reference != "N/A"}
     assert refs(scattered["a"]) & refs(scattered["b"])
     for seed in range(4):
         parts = split_by_dialogue(convs, {"a": 0.5, "b": 0.5}, seed=seed, by_reference=True)

@@ -310,7 +310,8 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
         "pipeline.max_claims=2",
         "pipeline.max_new_tokens={stage1: 48}",
         "train.per_device_train_batch_size=2",
-        "train.per_stage={stage1: {max_steps: 1}, stage2: {max_steps: 1, sources: [FaithDial]}, stage3: {max_steps: 1}}",
+        "train.per_stage={stage1: {max_steps: 1}, stage2: {max_steps: 1, sources: [FaithDial]}, "
+        "stage3: {max_steps: 1}}",
         "train.save_steps=1",
         "train.cpu_threads=1",
         "eval.threads=1",

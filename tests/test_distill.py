@@ -9,26 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-from conftest import SAMPLE
+from helpers import SAMPLE, check_export, write_recipe
 
 from vista_distill.backends.cache import CallCache, call_key
-from vista_distill.distill.silver import COLUMNS, STAGES
+from vista_distill.distill.silver import STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def write_recipe(path: Path, out: Path, **sections) -> Path:
-    recipe = {
-        "name": "test-distill",
-        "teacher": {"backend": "labels"},
-        "data": {"train": [{"benchmark": "vista-human", "source": str(SAMPLE)}]},
-        "distill": {"output_dir": str(out), "validation_fraction": 0.34},
-    }
-    for section, values in sections.items():
-        recipe.setdefault(section, {}).update(values)
-    path.write_text(yaml.safe_dump(recipe))
-    return path
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -37,40 +25,6 @@ def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess
                           env={**os.environ, **(env or {})})
 
 
-def check_export(out: Path) -> dict:
-    """The exported folder honours the contract train/ reads; returns the manifest."""
-    from datasets import DatasetDict, load_from_disk
-
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert {"teacher", "recipe", "counts", "filters", "fingerprint"} <= set(manifest)
-    assert isinstance(manifest["teacher"], str)
-    for stage in STAGES:
-        dd = load_from_disk(str(out / stage))
-        assert isinstance(dd, DatasetDict) and set(dd) == {"train", "validation"}
-        card = (out / stage / "README.md").read_text()
-        assert manifest["teacher"] in card and manifest["fingerprints"][stage] in card
-        if any(dd[split]["label"] and any(dd[split]["label"]) for split in dd):
-            assert "Label balance" in card
-        dialogues = {}
-        for split, ds in dd.items():
-            assert tuple(ds.column_names) == COLUMNS
-            assert len(ds) == manifest["counts"][stage][split]["examples"]
-            for row in ds:
-                assert [m["role"] for m in row["prompt"]] == ["system", "user"]
-                assert len(row["completion"]) == 1 and row["completion"][0]["role"] == "assistant"
-                answer = row["completion"][0]["content"]
-                assert answer.strip()
-                assert row["stage"] == stage and row["teacher"] == manifest["teacher"]
-                assert row["prompt_style"] == manifest["student_prompt_style"]
-                if stage == "stage1":
-                    assert row["label"] == "" and answer.startswith("1. ")
-                elif stage == "stage2":
-                    assert answer == row["label"] and row["label"] in ("VERIFIED", "UNVERIFIABLE")
-                else:
-                    assert answer == row["label"] or answer.startswith(row["label"] + ". ")
-                dialogues.setdefault(row["dialogue_id"], set()).add(split)
-        assert all(len(s) == 1 for s in dialogues.values()), "a dialogue is on both sides of the split"
-    return manifest
 
 
 def test_cache_keys_entries_and_torn_files(tmp_path):
@@ -183,7 +137,7 @@ def test_recipe_errors_name_the_problem(tmp_path):
 def test_mixed_material_partial_claims_feed_stages_2_and_3_only(tmp_path):
     """DialFact (response = one claim) and FineDialFact (one annotated fact per record) feed stages 2
     and 3 only (how the mixed material is split and leak-checked: tests/test_material.py)."""
-    from test_material import DIALFACT, FINEDIALFACT
+    from helpers import DIALFACT, FINEDIALFACT
 
     out = tmp_path / "silver"
     path = write_recipe(tmp_path / "r.yaml", out, data={

@@ -24,18 +24,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SAMPLE
-from test_distill import check_export
+from helpers import SAMPLE, check_export
 
 from vista_distill.backends.openai_compat import OpenAIBackend
 from vista_distill.pipeline.protocol import Request
 from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
 from vista_distill.testing.llama_server import MODEL_ALIAS, LlamaServer, free_port
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.server, pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
     reason="llama_cpp is not importable: install the server extra (CMAKE_ARGS=... pip install -e '.[server]') "
-           "to run the distill tests against a real OpenAI-compatible server")
+           "to run the distill tests against a real OpenAI-compatible server")]
 
 KEY_ENV = "VISTA_DISTILL_TEST_KEY"
 API_KEY = "sk-test-" + secrets.token_hex(12)

@@ -51,7 +51,7 @@ def _conv(turns, background=()):
 
 
 def _scored(text, ref, claims, gold=None):
-    return Turn("assistant", text, reference=ref, gold_label=gold, gold_claims=[Claim(c, l) for c, l in claims])
+    return Turn("assistant", text, reference=ref, gold_label=gold, gold_claims=[Claim(c, lab) for c, lab in claims])
 
 
 @pytest.fixture

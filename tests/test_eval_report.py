@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import EVAL_RECIPE, eval_overrides, identity_adapters
 
 from vista_distill.cli import main
 from vista_distill.config import load_recipe
@@ -20,44 +21,18 @@ from vista_distill.eval.run import run_eval
 from vista_distill.pipeline.engine import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
-RECIPE = ROOT / "recipes" / "smollm2-135m-cpu.yaml"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def _overrides(tmp: Path) -> list[str]:
-    # short generation budgets and one thread (far faster on a busy 2-core machine) keep the model runs short
-    return [
-        f"train.output_dir={tmp / 'checkpoints'}",
-        f"distill.output_dir={tmp / 'silver'}",
-        "eval.bootstrap=200",
-        "eval.threads=1",
-        f"eval.rules=[{', '.join(RULES)}]",
-        "pipeline.max_new_tokens={llm_judge: 48, factscore_decompose: 64, stage1: 64}",
-    ]
 
 
-def _identity_adapters(root: Path, model: Path | None = None) -> None:
-    """Untrained LoRA adapters (B = 0, so the student equals the base model with the compact prompts):
-    enough to exercise adapter loading and the student's prompts without a training run. ``model``: another base
-    than the embedded one (the tiny random SmolLM2 of the tests of run mechanics)."""
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    from vista_distill.backends.model_loading import quiet_peft_wrap, resolve_model
-
-    path = str(model) if model is not None else resolve_model(None)
-    for stage in ("stage1", "stage2", "stage3"):
-        with quiet_peft_wrap():
-            model = get_peft_model(AutoModelForCausalLM.from_pretrained(path),
-                                   LoraConfig(r=2, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
-        model.save_pretrained(root / stage)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, sample_path):
     tmp = tmp_path_factory.mktemp("eval")
-    _identity_adapters(tmp / "checkpoints")
-    recipe = load_recipe(RECIPE, _overrides(tmp))
+    identity_adapters(tmp / "checkpoints")
+    recipe = load_recipe(EVAL_RECIPE, eval_overrides(tmp))
     return run_eval(recipe, input_path=str(sample_path), limit=1, output_dir=tmp / "out",
                     systems=["student", "teacher", "llm_judge", "factscore"])
 
@@ -77,7 +52,7 @@ def test_parse_judge():
 
 
 def test_skipped_student_is_reported_with_its_reason(tmp_path, sample_path):
-    recipe = load_recipe(RECIPE, _overrides(tmp_path))     # no adapters under tmp_path/checkpoints
+    recipe = load_recipe(EVAL_RECIPE, eval_overrides(tmp_path))     # no adapters under tmp_path/checkpoints
     res = run_eval(recipe, input_path=str(sample_path), limit=1, output_dir=tmp_path / "out", systems=["student"])
     s = res.results["systems"]["student"]
     assert s["status"] == "skipped"
@@ -112,7 +87,7 @@ def test_stage_one_beside_the_sentence_splitter(run):
     stage1 = run.results["stage_rules"]["stage1"]
     assert set(stage1["systems"]) == {"student", "teacher"}       # not the prompted baselines
     n_gold = sum(len(r["gold_claims"]) for r in run.systems["teacher"].records if r["scored"] and r["gold_claims"])
-    for name, s in stage1["systems"].items():
+    for s in stage1["systems"].values():
         assert s["human_claims"] == n_gold > 0 and 0 <= s["f1"] <= 1 and 0 <= s["rule"]["f1"] <= 1
     assert stage1["systems"]["teacher"]["f1"] == 1.0                 # the labels teacher's claims are the human ones
     report = (run.out_dir / "report.md").read_text()
@@ -186,8 +161,8 @@ def test_run_folder_is_complete_and_readable(run):
 
 
 def test_cli_rerun_reproduces_the_numbers(tmp_path, sample_path, capsys):
-    args = ["eval", "--config", str(RECIPE), "--input", str(sample_path), "--systems", "teacher", "--no-progress",
-            *_overrides(tmp_path)]
+    args = ["eval", "--config", str(EVAL_RECIPE), "--input", str(sample_path), "--systems", "teacher", "--no-progress",
+            *eval_overrides(tmp_path)]
     assert main([*args, "--output-dir", str(tmp_path / "a")]) == 0
     assert main([*args, "--output-dir", str(tmp_path / "b"), "--compare", str(tmp_path / "a" / "results.json")]) == 0
     out = capsys.readouterr().out
@@ -200,8 +175,8 @@ def test_cli_rerun_reproduces_the_numbers(tmp_path, sample_path, capsys):
 
 def test_cli_without_test_material_fails_with_a_message(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["eval", "--config", str(RECIPE), "--no-progress", "--output-dir", str(out),
-                 *_overrides(tmp_path)]) == 2
+    assert main(["eval", "--config", str(EVAL_RECIPE), "--no-progress", "--output-dir", str(out),
+                 *eval_overrides(tmp_path)]) == 2
     assert "no test material" in capsys.readouterr().err
     assert not out.exists()
 
@@ -225,8 +200,8 @@ def test_model_loader_keeps_one_model_where_two_do_not_fit(tmp_path):
     demo's two 135M models fit side by side and are each loaded once: the time-budget test below)."""
     from vista_distill.eval.systems import ModelLoader
 
-    _identity_adapters(tmp_path / "checkpoints")
-    loader = ModelLoader(load_recipe(RECIPE, _overrides(tmp_path)))
+    identity_adapters(tmp_path / "checkpoints")
+    loader = ModelLoader(load_recipe(EVAL_RECIPE, eval_overrides(tmp_path)))
     loader.memory_share = 0.0
     base = loader.base()
     assert not loader.both_fit()
@@ -234,7 +209,7 @@ def test_model_loader_keeps_one_model_where_two_do_not_fit(tmp_path):
     assert loader._base is None and loader._student is not None
     assert loader.base() is not base and loader._student is None
     assert loader.loads == {"base": 2, "student": 1}
-    roomy = ModelLoader(load_recipe(RECIPE, _overrides(tmp_path)))
+    roomy = ModelLoader(load_recipe(EVAL_RECIPE, eval_overrides(tmp_path)))
     roomy.base(), roomy.student()
     assert roomy.both_fit() and roomy._base is not None and roomy._student is not None
 
@@ -243,10 +218,10 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
     """eval.max_minutes: conversations in a seeded order, every system on a first round, then on what that pace fits
     in the rest of the budget; a spent budget stops there and the report says how much of the material ran. On the
     tiny random SmolLM2: rounds and budgets are tested, not what is said."""
-    _identity_adapters(tmp_path / "checkpoints", tiny_smollm2)
-    ov = [*_overrides(tmp_path), f"student.model={tiny_smollm2}", "eval.round_size=1", "eval.given_claims=true",
+    identity_adapters(tmp_path / "checkpoints", tiny_smollm2)
+    ov = [*eval_overrides(tmp_path), f"student.model={tiny_smollm2}", "eval.round_size=1", "eval.given_claims=true",
           "pipeline.max_new_tokens={stage1: 32, stage3: 16}"]   # rounds and budgets are tested, not what is said
-    whole = run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=60"]), input_path=str(sample_path), limit=2,
+    whole = run_eval(load_recipe(EVAL_RECIPE, [*ov, "eval.max_minutes=60"]), input_path=str(sample_path), limit=2,
                      output_dir=tmp_path / "whole", systems=["student", "base"])
     budget = whole.results["material"]["time_budget"]
     assert budget["rounds_run"] == 2 and budget["conversations_evaluated"] == 2   # a first round of 1, then the rest
@@ -268,7 +243,7 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
     # the tiny base and student fit side by side: each loaded once for both rounds, not once a round
     assert whole.results["model_loads"] == {"base": 1, "student": 1}
     # a budget spent by the first round: no second one, for either system, and the tests pair what was run
-    cut = run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=0.0001"]), input_path=str(sample_path), limit=2,
+    cut = run_eval(load_recipe(EVAL_RECIPE, [*ov, "eval.max_minutes=0.0001"]), input_path=str(sample_path), limit=2,
                    output_dir=tmp_path / "cut", systems=["student", "base"])
     m = cut.results["material"]
     assert (
@@ -281,7 +256,7 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
     assert "let 1 of the 2 conversations run" in (cut.out_dir / "report.md").read_text()
     assert m["time_budget"]["conversations_claim_level"] >= 1
     with pytest.raises(EvalError, match="eval.max_minutes"):
-        run_eval(load_recipe(RECIPE, [*ov, "eval.max_minutes=-1"]), input_path=str(sample_path), limit=2,
+        run_eval(load_recipe(EVAL_RECIPE, [*ov, "eval.max_minutes=-1"]), input_path=str(sample_path), limit=2,
                  output_dir=tmp_path / "bad", systems=["base"])
 
 
@@ -341,11 +316,11 @@ def test_eval_killed_mid_run_reuses_the_systems_it_finished(tmp_path, sample_pat
     import sys
     import time
 
-    _identity_adapters(tmp_path / "checkpoints")
+    identity_adapters(tmp_path / "checkpoints")
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "vista_distill", "eval", "--config", str(RECIPE), "--input", str(sample_path),
+    cmd = [sys.executable, "-m", "vista_distill", "eval", "--config", str(EVAL_RECIPE), "--input", str(sample_path),
            "--limit", "1", "--systems", "base,student", "--output-dir", str(out), "--no-progress",
-           *_overrides(tmp_path), "eval.given_claims=true"]
+           *eval_overrides(tmp_path), "eval.given_claims=true"]
     journal = out / "journal.jsonl"
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
@@ -376,16 +351,16 @@ def test_a_claim_level_only_system_runs_no_stage1_while_the_claims_are_given(tmp
     there) and no stage 1, while the student runs both, and the command's table says so; without given claims the
     base runs the whole pipeline; a system with no claim level is refused, naming the setting. On the tiny random
     SmolLM2: which stages run is tested, not what they say."""
-    _identity_adapters(tmp_path / "checkpoints", tiny_smollm2)
+    identity_adapters(tmp_path / "checkpoints", tiny_smollm2)
     ov = [
-        *_overrides(tmp_path),
+        *eval_overrides(tmp_path),
         f"student.model={tiny_smollm2}",
         "eval.evidence=false",
         "pipeline.max_new_tokens={stage1: 32, stage3: 16}",
         "eval.claim_level_only=[base]",
     ]
     out = tmp_path / "out"
-    assert main(["eval", "--config", str(RECIPE), "--input", str(sample_path), "--limit", "2", "--systems",
+    assert main(["eval", "--config", str(EVAL_RECIPE), "--input", str(sample_path), "--limit", "2", "--systems",
                  "student,base", "--output-dir", str(out), "--no-progress", *ov, "eval.given_claims=true"]) == 0
     table = capsys.readouterr().out
     assert [ln for ln in table.splitlines() if ln.split()[:1] == ["base"] and "claim level only" in ln]
@@ -405,9 +380,9 @@ def test_a_claim_level_only_system_runs_no_stage1_while_the_claims_are_given(tmp
                    for group in rule.values() for p in group)
     assert results["metrics"]["student"] and "base" not in results["metrics"]
     assert "base" in (out / "report.md").read_text()
-    whole = run_eval(load_recipe(RECIPE, [*ov, "eval.given_claims=false"]), input_path=str(sample_path), limit=1,
+    whole = run_eval(load_recipe(EVAL_RECIPE, [*ov, "eval.given_claims=false"]), input_path=str(sample_path), limit=1,
                      output_dir=tmp_path / "whole", systems=["base"])
     assert whole.systems["base"].records and whole.systems["base"].efficiency["backend_stats"]["completion_tokens"] > 0
     with pytest.raises(EvalError, match="eval.claim_level_only"):
-        run_eval(load_recipe(RECIPE, [*ov, "eval.claim_level_only=[teacher]"]), input_path=str(sample_path), limit=1,
-                 output_dir=tmp_path / "bad", systems=["student"])
+        run_eval(load_recipe(EVAL_RECIPE, [*ov, "eval.claim_level_only=[teacher]"]), input_path=str(sample_path),
+                 limit=1, output_dir=tmp_path / "bad", systems=["student"])

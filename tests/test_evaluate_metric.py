@@ -3,7 +3,7 @@ bundled sample on the embedded model; its accuracy and F1 are eval/'s."""
 
 from __future__ import annotations
 
-from conftest import ROOT, SAMPLE
+from helpers import ROOT, SAMPLE
 
 
 def test_metric_loads_offline_by_path_and_scores_the_sample(monkeypatch, tmp_path):

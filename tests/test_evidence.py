@@ -1,5 +1,5 @@
-"""scoring/evidence.py: the evidence probes (deletion, foreign reference, claim only) built from the engine's own stage 2
-requests, and their metrics, computed by hand on a small case."""
+"""scoring/evidence.py: the evidence probes (deletion, foreign reference, claim only) built from the engine's own
+stage 2 requests, and their metrics, computed by hand on a small case."""
 
 from __future__ import annotations
 

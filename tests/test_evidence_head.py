@@ -66,12 +66,12 @@ def test_fit_with_overlap_reports_each_signal_alone_and_loads_old_files(tmp_path
 
 def test_backend_reads_the_claim_logprob_and_applies_the_head(tmp_path):
     import torch
-    from test_eval_report import _identity_adapters
+    from helpers import identity_adapters
 
     from vista_distill.backends.model_loading import encode_prompt
     from vista_distill.backends.transformers import TransformersBackend
 
-    _identity_adapters(tmp_path)
+    identity_adapters(tmp_path)
     feats = TransformersBackend(adapters={"stage2": tmp_path / "stage2"}, dtype="float32", batch_size=4,
                                 evidence_features=True)
     out = feats.run(_requests())
@@ -115,9 +115,7 @@ def test_backend_reads_the_claim_logprob_and_applies_the_head(tmp_path):
 def test_fit_after_training_reads_the_silver_validation_split(tmp_path, tiny_smollm2):
     """The fit reads the silver validation split through the adapter (the tiny random SmolLM2's: what is read and
     saved is tested, not the weights' values)."""
-    from test_contrast import FAITHDIAL
-    from test_distill import write_recipe
-    from test_eval_report import _identity_adapters
+    from helpers import FAITHDIAL, identity_adapters, write_recipe
 
     from vista_distill.config import load_recipe
     from vista_distill.distill.run import run_distill
@@ -128,7 +126,7 @@ def test_fit_after_training_reads_the_silver_validation_split(tmp_path, tiny_smo
                         student={"dtype": "float32", "model": str(tiny_smollm2)})
     recipe = load_recipe(path)
     run_distill(recipe, progress=False)
-    _identity_adapters(tmp_path / "ad", tiny_smollm2)
+    identity_adapters(tmp_path / "ad", tiny_smollm2)
     info = fit_evidence_head(recipe, tmp_path / "ad" / "stage2")
     head = EvidenceHead.load(tmp_path / "ad" / "stage2")
     assert info["split"] == "silver validation split" and info["examples"] >= 40 and info["skipped"] == 0

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE
+from helpers import SAMPLE
 
 from vista_distill.runtime import exit_codes
 

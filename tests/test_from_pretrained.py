@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import score_sample
+from helpers import score_sample
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

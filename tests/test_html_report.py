@@ -9,12 +9,12 @@ import importlib.util
 import shutil
 
 import pytest
-from conftest import SAMPLE
+from helpers import SAMPLE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     CHROMIUM is None or importlib.util.find_spec("playwright") is None,
-    reason="needs Debian's chromium (apt-get install chromium) and playwright (the test extra)")
+    reason="needs Debian's chromium (apt-get install chromium) and playwright (the test extra)")]
 
 
 @pytest.fixture(scope="module")

@@ -144,6 +144,41 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
     assert _imported_packages(bad, ("data", "probe.py")) == [("eval", 2)]
 
 
+def _test_module_imports(path: Path) -> list[str]:
+    """Where a file of tests/ imports a test module or conftest (tests share code through ``helpers`` only)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        for name in names:
+            top = name.split(".")[0]
+            if top.startswith("test_") or top == "conftest":
+                out.append(f"{path.name}:{node.lineno} imports {top}")
+    return out
+
+
+def test_no_test_module_imports_another():
+    """A change in one test file breaks no other: shared helpers live in ``tests/helpers.py``, fixtures in
+    ``conftest.py``."""
+    tests = sorted((ROOT / "tests").glob("*.py"))
+    assert len(tests) > 40 and not [hit for p in tests for hit in _test_module_imports(p)]
+
+
+def test_the_test_import_check_sees_a_test_module_import(tmp_path):
+    """The check above can fail: a test module importing another, or conftest, inside a function or not, is found."""
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(
+        "import os\nfrom helpers import SAMPLE\nfrom conftest import ROOT\n\n\ndef f():\n"
+        "    from test_train import distill_sample\n    import test_eval_report\n"
+    )
+    assert _test_module_imports(probe) == [
+        "test_probe.py:3 imports conftest",
+        "test_probe.py:7 imports test_train",
+        "test_probe.py:8 imports test_eval_report",
+    ]
+
+
 # Wording of a work log: the periods the product was written in and their order. The product says what is and why;
 # bench/results notes date their runs and name their commits.
 WORK_LOG = re.compile(r"\b(?:sessions?|(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|"

@@ -187,8 +187,10 @@ def test_duplicate_ids_across_sources_name_both_places():
         validate_unique_ids([("train.jsonl", _convs("a", "b")), ("test.json", _convs("c", "b", "a"))])
     why = "ids must be unique (eval pairs results by conversation id and turn index)"
     assert err.value.lines() == [
-        f"test.json, conversation 1, field 'id': conversation id 'b' is also that of train.jsonl, conversation 1; {why}",
-        f"test.json, conversation 2, field 'id': conversation id 'a' is also that of train.jsonl, conversation 0; {why}",
+        "test.json, conversation 1, field 'id': conversation id 'b' is also that of train.jsonl, conversation 1; "
+        + why,
+        "test.json, conversation 2, field 'id': conversation id 'a' is also that of train.jsonl, conversation 0; "
+        + why,
     ]
     validate_unique_ids([("train.jsonl", _convs("a", "b")), ("test.json", _convs("c"))])  # no error
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FIXTURES, SAMPLE
+from helpers import DIALFACT, FINEDIALFACT, SAMPLE
 
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
@@ -14,9 +14,6 @@ from vista_distill.data.material import MissingDataError, load_material, resolve
 from vista_distill.data.splits import LeakageError
 
 HUMAN = {"benchmark": "vista-human", "source": str(SAMPLE)}
-DIALFACT = {"benchmark": "dialfact", "source": str(FIXTURES / "dialfact" / "test_split.jsonl"),
-            "options": {"claims": "response", "ambiguous": "faithful"}}
-FINEDIALFACT = {"benchmark": "finedialfact", "source": str(FIXTURES / "finedialfact" / "annotated_test_data.json")}
 
 
 def recipe_with(tmp_path: Path, **data):

@@ -14,8 +14,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import ROOT, SAMPLE
-from tiny_models import TEMPLATES
+from helpers import ROOT, SAMPLE, TEMPLATES
 
 from vista_distill.backends.openai_compat import OpenAIBackend
 from vista_distill.config import load_recipe

@@ -87,7 +87,7 @@ def _conv(turns):
 
 
 def _scored(text, ref, claims, gold):
-    return Turn("assistant", text, reference=ref, gold_label=gold, gold_claims=[Claim(c, l) for c, l in claims])
+    return Turn("assistant", text, reference=ref, gold_label=gold, gold_claims=[Claim(c, lab) for c, lab in claims])
 
 
 def test_rules_through_the_engine_and_summary():

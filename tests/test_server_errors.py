@@ -10,7 +10,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from conftest import SAMPLE
+from helpers import SAMPLE
 
 
 class _Failing(BaseHTTPRequestHandler):

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SAMPLE, assert_same_records, score_in_background, score_sample, wait_for_requests
+from helpers import SAMPLE, assert_same_records, score_in_background, score_sample, wait_for_requests
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.server, pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
-    reason="llama_cpp is not importable: install the server extra (see README) to run the served-student tests")
+    reason="llama_cpp is not importable: install the server extra (see README) to run the served-student tests")]
 
 STAGE_NAMES = {"stage1": "stage1", "stage2": "stage2", "stage3": "stage3"}
 
@@ -92,8 +92,9 @@ def test_serve_config_writes_engine_files_and_recipe_keys(served):
 
 def _close(server: dict, local: dict, bounded: list[str], tol: float = 0.3) -> bool:
     """Label log-likelihoods agree within ``tol`` nats (measured: up to 0.24 on these adapters: llama.cpp multiplies
-    Q4_1 weights by 8-bit-quantized activations, the in-process model the same weights in float32); a label marked bounded (one of its tokens was not among
-    the server's top logprobs, so the list's smallest stood in) may only come out higher on the server."""
+    Q4_1 weights by 8-bit-quantized activations, the in-process model the same weights in float32); a label marked
+    bounded (one of its tokens was not among the server's top logprobs, so the list's smallest stood in) may only
+    come out higher on the server."""
     return all(abs(server[k] - local[k]) < tol if k not in bounded else server[k] > local[k] - tol for k in local)
 
 
@@ -147,7 +148,7 @@ def test_served_adapter_log_likelihoods_match_in_process(served, reference, stag
 def test_served_head_on_llama_cpp_says_it_was_not_applied(served, reference, tmp_path):
     """llama.cpp's label method (top_logprobs) gives no prompt log-probabilities: adapters that carry an evidence head
     are scored without it, and every answer of that stage says so."""
-    from test_vllm_student import _adapters_with_head
+    from helpers import adapters_with_head
 
     from vista_distill.backends.server import server_backend
     from vista_distill.pipeline.protocol import Request
@@ -155,7 +156,7 @@ def test_served_head_on_llama_cpp_says_it_was_not_applied(served, reference, tmp
     from vista_distill.testing.llama_server import LlamaServer
 
     recipe, adapters, written = served
-    with_head = _adapters_with_head(adapters, tmp_path / "ad")
+    with_head = adapters_with_head(adapters, tmp_path / "ad")
     t = get_template("stage2", "compact")
     reqs = [Request("stage2", tuple(build_messages(t, stage2_input([], "Paris is in France.", c))), labels=t.labels)
             for c in ("Paris is in France.", "Paris is in Spain.")]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, SAMPLE
+from helpers import ROOT, distill_sample
 
 from vista_distill.config import load_recipe
 from vista_distill.data.silver import SilverDataError
@@ -38,21 +38,6 @@ from vista_distill.train.run import (
     train_stage,
 )
 from vista_distill.train.silver_data import STAGES, TrainError, load_silver
-
-
-def distill_sample(out: Path) -> Path:
-    """``vista-distill distill`` with the labels teacher (the human claim labels) over the bundled sample
-    dialogues: the silver data train/ reads, exported into ``out``. Seed 1 holds out sample-1, whose
-    stage 2 rows the adapter test scores."""
-    from vista_distill.distill.run import run_distill
-
-    recipe = {"name": "train-silver", "teacher": {"backend": "labels"},
-              "data": {"train": [{"benchmark": "vista-human", "source": str(SAMPLE)}], "seed": 1},
-              "distill": {"output_dir": str(out), "validation_fraction": 0.34}}
-    path = out.parent / f"{out.name}.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    run_distill(load_recipe(path), progress=False)
-    return out
 
 
 def copy_silver(src: Path, dst: Path, repeat: int = 1,

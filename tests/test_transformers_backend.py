@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import assert_same_records
+from helpers import assert_same_records
 
 from vista_distill.data.io import read_conversations
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
@@ -149,7 +149,8 @@ def test_bf16_label_scoring_reads_the_head_in_float32(embedded_backend):
     assert len(head_products) == len(seen)   # one head product per forward (the prefix fill too)
     assert bf16.model.get_output_embeddings().weight.dtype == torch.bfloat16   # the model itself stays bf16
     high = embedded_backend.run(reqs)
-    margin = lambda r: r.meta["logprobs"]["VERIFIED"] - r.meta["logprobs"]["UNVERIFIABLE"]
+    def margin(r):
+        return r.meta["logprobs"]["VERIFIED"] - r.meta["logprobs"]["UNVERIFIABLE"]
     for lo, hi in zip(low, high):
         assert abs(margin(lo) - margin(hi)) <= BF16_MARGIN_BOUND
         if abs(margin(hi)) > BF16_MARGIN_BOUND:

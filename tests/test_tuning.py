@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT
-from test_eval_report import RECIPE, _identity_adapters, _overrides
+from helpers import EVAL_RECIPE, ROOT, eval_overrides, identity_adapters
 
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
@@ -31,11 +30,11 @@ def test_the_cut_off_is_the_most_accurate_on_the_dev_claims_ties_nearest_half() 
 def test_eval_reports_fixed_and_tuned_with_the_dev_split_apart(tmp_path, sample_path, tiny_smollm2):
     """On the tiny random SmolLM2 (the tuning is tested, not what the model says): the student and the overlap rule
     tuned on 6 FaithDial validation dialogues, applied to the sample's human claims."""
-    _identity_adapters(tmp_path / "checkpoints", tiny_smollm2)
-    ov = [*_overrides(tmp_path), f"student.model={tiny_smollm2}", "eval.given_claims=true", "eval.evidence=false",
+    identity_adapters(tmp_path / "checkpoints", tiny_smollm2)
+    ov = [*eval_overrides(tmp_path), f"student.model={tiny_smollm2}", "eval.given_claims=true", "eval.evidence=false",
           "pipeline.max_new_tokens={stage1: 16, stage3: 8}",
           f"eval.tune_on=[{{benchmark: file, source: {DEV}, n: 6}}]"]
-    res = run_eval(load_recipe(RECIPE, ov), input_path=str(sample_path), limit=2, output_dir=tmp_path / "out",
+    res = run_eval(load_recipe(EVAL_RECIPE, ov), input_path=str(sample_path), limit=2, output_dir=tmp_path / "out",
                    systems=["student", "overlap"])
     tuned = res.results["tuned"]
     assert tuned["dev"]["conversations"] == 6 and set(tuned["systems"]) == {"student", "overlap"}
@@ -58,13 +57,13 @@ def test_eval_reports_fixed_and_tuned_with_the_dev_split_apart(tmp_path, sample_
     report = (res.out_dir / "report.md").read_text()
     assert "## Stage 2 fixed and tuned" in report and "Both tuned: the student against each rule" in report
     # the dev split is never the test, and it tunes on human claims only
-    same = run_eval(load_recipe(RECIPE, [*ov[:-1], f"eval.tune_on=[{{benchmark: file, source: {sample_path}}}]"]),
+    same = run_eval(load_recipe(EVAL_RECIPE, [*ov[:-1], f"eval.tune_on=[{{benchmark: file, source: {sample_path}}}]"]),
                     input_path=str(sample_path), limit=2, output_dir=tmp_path / "same", systems=["overlap"])
     dev = same.results["tuned"]["dev"]   # the two test dialogues (and any sharing their references) left out
     assert dev["left_out_shared_with_test"] >= 2 and dev["conversations"] + dev["left_out_shared_with_test"] == \
         len(read_conversations(sample_path))
     with pytest.raises(EvalError, match="eval.given_claims"):
-        run_eval(load_recipe(RECIPE, [*ov, "eval.given_claims=false"]), input_path=str(sample_path), limit=2,
+        run_eval(load_recipe(EVAL_RECIPE, [*ov, "eval.given_claims=false"]), input_path=str(sample_path), limit=2,
                  output_dir=tmp_path / "none", systems=["overlap"])
 
 

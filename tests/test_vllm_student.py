@@ -14,14 +14,17 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import (
+from helpers import (
     SAMPLE,
+    adapters_with_head,
     assert_same_records,
     score_in_background,
     score_sample,
     vllm_install,
     wait_for_requests,
 )
+
+pytestmark = pytest.mark.server
 
 VLLM_ARGS = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "8", "--seed", "0"]
 # Label log-likelihoods of vLLM and the in-process model, float32 both, differ by float rounding only; a claim whose
@@ -178,17 +181,6 @@ def test_vllm_replica_sigkilled_mid_run_loses_and_doubles_nothing(vllm_served, s
     assert "set aside" in [e["event"] for e in backend.replicas.events]
 
 
-def _adapters_with_head(adapters: Path, out: Path) -> Path:
-    """A copy of the trained adapters whose stage 2 carries an evidence head (the served tests' own adapters have
-    none): the served student reads its head from there, the server serves the same weights."""
-    import shutil
-
-    from vista_distill.backends.evidence_head import EvidenceHead
-
-    for stage in ("stage1", "stage2", "stage3"):
-        shutil.copytree(adapters / stage, out / stage, ignore=shutil.ignore_patterns("checkpoint-*"))
-    EvidenceHead(w_margin=0.8, w_pmi=1.5, bias=-0.4, w_overlap=1.2).save(out / "stage2")
-    return out
 
 
 def test_vllm_student_applies_the_evidence_head_as_in_process(vllm_served, tmp_path):
@@ -198,7 +190,7 @@ def test_vllm_student_applies_the_evidence_head_as_in_process(vllm_served, tmp_p
     from vista_distill.backends.transformers import TransformersBackend
 
     recipe, adapters, server = vllm_served
-    with_head = _adapters_with_head(adapters, tmp_path / "ad")
+    with_head = adapters_with_head(adapters, tmp_path / "ad")
     recipe = dataclasses.replace(recipe, student=dataclasses.replace(recipe.student, serving=dataclasses.replace(
         recipe.student.serving, label_scoring="echo", concurrency=4)))
     backend = server_backend(recipe, "student", servers=[server.base_url], adapters=with_head)

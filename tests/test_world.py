@@ -163,9 +163,7 @@ def test_world_adapter_distills_trains_and_loads_with_the_other_three(tmp_path):
     1-3, the teacher's model the world stage), ``train --stage all`` trains a fourth adapter beside the three,
     ``train/world.py`` is its launcher, and the scorer loads all four. Tiny random Llama-3.1 architecture."""
     import yaml
-    from conftest import ROOT
-    from test_architectures import tiny_recipe
-    from tiny_models import build_tiny_model
+    from helpers import ROOT, build_tiny_model, tiny_recipe
 
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.cli import main
@@ -248,7 +246,7 @@ def test_eval_on_fhsumbench_prints_the_three_way_scores_beside_the_published_row
     """``vista-distill eval`` on FHSumBench-shaped data: the study's vanilla judge and VISTA with the world
     stage (few-shot; the tiny random SmolLM2, as what is reported is tested, not what is said) give three-way
     verdicts; the table, report and results carry macro P/R/F1, the random baseline and the published rows."""
-    from conftest import ROOT
+    from helpers import ROOT
 
     from vista_distill.cli import main
 
@@ -298,7 +296,7 @@ def test_score_command_with_world_knowledge_writes_three_way_verdicts(tmp_path, 
 def test_labels_teacher_answers_the_world_stage_from_factcheck_gpt_factuality():
     """Factcheck-GPT's annotators judged each claim's factuality against world evidence: the human-labels
     teacher answers the world stage with it (true -> TRUE, false -> FALSE, unknown -> NOT ENOUGH KNOWLEDGE)."""
-    from conftest import ROOT
+    from helpers import ROOT
 
     from vista_distill.backends.human_labels import LabelsBackend
     from vista_distill.data.benchmarks import load_benchmark
@@ -330,7 +328,7 @@ def test_rerun_world_on_records_gives_the_pipelines_world_answers_back(embedded_
     the engine sends: on the records of a run, with the same model, it gives back that run's world answers,
     evidence and three-way verdicts; records without the stage stay as they were; the turn-context setting,
     which records cannot serve, is refused."""
-    from conftest import assert_same_records
+    from helpers import assert_same_records
 
     from vista_distill.scoring.run import rerun_world
 
