@@ -230,8 +230,8 @@ def _system_rows(results: dict) -> list[tuple[str, list[str], str]]:
 
 def _summary_tables(results: dict) -> list:
     """The closing tables: each system's accuracy (turns under each turn rule, claims at stage 2, speed), the cheap
-    baselines (majority, overlap, pmi) among them; the student against every other system with McNemar p-values; and whether
-    each reads its evidence."""
+    baselines (majority, overlap, pmi) among them; the student against every other system with McNemar p-values; and
+    whether each reads its evidence."""
     from .runtime.progress import make_table
     from .scoring.terminal import evidence_table
 

@@ -33,7 +33,8 @@ def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) 
         found = {s: root / s for s in ALL_STAGES if (root / s / "adapter_config.json").exists()}
         if not found:
             raise FileNotFoundError(
-                f"{root}: no stage adapters found (expected {', '.join(f'{s}/adapter_config.json' for s in ALL_STAGES)})"
+                f"{root}: no stage adapters found "
+                f"(expected {', '.join(f'{s}/adapter_config.json' for s in ALL_STAGES)})"
             )
     for stage, path in found.items():
         if not (path / "adapter_config.json").exists():

@@ -14,9 +14,9 @@ The head is logistic: ``P(VERIFIED) = sigmoid(w_margin * margin + w_pmi * pmi + 
 words the reference holds (:func:`pipeline.evidence.coverage`, the overlap rule's own signal). Its numbers are fitted
 after training on the stage's silver validation split (examples the adapter never trained on; the teacher's labels)
 and saved beside the adapter as ``evidence_head.json``; the in-process backend applies it wherever the file is. A
-head with ``w_margin = 0`` and no overlap is the ``pmi`` baseline (the base model's PMI alone, backends/cheap_baselines.py).
-Served students apply it where the server returns the prompt's log-probabilities (backends/server.py); elsewhere
-their records say it was not applied.
+head with ``w_margin = 0`` and no overlap is the ``pmi`` baseline (the base model's PMI alone,
+backends/cheap_baselines.py). Served students apply it where the server returns the prompt's log-probabilities
+(backends/server.py); elsewhere their records say it was not applied.
 """
 
 from __future__ import annotations

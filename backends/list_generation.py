@@ -109,8 +109,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 def list_stop_reason(text: str) -> str | None:
     """Why stage 1's stop rule ends a list with this text: ``loop`` (its last line said one sentence
-    ``LOOP_REPEATS`` times, or ends in a phrase loop), ``repeat`` (a completed line repeats an earlier one), or None. The in-process backend
-    and a served list (cut afterwards) record the same finish reason from it."""
+    ``LOOP_REPEATS`` times, or ends in a phrase loop), ``repeat`` (a completed line repeats an earlier one), or None.
+    The in-process backend and a served list (cut afterwards) record the same finish reason from it."""
     if _looping_line(text):
         return "loop"
     if _has_repeated_line(text):

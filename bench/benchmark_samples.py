@@ -27,7 +27,9 @@ def main() -> int:
     from vista_distill.data.benchmarks.__main__ import main as build
     from vista_distill.data.benchmarks.samples import SAMPLES
 
-    sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()
+    def sha(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         if build(["build", "--data", args.data, "--out", str(out)]) != 0:

@@ -92,7 +92,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "stage2-48": {
         "overrides": ["train.per_stage.stage2.max_steps=48"],
         "stages": ["stage2"],
-        "what": "stage 2 only, 3x its steps (48 = 384 examples, about half an epoch of its 829); stages 1 and 3 as the recipe",
+        "what": "stage 2 only, 3x its steps (48 = 384 examples, about half an epoch of its 829); "
+        "stages 1 and 3 as the recipe",
     },
     "faithdial-only": {
         "overrides": [],
@@ -137,12 +138,12 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
         "stages": ["stage1"],
         "what": "stage 1 trained 8x longer (64 steps of 8, about 2 epochs of its 262 examples)",
     },
-    # 2026-11-24: generalisation beyond FaithDial (issue 13 item 5; the human set mixes AIS, BEGIN,
-    # FADE and FaithDial). BEGIN-WoW (CC BY 4.0) and FADE (MIT) bundled in data/samples (begin.py / fade.py build_sample in data/benchmarks/), each
-    # response its one claim, as training-only sources of stages 2 and 3; stage 1 is stage1-64's. Criterion, fixed
-    # before any of these ran: strict-rule turn accuracy over all validation turns pooled (FaithDial's 200 model
-    # responses + BEGIN's 60 + FADE's 40 validation rows, ``val-turns NAME begin-fade`` for the last two; an
-    # unknown verdict counts as wrong); within one point stage1-64 (the recipe as written) stays.
+    # 2026-11-24: generalisation beyond FaithDial (issue 13 item 5; the human set mixes AIS, BEGIN, FADE and FaithDial).
+    # BEGIN-WoW (CC BY 4.0) and FADE (MIT) bundled in data/samples (begin.py / fade.py build_sample in
+    # data/benchmarks/), each response its one claim, as training-only sources of stages 2 and 3; stage 1 is
+    # stage1-64's. Criterion, fixed before any of these ran: strict-rule turn accuracy over all validation turns pooled
+    # (FaithDial's 200 model responses + BEGIN's 60 + FADE's 40 validation rows, ``val-turns NAME begin-fade`` for the
+    # last two; an unknown verdict counts as wrong); within one point stage1-64 (the recipe as written) stays.
     "mix": {
         "overrides": ["train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE]"],
         "stages": ["stage2", "stage3"],
@@ -165,12 +166,12 @@ VAL_VARIANTS: dict[str, dict[str, Any]] = {
         "links": "val-stage1-64",
         "what": "the recipe before mix: stage 2 on FaithDial sources, 96 steps",
     },
-    # 2026-11-24: the held-out test enlarged to half the FaithDial dialogues (data.test_fraction 0.5)
-    # and split so that no test reference is trained on (data.split_by reference; 134 turns; 15 of the old 27 shared
-    # a knowledge snippet with a training response), before anything ran on it, so its training material shrank and the choice
-    # between the two best rows above is made again on that material. Criterion, fixed before either ran: pooled
-    # strict-rule turn accuracy over the 300 validation turns (as for mix); within one point the recipe as written
-    # (split50, i.e. mix-96) stays. Runs go to a fresh $PROTOCOL_RUNS (its own silver data, made by ``prepare``).
+    # 2026-11-24: the held-out test enlarged to half the FaithDial dialogues (data.test_fraction 0.5) and split so that
+    # no test reference is trained on (data.split_by reference; 134 turns; 15 of the old 27 shared a knowledge snippet
+    # with a training response), before anything ran on it, so its training material shrank and the choice between the
+    # two best rows above is made again on that material. Criterion, fixed before either ran: pooled strict-rule turn
+    # accuracy over the 300 validation turns (as for mix); within one point the recipe as written (split50, i.e. mix-96)
+    # stays. Runs go to a fresh $PROTOCOL_RUNS (its own silver data, made by ``prepare``).
     "split50": {
         "overrides": [],
         "stages": ["stage1", "stage2", "stage3"],
@@ -736,7 +737,8 @@ def step_claim_pairs() -> None:
 
 def _val_set(name: str) -> Path:
     """``models``: FaithDial's 200 validation model responses; ``begin-fade``: the BEGIN-WoW (60) and FADE (40 rows)
-    validation files (build_sample in data/benchmarks/begin.py and fade.py), each response its one claim, as one conversation file."""
+    validation files (build_sample in data/benchmarks/begin.py and fade.py), each response its one claim, as one
+    conversation file."""
     if name == "models":
         return VAL_MODELS
     from vista_distill.data.benchmarks import load_benchmark
@@ -893,18 +895,21 @@ def step_report() -> None:
                 f"| {name} | {system} | {d.get('what', 'the prompted base, few-shot prompts')} | "
                 f"{c.get('n_labelled_matches')} | {_pct(c.get('binary_accuracy'))} | "
                 f"{_pct((t.get('strict') or {}).get('accuracy'))} ({_pct((t.get('strict') or {}).get('coverage'))}) | "
-                f"{_pct((t.get('safe') or {}).get('accuracy'))} | {d.get('train_s', '–')} | {d.get('eval_s', d.get('seconds', '–'))} |"
+                f"{_pct((t.get('safe') or {}).get('accuracy'))} | {d.get('train_s', '–')} | "
+                f"{d.get('eval_s', d.get('seconds', '–'))} |"
             )
         maj = d.get("majority") or {}
     lines = [
-        "| variant | system | what changes | claims | stage 2 acc | turn acc strict (coverage) | turn acc safe | train s | eval s |",
+        "| variant | system | what changes | claims | stage 2 acc | turn acc strict (coverage) | turn acc safe "
+        "| train s | eval s |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         *rows,
     ]
     if rows:
         lines.append(
             f"| majority label | – | – | {(maj.get('claim') or {}).get('human_claims')} | "
-            f"{_pct((maj.get('claim') or {}).get('binary_accuracy'))} | {_pct((maj.get('turn') or {}).get('accuracy'))} | – | – | – |"
+            f"{_pct((maj.get('claim') or {}).get('binary_accuracy'))} | "
+            f"{_pct((maj.get('turn') or {}).get('accuracy'))} | – | – | – |"
         )
     (OUT / "validation_table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

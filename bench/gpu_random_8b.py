@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from train_throughput import random_model
+from train_throughput import random_model  # noqa: E402 - after sys.path is set
 
 REFERENCE = "REFERENCE TEXT:\n"
 

@@ -200,9 +200,9 @@ def main() -> int:
           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         md.append(
-            f"| {r['dtype']} | {'yes' if r['native'] else 'emulated'} | {r['threads']} | {r['matmul_gflops']} | {r['prefill_tokens_per_s']} | "
-            f"{r['decode_tokens_per_s']} | {r['train_step_s']} | {r['train_tokens_per_s']} | "
-            f"{r['load_before']} / {r['load_after']} |"
+            f"| {r['dtype']} | {'yes' if r['native'] else 'emulated'} | {r['threads']} | {r['matmul_gflops']} | "
+            f"{r['prefill_tokens_per_s']} | {r['decode_tokens_per_s']} | {r['train_step_s']} | "
+            f"{r['train_tokens_per_s']} | {r['load_before']} / {r['load_after']} |"
         )
     md += ["", f"Fastest training: **{best['dtype']}, {best['threads']} thread(s)**; fastest prefill: "
            f"**{best_fwd['dtype']}, {best_fwd['threads']} thread(s)**. `auto` picks **{info['auto_dtype']['dtype']}** "

@@ -42,7 +42,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from score_throughput import LoadSampler, StageCounter, run_facts
+from score_throughput import LoadSampler, StageCounter, run_facts  # noqa: E402 - after sys.path is set
 
 DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "vista_human" / "dev.json"
 
@@ -244,11 +244,13 @@ def report(out: dict[str, Any]) -> str:
             "Bound = tokens the model computed per turn (uncached prompt tokens + generated + label tokens) / "
             "the forward throughput measured in the same process, just before and just after the run (their mean; "
             "8 x 256 tokens, no cache, last-position logits; the run's dtype and threads). Computed tokens include the "
-            "empty-reference twins an evidence head scores beside each label request. Decoding and attention over long cached prefixes cost more "
-            "per token than that throughput, so wall / bound above 1 is partly model compute the bound does not count."
+            "empty-reference twins an evidence head scores beside each label request. Decoding and attention over long "
+            "cached prefixes cost more per token than that throughput, so wall / bound above 1 is partly model compute "
+            "the bound does not count."
         ),
         "",
-        "| pipeline | dtype | threads | scored turns | wall s | s / turn | forward s | outside forward s | tokens computed / turn | forward tok/s | bound s / turn | wall / bound | load (mean) |",
+        "| pipeline | dtype | threads | scored turns | wall s | s / turn | forward s | outside forward s "
+        "| tokens computed / turn | forward tok/s | bound s / turn | wall / bound | load (mean) |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for p in out["pipelines"]:
@@ -296,13 +298,15 @@ def report(out: dict[str, Any]) -> str:
             "",
             f"## {p['pipeline']}: per stage",
             "",
-            "| stage | requests | twins | prompt tokens | computed prompt tokens | generated | label tokens | forward s |",
+            "| stage | requests | twins | prompt tokens | computed prompt tokens | generated | label tokens "
+            "| forward s |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for s, d in p["per_stage"].items():
             lines.append(
-                f"| {s} | {int(d['requests'])} | {int(d.get('twin_requests', 0))} | {int(d['prompt_tokens'])} | {int(d['computed_prompt_tokens'])} | "
-                f"{int(d['generated_tokens'])} | {int(d['label_tokens'])} | {d['forward_s']:.1f} |"
+                f"| {s} | {int(d['requests'])} | {int(d.get('twin_requests', 0))} | {int(d['prompt_tokens'])} | "
+                f"{int(d['computed_prompt_tokens'])} | {int(d['generated_tokens'])} | {int(d['label_tokens'])} | "
+                f"{d['forward_s']:.1f} |"
             )
         if p.get("merged_adapters"):
             lines += ["", "Stage adapters merged into copies of the weights (`merge_adapters`)."]

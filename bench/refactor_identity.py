@@ -26,9 +26,9 @@ a few-shot teacher (one conversation of the FaithDial sample: stage 1 generated,
 ``score`` with the embedded model (one conversation), and again with the world-knowledge stage on (two
 conversations); ``train`` of stage 2 for two steps on the labels teacher's silver data (the adapter's weights and
 the logged losses); eval with the labels teacher, untrained (identity) student adapters, the prompted base, the LLM
-judge and FActScore baselines, with the human claims given and the evidence probes (one conversation); and ``score --server`` against a real vLLM (CPU build, float32) serving
-the untrained adapters from serve-config's ``vllm.sh`` (two conversations), where the vLLM environment exists
-(``--no-served`` leaves it out).
+judge and FActScore baselines, with the human claims given and the evidence probes (one conversation); and
+``score --server`` against a real vLLM (CPU build, float32) serving the untrained adapters from serve-config's
+``vllm.sh`` (two conversations), where the vLLM environment exists (``--no-served`` leaves it out).
 """
 
 from __future__ import annotations

@@ -208,7 +208,8 @@ def legacy_report(args: argparse.Namespace, torch: Any, convs: list, runs: dict,
         "# Scoring throughput: batched vs one request at a time",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, no GPU; torch {torch.__version__}, "
-        f"{args.dtype}, {torch.get_num_threads()} torch thread(s); model: embedded SmolLM2-135M-Instruct; few-shot prompts, label scoring for stages 2-3.",
+        f"{args.dtype}, {torch.get_num_threads()} torch thread(s); model: embedded SmolLM2-135M-Instruct; "
+        "few-shot prompts, label scoring for stages 2-3.",
         f"Input: `{Path(args.input).name}`, first {len(convs)} conversations, {turns} assistant turns. "
         f"Load average (1 min) before/after: {load_before[0]:.1f} / {load_after[0]:.1f} "
         "(other jobs were running on this shared machine; ratios from one run are comparable, absolute times less so).",
@@ -224,7 +225,8 @@ def legacy_report(args: argparse.Namespace, torch: Any, convs: list, runs: dict,
         "",
         "Output agreement with the batched run:",
         "",
-        "| mode | turns with same claims | claims with same category | turns with same verdicts | max stage-2 prob diff |",
+        "| mode | turns with same claims | claims with same category | turns with same verdicts "
+        "| max stage-2 prob diff |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     result = {"input": args.input, "dtype": args.dtype, "turns": turns, "load": [load_before, load_after], "runs": {}}

@@ -194,10 +194,10 @@ def main() -> None:
         for r in rows:
             cuda = f"{r['peak_cuda_gb']:.1f}" if r["peak_cuda_gb"] is not None else "-"
             lines.append(
-                f"| {r['variant']} | {' '.join(r['overrides']) or '-'} | {r['tokens_per_s']:.0f} | {r['s_per_step']:.2f} "
-                f"| {r['tokens_per_step']:.0f} | {r['examples_per_s']:.2f} | {r['peak_rss_gb']:.2f} | {cuda} | {r['dtype']} "
-                f"| {r['bf16']} | {r['load_in_4bit']} | {r['gradient_checkpointing']} | {r['lora_dropout']} "
-                f"| {r['threads']} | {r['load_avg_1m']:.1f} |"
+                f"| {r['variant']} | {' '.join(r['overrides']) or '-'} | {r['tokens_per_s']:.0f} "
+                f"| {r['s_per_step']:.2f} | {r['tokens_per_step']:.0f} | {r['examples_per_s']:.2f} "
+                f"| {r['peak_rss_gb']:.2f} | {cuda} | {r['dtype']} | {r['bf16']} | {r['load_in_4bit']} "
+                f"| {r['gradient_checkpointing']} | {r['lora_dropout']} | {r['threads']} | {r['load_avg_1m']:.1f} |"
             )
         out.write_text("\n".join(lines) + "\n")
         print(f"wrote {out}")

@@ -35,7 +35,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-import harness
+import harness  # noqa: E402 - after sys.path is set
 
 machine = harness.machine
 RECIPE = ROOT / "recipes" / "demo-cpu.yaml"
@@ -290,13 +290,15 @@ def step_report() -> None:
         "",
         "## Validation (Factcheck-GPT claim factuality, by dialogue, never FHSumBench)",
         "",
-        f"World silver data (the human-labels teacher): train {prep['train']}; validation {prep.get('validation', prep.get('test'))}.",
+        f"World silver data (the human-labels teacher): train {prep['train']}; "
+        f"validation {prep.get('validation', prep.get('test'))}.",
         "",
         "Criterion fixed before any variant ran: macro F1 over TRUE / FALSE / NOT ENOUGH KNOWLEDGE on the "
         f"validation claims; a variant replaces the recipe as written only when better by more than "
         f"{CRITERION_MARGIN}.",
         "",
-        "| system | what | steps | train s | macro F1 | accuracy | recall TRUE | recall FALSE | recall NEK | predicted |",
+        "| system | what | steps | train s | macro F1 | accuracy | recall TRUE | recall FALSE | recall NEK "
+        "| predicted |",
         "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- |",
     ]
 

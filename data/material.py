@@ -84,10 +84,10 @@ def load_source(src: DataSource, root: str | None = None) -> tuple[list[Conversa
 def load_material(recipe: Recipe) -> Material:
     """Train and test material of a recipe.
 
-    With ``data.test_fraction`` > 0 each train source is split by dialogue (so every source is
-    represented on both sides; a source with ``hold_out: false`` stays whole on the train side) and ``data.test`` sources are added to the test side. A test dialogue
-    that is also in train is handled by ``data.leaks``: ``error`` (``LeakageError``), ``drop-test``
-    or ``drop-train`` (the leaking conversations leave that side, counted in the reports). Two
+    With ``data.test_fraction`` > 0 each train source is split by dialogue (so every source is represented on both
+    sides; a source with ``hold_out: false`` stays whole on the train side) and ``data.test`` sources are added to the
+    test side. A test dialogue that is also in train is handled by ``data.leaks``: ``error`` (``LeakageError``),
+    ``drop-test`` or ``drop-train`` (the leaking conversations leave that side, counted in the reports). Two
     conversations with the same id are an error (eval pairs systems by conversation id and turn).
     """
     from .loading import validate_unique_ids

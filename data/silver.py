@@ -1,10 +1,10 @@
 """The silver dataset on disk, one module for both sides: ``distill`` writes it (:func:`save_stage`), ``train``
 reads and validates it (:func:`load_silver`).
 
-``<silver_dir>/<stage>/`` is a ``DatasetDict`` (``save_to_disk``) with splits ``train`` and, optionally, ``validation`` (where choices are made):
-conversational ``prompt`` / ``completion`` columns, ``label`` (stages 2, 3 and world: one of the stage's labels)
-and the provenance columns of :data:`COLUMNS`; ``<silver_dir>/manifest.json`` names the teacher and fingerprints
-each stage. Every reading error names the file, split, row and conversation, and what was expected.
+``<silver_dir>/<stage>/`` is a ``DatasetDict`` (``save_to_disk``) with splits ``train`` and, optionally, ``validation``
+(where choices are made): conversational ``prompt`` / ``completion`` columns, ``label`` (stages 2, 3 and world: one of
+the stage's labels) and the provenance columns of :data:`COLUMNS`; ``<silver_dir>/manifest.json`` names the teacher and
+fingerprints each stage. Every reading error names the file, split, row and conversation, and what was expected.
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@
   facts, check each against the reference alone (SUPPORTED / NOT SUPPORTED); the turn is faithful
   iff every fact is supported.
 
-Both yield :class:`~vista_distill.pipeline.protocol.Request` lists and return one :class:`TurnResult` per
-assistant turn, with ``verdicts`` under every rule in ``engine.RULES`` (the baselines have no out-of-scope or
-abstention category, so the rules agree except where the authors' rule treats a failed answer), ``unknown_reason`` and the raw outputs. FActScore claims carry
-``category`` VERIFIED / UNVERIFIABLE and their probabilities in ``stage2`` (``probs`` keyed by
+Both yield :class:`~vista_distill.pipeline.protocol.Request` lists and return one :class:`TurnResult` per assistant
+turn, with ``verdicts`` under every rule in ``engine.RULES`` (the baselines have no out-of-scope or abstention category,
+so the rules agree except where the authors' rule treats a failed answer), ``unknown_reason`` and the raw outputs.
+FActScore claims carry ``category`` VERIFIED / UNVERIFIABLE and their probabilities in ``stage2`` (``probs`` keyed by
 VERIFIED / UNVERIFIABLE), so claim matching and calibration read them like VISTA claims.
 """
 
@@ -160,7 +160,7 @@ def factscore_program(conv: Conversation, cfg: BaselineConfig) -> Program:
                 max_new_tokens=cfg.max_new_tokens["factscore_verify"])
         for res, c in pending
     ]) if pending else []
-    for (res, c), resp in zip(pending, verdicts):
+    for (_res, c), resp in zip(pending, verdicts):
         label, info, c.error = label_result(resp, t_ver.labels)
         c.category = _AS_STAGE2.get(label) if label else None
         probs = info.get("probs")

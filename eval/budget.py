@@ -24,9 +24,9 @@ def budget_order(conversations: list[Conversation], e: Any) -> list[Conversation
 
 def probed_conversations(ordered: list[Conversation], n: int | None) -> set[str] | None:
     """The ids of the ``n`` conversations whose claims get the whole-reference probes (``eval.evidence_conversations``;
-    None: all), spread evenly over the evaluation order: every round then carries its share of the probes, so the
-    first round's pace stands for the rounds after it (with the first ``n`` probed, the demo's first round measured the
-    claim level slower a dialogue than its later rounds ran), and a budget cut leaves probed dialogues across the sample."""
+    None: all), spread evenly over the evaluation order: every round then carries its share of the probes, so the first
+    round's pace stands for the rounds after it (with the first ``n`` probed, the demo's first round measured the claim
+    level slower a dialogue than its later rounds ran), and a budget cut leaves probed dialogues across the sample."""
     if n is None or n >= len(ordered):
         return None if n is None else {c.id for c in ordered}
     return {ordered[k * len(ordered) // n].id for k in range(n)}

@@ -11,6 +11,7 @@ from ..data.io import atomic_write_text
 from ..scoring.metrics import OVERALL
 from ..scoring.significance import significance_mark
 from .plots import PLOTS, benchmark_groups, ok_systems, plot_accuracy, plot_calibration, plot_confusion
+from .report_format import _common, _number, _percent, _pvalue, markdown_table
 
 RULE_TEXT = {   # how each turn rule of engine.SAFE_CATEGORIES judges a turn (README "Turn rules")
     "safe": "VERIFIED, OUT-OF-SCOPE, ABSTENTION are safe; no claims or an unparseable category -> unknown",
@@ -18,37 +19,6 @@ RULE_TEXT = {   # how each turn rule of engine.SAFE_CATEGORIES judges a turn (RE
     "authors": "the authors' released evaluation: safe as `safe`, but a claim with no stage 2 label is dropped "
                "and a turn with no claims (left) is faithful; an unparseable stage 3 category -> unknown",
 }
-
-
-def _number(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return str(x)
-
-
-def _pvalue(p: float | None) -> str:
-    if p is None:
-        return "–"
-    return f"{p:.1e}" if p < 1e-4 else f"{p:.4f}"
-
-
-def _percent(x: Any) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def _common(turn: dict[str, Any]) -> str:
-    """Accuracy over the turns every system covered, with their number."""
-    if turn.get("n_common") is None:
-        return "–"
-    return f"{_percent(turn.get('accuracy_common'))} ({turn['n_common']})"
 
 
 def _common_systems(results: dict[str, Any]) -> list[str]:
@@ -86,9 +56,8 @@ def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
         row = [g, str(((given["systems"][names[0]].get(g) or {}).get("n_labelled_matches")) or "–")]
         for n in names:
             c = given["systems"][n].get(g) or {}
-            row.append(
-                f"{_percent(c.get('binary_accuracy'))} / {_percent(c.get('accuracy'))} / {_percent(c.get('macro_f1'))}"
-            )
+            row.append(f"{_percent(c.get('binary_accuracy'))} / {_percent(c.get('accuracy'))} / "
+                       f"{_percent(c.get('macro_f1'))}")
         row.append(f"{_percent(maj.get('binary_accuracy'))} ({maj.get('binary_label', '–')}) / "
                    f"{_percent(maj.get('accuracy'))} ({maj.get('label', '–')})")
         rows.append(row)
@@ -104,27 +73,13 @@ def _given_claims_markdown(results: dict[str, Any]) -> list[str]:
                 ""]
     parts = given.get("parts") or {}
     if parts:
-        out += [
-            "Stage 2 part by part (human claims with the evidence signals; backends/evidence_head.py): the adapter "
-            "alone (its label margin > 0), as labelled (with the evidence head where one was applied), and the "
-            "overlap rule on the same claims:",
-            "",
-            markdown_table(
-                ["system", "claims", "head applied", "adapter alone", "as labelled", "overlap rule"],
-                [
-                    [
-                        n,
-                        p["claims"],
-                        p["head_applied"],
-                        _percent(p["adapter_alone"]),
-                        _percent(p["as_labelled"]),
-                        _percent(p["overlap_rule"]),
-                    ]
-                    for n, p in parts.items()
-                ],
-            ),
-            "",
-        ]
+        out += ["Stage 2 part by part (human claims with the evidence signals; backends/evidence_head.py): the adapter "
+                "alone (its label margin > 0), as labelled (with the evidence head where one was applied), and the "
+                "overlap rule on the same claims:", "",
+                markdown_table(["system", "claims", "head applied", "adapter alone", "as labelled", "overlap rule"],
+                               [[n, p["claims"], p["head_applied"], _percent(p["adapter_alone"]),
+                                 _percent(p["as_labelled"]), _percent(p["overlap_rule"])] for n, p in parts.items()]),
+                ""]
     rows = []
     for level in ("stage2", "category"):
         for g in groups:
@@ -162,15 +117,9 @@ def _evidence_markdown(results: dict[str, Any]) -> list[str]:
 def _probe_scope(results: dict[str, Any]) -> str:
     """Where the whole-reference probes ran on part of the claims (``eval.evidence_conversations``), which part."""
     n = (results.get("settings") or {}).get("evidence_conversations")
-    return (
-        ""
-        if n is None
-        else (
-            f" The deletion, foreign and edit probes ran on the claims of {n} "
-            "conversations spread evenly over the evaluation's order (`eval.evidence_conversations`); claim-only "
-            "and the low / high overlap strata on every claim."
-        )
-    )
+    return "" if n is None else (f" The deletion, foreign and edit probes ran on the claims of {n} conversations "
+                                 "spread evenly over the evaluation's order (`eval.evidence_conversations`); "
+                                 "claim-only and the low / high overlap strata on every claim.")
 
 
 def _world_markdown(results: dict[str, Any]) -> list[str]:
@@ -178,21 +127,11 @@ def _world_markdown(results: dict[str, Any]) -> list[str]:
     w = results.get("world")
     if not w:
         return []
-    rows = [
-        [
-            name,
-            _number(m["macro_precision"]),
-            _number(m["macro_recall"]),
-            _number(m["macro_f1"]),
-            *(_number(x) for x in m["label_accuracy"].values()),
-            m["unknown"],
-            m["n"],
-        ]
-        for name, m in w["systems"].items()
-    ]
-    rows += [
-        [f"published: {name}", "", "", _number(f1), "", "", "", "", ""] for name, f1 in w["published_macro_f1"].items()
-    ]
+    rows = [[name, _number(m["macro_precision"]), _number(m["macro_recall"]), _number(m["macro_f1"]),
+             *(_number(x) for x in m["label_accuracy"].values()), m["unknown"], m["n"]]
+            for name, m in w["systems"].items()]
+    rows += [[f"published: {name}", "", "", _number(f1), "", "", "", "", ""]
+             for name, f1 in w["published_macro_f1"].items()]
     out = ["## Three-way verdicts: faithful, factual, non-factual hallucination", "",
            "The mixed-context study's metric (macro precision, recall and F1 over the three labels; an unknown "
            f"verdict counts as wrong). {w['note']}.", "",
@@ -222,16 +161,11 @@ def _header_markdown(results: dict[str, Any]) -> list[str]:
     budget = mat.get("time_budget")
     if budget and budget["conversations_evaluated"] < budget["conversations_planned"]:
         claims = budget.get("conversations_claim_level", budget["conversations_evaluated"])
-        out.append(
-            f"\n**Time budget:** `eval.max_minutes` {budget['max_minutes']:g} let {budget['conversations_evaluated']} "
-            f"of the {budget['conversations_planned']} conversations run (a random sample, seeded order); every "
-            "turn-level number below is over those"
-            + (
-                f"; the claim level with the human claims given and the evidence probes covered {claims}."
-                if claims != budget["conversations_evaluated"]
-                else "."
-            )
-        )
+        out.append(f"\n**Time budget:** `eval.max_minutes` {budget['max_minutes']:g} let "
+                   f"{budget['conversations_evaluated']} of the {budget['conversations_planned']} conversations run "
+                   "(a random sample, seeded order); every turn-level number below is over those"
+                   + (f"; the claim level with the human claims given and the evidence probes covered {claims}."
+                      if claims != budget["conversations_evaluated"] else "."))
     ov = mat["student_training_overlap"]
     if ov["evaluated_conversations_in_student_training"]:
         out.append(f"\n**Caution:** {ov['evaluated_conversations_in_student_training']} of the evaluated "
@@ -308,22 +242,10 @@ def _teacher_student_markdown(results: dict[str, Any]) -> list[str]:
                 st = results["metrics"]["student"].get(g, {}).get("turn", {}).get(rule, {})
                 te = results["metrics"]["teacher"].get(g, {}).get("turn", {}).get(rule, {})
                 p = _pair(results, rule, g, "student", "teacher") or {}
-                rows.append(
-                    [
-                        g,
-                        st.get("n_gold"),
-                        _percent(st.get("accuracy")),
-                        _common(st),
-                        _percent(st.get("accuracy_all")),
-                        _percent(te.get("accuracy")),
-                        _common(te),
-                        _percent(te.get("accuracy_all")),
-                        _percent(p.get("delta")),
-                        _pvalue(p.get("pvalue")),
-                        p.get("mark", ""),
-                        f"b={p.get('b')}, c={p.get('c')}" if p else "–",
-                    ]
-                )
+                rows.append([g, st.get("n_gold"), _percent(st.get("accuracy")), _common(st),
+                             _percent(st.get("accuracy_all")), _percent(te.get("accuracy")), _common(te),
+                             _percent(te.get("accuracy_all")), _percent(p.get("delta")), _pvalue(p.get("pvalue")),
+                             p.get("mark", ""), f"b={p.get('b')}, c={p.get('c')}" if p else "–"])
             out += [f"Rule `{rule}`:", "",
                     markdown_table(["benchmark", "gold turns", "student acc", "student acc common (turns)",
                                     "student acc_all", "teacher acc", "teacher acc common (turns)", "teacher acc_all",
@@ -380,58 +302,26 @@ def _claim_markdown(results: dict[str, Any]) -> list[str]:
             rows.append([name, _percent(t.get("accuracy")), _common(t)] + ["–"] * 9)
             continue
         cal = c.get("stage2_calibration") or {}
-        rows.append(
-            [
-                name,
-                _percent(t.get("accuracy")),
-                _common(t),
-                _percent(c.get("accuracy")),
-                _percent(c.get("macro_f1")),
-                _percent(c.get("binary_accuracy")),
-                f"{c['matched']}/{c['human_claims']} ({c['matched_exact']} exact)",
-                _percent(c.get("set_f1")),
-                _percent(c.get("set_jaccard")),
-                _number(cal.get("roc_auc")),
-                _number(cal.get("ece")),
-                _number(cal.get("brier")),
-            ]
-        )
+        rows.append([name, _percent(t.get("accuracy")), _common(t), _percent(c.get("accuracy")),
+                     _percent(c.get("macro_f1")), _percent(c.get("binary_accuracy")),
+                     f"{c['matched']}/{c['human_claims']} ({c['matched_exact']} exact)", _percent(c.get("set_f1")),
+                     _percent(c.get("set_jaccard")), _number(cal.get("roc_auc")), _number(cal.get("ece")),
+                     _number(cal.get("brier"))])
     mc = results["majority"].get(OVERALL, {}).get("claim")
     if mc:
-        rows.append(
-            [f"majority ({mc['label']})", "–", "–", _percent(mc["accuracy"]), _percent(mc["macro_f1"])] + ["–"] * 7
-        )
-    out += [
-        markdown_table(
-            [
-                "system",
-                f"turn acc ({rule0})",
-                "turn acc common (turns)",
-                "claim acc",
-                "macro-F1",
-                "binary acc",
-                "matched",
-                "set F1",
-                "Jaccard",
-                "AUC",
-                "ECE",
-                "Brier",
-            ],
-            rows,
-        ),
-        "",
-    ]
+        rows.append([f"majority ({mc['label']})", "–", "–", _percent(mc["accuracy"]), _percent(mc["macro_f1"])]
+                    + ["–"] * 7)
+    out += [markdown_table(["system", f"turn acc ({rule0})", "turn acc common (turns)", "claim acc", "macro-F1",
+                            "binary acc", "matched", "set F1", "Jaccard", "AUC", "ECE", "Brier"], rows), ""]
     # per benchmark claim accuracy
     rows = []
     for g in benchmark_groups(results):
         row = [g]
         for name in ok:
             c = results["metrics"][name].get(g, {}).get("claim") or {}
-            row.append(
-                f"{_percent(c.get('accuracy'))} / {_percent(c.get('macro_f1'))}"
-                if c.get("accuracy") is not None
-                else _percent(c.get("binary_accuracy")) + (" (binary)" if c.get("binary_accuracy") is not None else "")
-            )
+            row.append(f"{_percent(c.get('accuracy'))} / {_percent(c.get('macro_f1'))}" if c.get("accuracy") is not None
+                       else _percent(c.get("binary_accuracy"))
+                       + (" (binary)" if c.get("binary_accuracy") is not None else ""))
         rows.append(row)
     out += ["Claim accuracy / macro-F1 per benchmark:", "", markdown_table(["benchmark", *ok], rows), ""]
     return out
@@ -447,14 +337,9 @@ def _significance_markdown(results: dict[str, Any]) -> list[str]:
         for p in results["significance"]["by_rule"].get(rule, {}).get(OVERALL, []):
             rows.append([f"{p['system_1']} − {p['system_2']}", p["n"], _percent(p.get("delta")), _pvalue(p["pvalue"]),
                          p["mark"], f"b={p['b']}, c={p['c']}"])
-        out += [
-            f"Rule `{rule}`:",
-            "",
-            markdown_table(["pair", "turns", "Δ acc_all", "p", "sig.", "discordant (b, c)"], rows)
-            if rows
-            else "(fewer than two systems ran)",
-            "",
-        ]
+        out += [f"Rule `{rule}`:", "",
+                markdown_table(["pair", "turns", "Δ acc_all", "p", "sig.", "discordant (b, c)"], rows)
+                if rows else "(fewer than two systems ran)", ""]
     return out
 
 

@@ -1,15 +1,15 @@
 """The systems ``eval`` compares, each run over the test material by :func:`run_system`.
 
-* ``student``: the recipe's student model with its stage adapters from ``train.output_dir`` (the world stage's too when the recipe runs it),
-  the compact student prompts (``pipeline.student_prompt_style``);
+* ``student``: the recipe's student model with its stage adapters from ``train.output_dir`` (the world stage's too when
+  the recipe runs it), the compact student prompts (``pipeline.student_prompt_style``);
 * ``base``: the same model untuned, with the few-shot Appendix A.1 prompts;
 * ``teacher``: the recipe's teacher through the distill call cache (``<distill.output_dir>/calls``):
   cached answers are reused, missing ones are asked live (a ``labels`` teacher answers from the
   human claims of the test material itself, so it is an upper bound rather than a competitor);
 * ``llm_judge`` and ``factscore``: the baselines (:mod:`.baselines`) on the base model's backend;
-* ``majority``, ``overlap`` and ``pmi``: the cheap baselines a scorer must beat (:mod:`..backends.cheap_baselines`): the silver
-  training data's majority label, the word-overlap rule, the base model's claim PMI with a threshold fitted on the
-  silver validation split; each turn's sentences are its claims where the human claims are not given.
+* ``majority``, ``overlap`` and ``pmi``: the cheap baselines a scorer must beat (:mod:`..backends.cheap_baselines`): the
+  silver training data's majority label, the word-overlap rule, the base model's claim PMI with a threshold fitted on
+  the silver validation split; each turn's sentences are its claims where the human claims are not given.
 
 A system whose prerequisites are missing (no adapters, no teacher server) is reported as skipped
 with the reason. Each system's wall time, tokens and peak memory are measured separately.
@@ -309,7 +309,10 @@ def merge_runs(a: SystemRun, b: SystemRun, recipe: Recipe) -> SystemRun:
         return b
     ea, eb = a.efficiency, b.efficiency
     wall, turns = (ea.get("wall_s") or 0) + (eb.get("wall_s") or 0), ea["scored_turns"] + eb["scored_turns"]
-    add = lambda x, y: None if x is None and y is None else (x or 0) + (y or 0)
+
+    def add(x: float | None, y: float | None) -> float | None:
+        return None if x is None and y is None else (x or 0) + (y or 0)
+
     stats = {k: round(add(ea["backend_stats"].get(k), eb["backend_stats"].get(k)), 3)
              for k in {**ea["backend_stats"], **eb["backend_stats"]}}
     peaks = [

@@ -1,20 +1,20 @@
 """Prompt templates for the VISTA pipeline, its baselines and the distilled students.
 
-The few-shot prompts of stages 1-3 and the LLM-as-Judge prompt are the method's specification; their
-text (:mod:`.paper_prompts`) is reproduced verbatim from Lewis et al., "VISTA Score: Verification In Sequential Turn-based
-Assessment", arXiv 2510.27052, Appendix A.1 (stages 1-3) and A.2 (LLM-as-Judge): the same
-instructions, the same worked examples, the appendix's speaker names ("wizard" / "apprentice").
-Layout follows the authors' released code: the instructions are the system message (without the
-"INSTRUCTIONS:" header), each worked example is a user/assistant pair whose assistant message is the
-text after "DECOMPOSITION:" / "CATEGORY:", single newlines inside a block and one blank line between
-blocks. ``tests/test_templates.py`` checks them against a verbatim copy of the appendix.
+The few-shot prompts of stages 1-3 and the LLM-as-Judge prompt are the method's specification; their text
+(:mod:`.paper_prompts`) is reproduced verbatim from Lewis et al., "VISTA Score: Verification In Sequential Turn-based
+Assessment", arXiv 2510.27052, Appendix A.1 (stages 1-3) and A.2 (LLM-as-Judge): the same instructions, the same worked
+examples, the appendix's speaker names ("wizard" / "apprentice"). Layout follows the authors' released code: the
+instructions are the system message (without the "INSTRUCTIONS:" header), each worked example is a user/assistant pair
+whose assistant message is the text after "DECOMPOSITION:" / "CATEGORY:", single newlines inside a block and one blank
+line between blocks. ``tests/test_templates.py`` checks them against a verbatim copy of the appendix.
 
-Written for this project (not from the paper; their text is in :mod:`.project_prompts`): the optional stage 4 (does the target turn contradict
-the earlier conversation?), the optional world-knowledge stage (is a LACKING EVIDENCE claim true in the
-world? after the mixed-context study; few-shot and compact versions), the study's vanilla three-way judge
-(one prompt, three labels; our wording of its task, the study's prompt text is not reproduced), a FActScore-style baseline (Min et al., 2023: decompose the turn without
-any context, then check each atomic fact against the reference alone) and the ``compact`` prompts
-used by fine-tuned students (a short task line with the labels, the same target fields, no examples).
+Written for this project (not from the paper; their text is in :mod:`.project_prompts`): the optional stage 4 (does the
+target turn contradict the earlier conversation?), the optional world-knowledge stage (is a LACKING EVIDENCE claim true
+in the world? after the mixed-context study; few-shot and compact versions), the study's vanilla three-way judge (one
+prompt, three labels; our wording of its task, the study's prompt text is not reproduced), a FActScore-style baseline
+(Min et al., 2023: decompose the turn without any context, then check each atomic fact against the reference alone) and
+the ``compact`` prompts used by fine-tuned students (a short task line with the labels, the same target fields, no
+examples).
 
 Output conventions that the parsers rely on: stage 1 and ``factscore_decompose`` answer with a
 numbered list, stage 2 and ``factscore_verify`` with a bare label, stage 3 and stage 4 with

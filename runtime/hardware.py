@@ -7,9 +7,10 @@ float16 on other GPUs, float32 otherwise. On a CPU without native bf16 every bf1
 ``bench/hardware.py`` measured it 50-65x slower than float32 on an AVX2-only AMD EPYC. An explicit
 choice is honoured; an explicit bf16 (or fp16) on such a CPU warns once with that cost.
 
-Threads: ``auto`` takes the CPUs this process may use less those busy with other work (CPU time of the
-whole machine sampled for half a second from /proc/stat, else the load average), at least one: on a 2-core machine with another job running one thread is several times
-faster than two that fight for a core. ``OMP_NUM_THREADS`` set by the user counts as an explicit choice.
+Threads: ``auto`` takes the CPUs this process may use less those busy with other work (CPU time of the whole machine
+sampled for half a second from /proc/stat, else the load average), at least one: on a 2-core machine with another job
+running one thread is several times faster than two that fight for a core. ``OMP_NUM_THREADS`` set by the user counts as
+an explicit choice.
 
 The choice functions take the capability as an argument, so they are tested for every device kind;
 :func:`detect` asks torch once per process.

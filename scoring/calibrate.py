@@ -187,7 +187,7 @@ def fit_shift(logp: np.ndarray, y: np.ndarray, rounds: int = 3) -> np.ndarray:
     for _ in range(rounds):
         moved = False
         for j in range(logp.shape[1]):
-            def acc(v: float) -> float:
+            def acc(v: float, j: int = j) -> float:
                 s = shift.copy()
                 s[j] = v
                 return float((_shift_predict(logp, s) == y).mean())

@@ -185,8 +185,11 @@ def evidence_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     by = {p: [r for r in records if r.get("probe") == p] for p in PROBES}
     dele, edit = by["deletion"], by["edit"]
     flips = sum(r["label"] == UNVERIFIABLE for r in dele)
-    scored = lambda rs: [(r["own_p_verified"], r["p_verified"]) for r in rs
-                         if r["own_p_verified"] is not None and r["p_verified"] is not None]
+
+    def scored(rs: list[dict[str, Any]]) -> list[tuple[float, float]]:
+        return [(r["own_p_verified"], r["p_verified"]) for r in rs
+                if r["own_p_verified"] is not None and r["p_verified"] is not None]
+
     foreign, edited = scored(by["foreign"]), scored(edit)
     co = [r for r in by["claim_only"] if r["gold"] is not None]
     edit_flips = sum(r["label"] == UNVERIFIABLE for r in edit)

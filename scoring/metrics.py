@@ -4,11 +4,11 @@
   "hallucinated" positive, macro-F1, coverage (share of gold turns with a verdict), plus
   ``accuracy_all`` (an ``unknown`` verdict counted wrong, the basis of the paired tests); across
   systems, ``common_coverage``: each one's accuracy over the turns all of them gave a verdict.
-* Claim level, on data with human claims (the VISTA human set, as in the paper's Table 5): predicted
-  claims are matched one-to-one to human claims (normalised text equal, else sentence-embedding
-  cosine > threshold with all-MiniLM-L6-v2), then claim accuracy and macro-F1 over the five claim
-  labels (those that occur among the human or predicted labels of the matched claims), the binary VERIFIED-vs-not accuracy, claim-set agreement (Jaccard, F1), and from the
-  stage 2 probabilities ROC-AUC, Brier score and expected calibration error.
+* Claim level, on data with human claims (the VISTA human set, as in the paper's Table 5): predicted claims are matched
+  one-to-one to human claims (normalised text equal, else sentence-embedding cosine > threshold with all-MiniLM-L6-v2),
+  then claim accuracy and macro-F1 over the five claim labels (those that occur among the human or predicted labels of
+  the matched claims), the binary VERIFIED-vs-not accuracy, claim-set agreement (Jaccard, F1), and from the stage 2
+  probabilities ROC-AUC, Brier score and expected calibration error.
 
 Scores come from scikit-learn; ECE (which neither scikit-learn nor scipy provide) is the usual
 bin-weighted gap between confidence and frequency over the same bins as ``calibration_curve``.
@@ -277,14 +277,10 @@ def majority_claim_metrics(records: Sequence[Record]) -> dict[str, Any] | None:
     pred = [label] * len(gold)
     present = [lab for lab in CLAIM_CATEGORIES if lab in set(gold)]
     verified = sum(g == VERIFIED for g in gold) / len(gold)
-    return {
-        "label": label,
-        "human_claims": len(gold),
-        "accuracy": float(accuracy_score(gold, pred)),
-        "macro_f1": float(f1_score(gold, pred, labels=present, average="macro", zero_division=0)),
-        "binary_label": VERIFIED if verified > 0.5 else UNVERIFIABLE,
-        "binary_accuracy": max(verified, 1 - verified),
-    }
+    return {"label": label, "human_claims": len(gold), "accuracy": float(accuracy_score(gold, pred)),
+            "macro_f1": float(f1_score(gold, pred, labels=present, average="macro", zero_division=0)),
+            "binary_label": VERIFIED if verified > 0.5 else UNVERIFIABLE,
+            "binary_accuracy": max(verified, 1 - verified)}
 
 
 def system_metrics(records: Sequence[Record], rules: Sequence[str],
@@ -344,9 +340,8 @@ def claim_correctness(records: Sequence[Record], binary: bool = True) -> dict[tu
             if gold["label"] not in CLAIM_CATEGORIES:
                 continue
             pred = claim.get("category")
-            out[(*turn_key(r), j)] = (
-                ((pred == VERIFIED) == (gold["label"] == VERIFIED)) if binary else pred == gold["label"]
-            )
+            out[(*turn_key(r), j)] = (((pred == VERIFIED) == (gold["label"] == VERIFIED)) if binary
+                                      else pred == gold["label"])
     return out
 
 

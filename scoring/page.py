@@ -168,7 +168,8 @@ def render_html(title: str, systems: Mapping[str, Sequence[Mapping[str, Any]]], 
         + "".join(_img(p) for p in plots if Path(p).exists())
         + "<h2>Turns</h2><div id='filters'>"
         f"<label>system <select id='f-system'><option value='all'>all</option>{options(systems)}</select></label>"
-        f"<label>benchmark <select id='f-source'><option value='all'>all</option>{options(sorted(sources))}</select></label>"
+        "<label>benchmark <select id='f-source'><option value='all'>all</option>"
+        f"{options(sorted(sources))}</select></label>"
         f"<label><input type='checkbox' id='f-wrong'> wrong against gold ({_e(rules[0])})</label>"
         f"<label><input type='checkbox' id='f-disagree'> student and teacher disagree</label>"
         f"<span class='meta'><span id='shown'>{len(blocks)}</span> of {len(blocks)} turns shown</span>"

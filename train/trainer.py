@@ -1,10 +1,10 @@
 """The stage trainer: TRL's ``SFTTrainer`` with class balance (:mod:`.balance`).
 
-TRL builds the labels from the processed dataset's ``completion_mask`` (``completion_only_loss``), so
-prompt tokens get ``-100``. ``train.class_balance`` ``sampler`` replaces the train sampler with
-:class:`BalancedSampler`; ``train.micro_batch_size`` runs each step's examples in :class:`LengthSortedSteps` order, so
-its micro-batches hold examples of similar length; ``weights`` multiplies each example's token losses by its class weight
-(a ``class_weight`` column, kept through collation), with TRL's normaliser. Eval loss is never weighted.
+TRL builds the labels from the processed dataset's ``completion_mask`` (``completion_only_loss``), so prompt tokens get
+``-100``. ``train.class_balance`` ``sampler`` replaces the train sampler with :class:`BalancedSampler`;
+``train.micro_batch_size`` runs each step's examples in :class:`LengthSortedSteps` order, so its micro-batches hold
+examples of similar length; ``weights`` multiplies each example's token losses by its class weight (a ``class_weight``
+column, kept through collation), with TRL's normaliser. Eval loss is never weighted.
 
 On a CPU, TRL's fused LM head projects every position of the batch through the vocabulary (it keeps only
 the labelled ones on Triton devices, to spare Neuron recompilations); :func:`label_positions_only_on_cpu`
