@@ -115,9 +115,11 @@ class DistillConfig:
     balance_max_ratio: float = 1.0           # balance_classes: cap each label at ratio x the rarest
     self_consistency_temperature: float = 0.7   # temperature of the k samples
     self_consistency_min_agreement: float = 0.5   # share of the k samples agreeing with the greedy label
-    augment_falsified: int = 0  # >0: rule-made VERIFIED/CONTRADICTED pairs per reference (augment.py)
-    augment_swapped: float = 0.0  # share of VERIFIED claims also given, UNVERIFIABLE, another dialogue's reference
-    evidence_contrast: float = 0.0  # share of stage 2 claims also given a reference edited to flip them (contrast.py)
+    augment_falsified: int = 0               # >0: rule-made VERIFIED/CONTRADICTED pairs per reference (augment.py)
+    augment_swapped: float = 0.0             # share of VERIFIED claims also given, UNVERIFIABLE, another dialogue's
+                                             # reference
+    evidence_contrast: float = 0.0           # share of stage 2 claims also given a reference edited to flip them
+                                             # (contrast.py)
     # the reference edits evidence_contrast makes (distill/contrast.py)
     evidence_contrast_kinds: list[str] = field(default_factory=lambda: ["deletion", "edit", "insertion", "foreign"])
 
@@ -145,17 +147,18 @@ class ServingSettings:
 
 @dataclass
 class StudentConfig:
-    model: str | None = None  # None: the embedded SmolLM2-135M
-    dtype: str = "auto"  # auto: bf16 where the device computes it natively (a CPU: and faster), else fp16 (GPU) / fp32
+    model: str | None = None       # None: the embedded SmolLM2-135M
+    dtype: str = "auto"            # auto: bf16 where the device computes it natively (a CPU: and faster), else fp16
+                                   # (GPU) / fp32
     load_in_4bit: bool = False     # NF4 weights through bitsandbytes (QLoRA training, 4-bit scoring)
     attn_implementation: str | None = None   # transformers' attn_implementation (None: its default)
     # in-process scoring: each stage's LoRA merged into its own copy of the weights it adapts (no PEFT wrapper in the
     # forward); auto: in float32 only, where it is exact up to float rounding (bf16 rounding moves a small student)
     merge_adapters: bool | str = "auto"
-    chat_template_kwargs: dict[str, Any] = field(
-        default_factory=lambda: {"enable_thinking": False}
-    )  # training and scoring
-    servers: list[str] = field(default_factory=list)  # OpenAI-compatible replicas serving base + adapters (score, eval)
+    chat_template_kwargs: dict[str, Any] = field(default_factory=lambda: {"enable_thinking": False})  # training and
+                                                                                                      # scoring
+    servers: list[str] = field(default_factory=list)   # OpenAI-compatible replicas serving base + adapters (score,
+                                                       # eval)
     serving: ServingSettings = field(default_factory=ServingSettings)   # how those servers are called
 
 
@@ -187,22 +190,21 @@ class TrainSettings:
     use_cpu: bool = False                    # train on the CPU even where a GPU is present
     logging_steps: int = 10                  # optimizer steps between logged losses
     eval_steps: int = 50                     # steps between validation losses (0: none)
-    save_steps: int = 50  # steps between checkpoints (resume points)
-    class_balance: Literal["none", "sampler", "weights"] = "weights"  # stages 2 and 3: none | sampler | weights
+    save_steps: int = 50                     # steps between checkpoints (resume points)
+    class_balance: Literal["none", "sampler", "weights"] = "weights"           # stages 2 and 3: none | sampler |
+                                                                               # weights
     class_weight_cap: float = 10.0           # no class weighs more than this many times another
     seed: int = 0                            # seed of initialisation, shuffling and sampling
     silver_dir: str | None = None            # silver datasets (stage1/ stage2/ stage3/); None: distill.output_dir
-    sources: list[str] | None = None  # train on the silver examples of these data sources only (None: all)
-    evidence_head: bool = (
-        False  # stage 2: fit the evidence head on the silver validation split (backends/evidence_head.py)
-    )
+    sources: list[str] | None = None         # train on the silver examples of these data sources only (None: all)
+    evidence_head: bool = False              # stage 2: fit the evidence head on the silver validation split
+                                             # (backends/evidence_head.py)
     save_total_limit: int | None = 2         # checkpoints kept for resuming
     resume: bool = True                      # continue from the last checkpoint in the stage's output dir
     cpu_threads: int | str | None = "auto"   # torch CPU threads (auto: the cores not busy; None: torch's default)
-    options: dict[str, Any] = field(default_factory=dict)  # any other TRL SFTConfig field
-    per_stage: dict[str, dict[str, Any]] = field(
-        default_factory=dict
-    )  # {stage2: {max_steps: 30}}: this section's keys for one stage
+    options: dict[str, Any] = field(default_factory=dict)   # any other TRL SFTConfig field
+    per_stage: dict[str, dict[str, Any]] = field(default_factory=dict)   # {stage2: {max_steps: 30}}: this section's
+                                                                         # keys for one stage
 
 
 @dataclass
@@ -215,29 +217,32 @@ class EvalSettings:
     batch_size: int = 16                     # requests per forward pass of the in-process models
     bootstrap: int = 1000                    # bootstrap resamples of the confidence intervals
     seed: int = 0                            # seed of the bootstrap and of the conversation order
-    price_per_1k_turns: dict[str, float] = field(default_factory=dict)  # {system: USD per 1,000 scored turns}
-    mcnemar: Literal["exact", "chi2", "chi2-cc"] = (
-        "exact"  # exact (binomial; reproduces the paper's p-values) | chi2 | chi2-cc
-    )
+    price_per_1k_turns: dict[str, float] = field(default_factory=dict)   # {system: USD per 1,000 scored turns}
+    mcnemar: Literal["exact", "chi2", "chi2-cc"] = "exact"                    # exact (binomial; reproduces the paper's
+                                                                              # p-values) | chi2 | chi2-cc
     match_threshold: float = 0.9             # claim matching: embedding cosine above this is a match
     match_embeddings: bool = True            # False: exact normalised-text matching only
     calibration_bins: int = 10               # stage 2 ECE and calibration curve
     price_per_1m_tokens: dict[str, dict[str, float]] = field(default_factory=dict)  # {system: {prompt, completion}}
     price_per_hour: dict[str, float] = field(default_factory=dict)  # {system: hardware price per hour}
-    heldout_only: bool = False  # drop conversations the student was trained on (silver train split)
-    given_claims: bool = False  # also run stages 2-3 of student and base on the human claims (claim level, paired)
+    heldout_only: bool = False               # drop conversations the student was trained on (silver train split)
+    given_claims: bool = False               # also run stages 2-3 of student and base on the human claims (claim level,
+                                             # paired)
     claim_level_only: list[str] = field(default_factory=list)   # systems that run the claim level only (no stage 1)
                                              # while given_claims is on; without it they run the whole pipeline
-    evidence: bool = True  # with given_claims: the evidence probes (scoring/evidence.py) of student and base
-    evidence_conversations: int | None = None  # the whole-reference probes (deletion, foreign, edit) on N
-    # conversations spread evenly over the eval order (claim_only on all); None: all
+    evidence: bool = True                    # with given_claims: the evidence probes (scoring/evidence.py) of student
+                                             # and base
+    evidence_conversations: int | None = None   # the whole-reference probes (deletion, foreign, edit) on N
+                                             # conversations spread evenly over the eval order (claim_only on all);
+                                             # None: all
     threads: int | str | None = "auto"       # torch CPU threads while evaluating (auto: the cores not busy)
     max_minutes: float | None = None         # time budget: conversations in a seeded order, every system on a first
                                              # round of round_size, then on as many more as that pace fits in the budget
     round_size: int = 16                     # conversations in the first round of a time-budgeted eval
-    tune_on: list[DataSource] = field(default_factory=list)  # a labelled dev split of the test's benchmark: stage 2
-    # thresholds of student, pmi and overlap tuned there, reported beside fixed;
-    # run first, inside max_minutes
+    tune_on: list[DataSource] = field(default_factory=list)   # a labelled dev split of the test's benchmark: stage 2
+                                             # thresholds of student, pmi and overlap tuned there, reported beside
+                                             # fixed;
+                                             # run first, inside max_minutes
 
 
 @dataclass
