@@ -306,28 +306,35 @@ def test_whole_reference_probes_are_spread_over_the_evaluation_order():
     assert probed_conversations(ordered[:5], 32) == {f"c{i}" for i in range(5)}
 
 
-def test_eval_killed_mid_run_reuses_the_systems_it_finished(tmp_path, sample_path):
+def test_eval_killed_mid_run_reuses_the_systems_it_finished(tmp_path, sample_path, tiny_smollm2):
     """`vista-distill eval` SIGKILLed while the student runs (the base's round already in its journal): the same
     command again reuses the base's records instead of running it, runs the student, writes the whole run folder
-    and removes the journal."""
+    and removes the journal. On the tiny random SmolLM2 (the run's mechanics), over enough conversations that the kill
+    lands while the student runs."""
+    import dataclasses
     import os
     import signal
     import subprocess
     import sys
     import time
 
-    identity_adapters(tmp_path / "checkpoints")
+    from vista_distill.data.io import read_conversations, write_conversations
+
+    identity_adapters(tmp_path / "checkpoints", tiny_smollm2)
+    data = tmp_path / "dialogues.jsonl"
+    write_conversations([dataclasses.replace(c, id=f"{c.id}-{k}") for k in range(8)
+                         for c in read_conversations(sample_path)], data)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "vista_distill", "eval", "--config", str(EVAL_RECIPE), "--input", str(sample_path),
-           "--limit", "1", "--systems", "base,student", "--output-dir", str(out), "--no-progress",
-           *eval_overrides(tmp_path), "eval.given_claims=true"]
+    cmd = [sys.executable, "-m", "vista_distill", "eval", "--config", str(EVAL_RECIPE), "--input", str(data),
+           "--systems", "base,student", "--output-dir", str(out), "--no-progress",
+           *eval_overrides(tmp_path), "eval.given_claims=true", f"student.model={tiny_smollm2}"]
     journal = out / "journal.jsonl"
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and proc.poll() is None:
         if journal.exists() and len(journal.read_text().splitlines()) >= 2:   # the header and the base's round
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

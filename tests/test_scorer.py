@@ -98,9 +98,10 @@ def test_journal_resumes_after_the_last_finished_chunk(sample, tmp_path, caplog)
         VistaScorer(backend=LabelsBackend(convs)).score(convs, journal=journal, chunk_size=0)
 
 
-def test_score_killed_mid_run_resumes_to_the_uninterrupted_output(sample, tmp_path):
-    """The real CLI on the embedded model, SIGKILLed once its journal holds a finished chunk: run again, it
-    reuses the finished chunks and writes the same records as a run that was never interrupted."""
+def test_score_killed_mid_run_resumes_to_the_uninterrupted_output(sample, tmp_path, tiny_smollm2):
+    """The real CLI, SIGKILLed once its journal holds a finished chunk: run again, it reuses the finished chunks and
+    writes the same records as a run that was never interrupted. On the tiny random SmolLM2 (the run's mechanics, not
+    what the model says), with enough chunks that the kill lands mid-run."""
     import os
     import signal
     import subprocess
@@ -110,9 +111,11 @@ def test_score_killed_mid_run_resumes_to_the_uninterrupted_output(sample, tmp_pa
     from vista_distill.data.io import write_conversations
 
     data = tmp_path / "dialogues.jsonl"
-    write_conversations(_copies(sample, 2), data)   # 6 conversations, chunks of 2
+    convs = _copies(sample, 16)   # 48 conversations, chunks of 2
+    chunks = len(convs) // 2
+    write_conversations(convs, data)
     args = ["--input", str(data), "--chunk-size", "2", "--prompts", "compact", "--max-new-tokens", "stage1=24",
-            "--threads", "1", "--dtype", "float32", "--no-evidence"]
+            "--threads", "1", "--dtype", "float32", "--no-evidence", "--model", str(tiny_smollm2)]
     cmd = [sys.executable, "-m", "vista_distill", "score", *args]
     killed_out, journal = tmp_path / "killed.jsonl", tmp_path / "killed.journal.jsonl"
     proc = subprocess.Popen([*cmd, "--output", str(killed_out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -120,17 +123,17 @@ def test_score_killed_mid_run_resumes_to_the_uninterrupted_output(sample, tmp_pa
     while time.monotonic() < deadline and proc.poll() is None:
         if journal.exists() and len(journal.read_text().splitlines()) >= 2:   # the header and a finished chunk
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     proc.stdout.close(), proc.stderr.close()
     assert not killed_out.exists()
     finished = len(journal.read_text().splitlines()) - 1
-    assert 1 <= finished < 3
+    assert 1 <= finished < chunks
     again = subprocess.run([*cmd, "--output", str(killed_out)], capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resumed: {finished} of 3 chunk(s) of 2 conversations" in again.stdout
+    assert f"resumed: {finished} of {chunks} chunk(s) of 2 conversations" in again.stdout
     assert not journal.exists()
     whole_out = tmp_path / "whole.jsonl"
     whole = subprocess.run([*cmd, "--output", str(whole_out)], capture_output=True, text=True, timeout=900)
