@@ -158,6 +158,7 @@ def checked(argv: list[str]) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.slow
 def test_hardware_runs(tmp_path):
     checked(["bench/hardware.py", "--threads", "1", "--dtypes", "float32", "--repeats", "1", "--train-repeats", "1",
              "--prefill-shape", "1x8", "--train-shape", "1x8", "--out", str(tmp_path)])
@@ -168,6 +169,7 @@ def test_hardware_runs(tmp_path):
     assert js.with_suffix(".md").read_text().startswith("# Precision x threads")
 
 
+@pytest.mark.slow
 def test_profile_scorer_runs_and_compares(tmp_path, untrained_adapters):
     """The student pipeline on one turn; its prefill-bound measurements (4 x 4 forwards of 8 x 256 tokens, minutes
     on one core) shrunk to one forward of 1 x 16 tokens, the only departure from `python bench/profile_scorer.py`."""
@@ -195,6 +197,7 @@ def test_profile_scorer_runs_and_compares(tmp_path, untrained_adapters):
     assert (student["turns"], student["same_claims"], student["same_verdict"]["safe"]) == (1, 1, 0)
 
 
+@pytest.mark.slow
 def test_score_throughput_runs(tmp_path, untrained_adapters):
     report = tmp_path / "score_throughput.md"
     checked(["bench/score_throughput.py", "--adapters", str(untrained_adapters), "--configs", "batched",
@@ -205,6 +208,7 @@ def test_score_throughput_runs(tmp_path, untrained_adapters):
     assert report.read_text().startswith("# Scoring throughput: student pipeline")
 
 
+@pytest.mark.slow
 def test_train_throughput_runs(tmp_path):
     from helpers import distill_sample
 

@@ -64,6 +64,7 @@ def test_skipped_student_is_reported_with_its_reason(tmp_path, sample_path):
         assert (res.out_dir / plot).read_bytes()[:8] == PNG_MAGIC
 
 
+@pytest.mark.slow
 def test_student_runs_with_adapters_and_compact_prompts(run):
     s = run.results["systems"]["student"]
     assert s["status"] == "ok", s["reason"]
@@ -82,6 +83,7 @@ def test_student_runs_with_adapters_and_compact_prompts(run):
     assert ("student", "teacher") in {(p["system_1"], p["system_2"]) for p in pairs}
 
 
+@pytest.mark.slow
 def test_stage_one_beside_the_sentence_splitter(run):
     """Each model-backed system's stage 1 beside the sentence splitter, on the sample's human decompositions."""
     stage1 = run.results["stage_rules"]["stage1"]
@@ -94,6 +96,7 @@ def test_stage_one_beside_the_sentence_splitter(run):
     assert "## Stage by stage, beside each stage's rule" in report and "| 1 claims F1 | student |" in report
 
 
+@pytest.mark.slow
 def test_baseline_records_have_verdicts_and_raw_outputs(run):
     judge = run.systems["llm_judge"].records
     scored = [r for r in judge if r["scored"]]
@@ -113,6 +116,7 @@ def test_baseline_records_have_verdicts_and_raw_outputs(run):
     assert eff["prompt_tokens"] > 0 and eff["wall_s"] > 0 and eff["peak_rss_mb"] > 0
 
 
+@pytest.mark.slow
 def test_run_folder_is_complete_and_readable(run):
     import matplotlib.image as mpimg
 

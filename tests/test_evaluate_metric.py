@@ -3,9 +3,11 @@ bundled sample on the embedded model; its accuracy and F1 are eval/'s."""
 
 from __future__ import annotations
 
+import pytest
 from helpers import ROOT, SAMPLE
 
 
+@pytest.mark.slow
 def test_metric_loads_offline_by_path_and_scores_the_sample(monkeypatch, tmp_path):
     import evaluate
     from sklearn.metrics import accuracy_score, f1_score

@@ -82,6 +82,7 @@ def test_cli_score_reports_bad_input_without_loading_a_model(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_score_end_to_end_on_the_embedded_model(sample_path, tmp_path):
     """The README's main job, shortened: real model, real files, every scored turn has a verdict or a reason."""
     import subprocess

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from vista_distill.runtime.progress import RequestBar
 
 
@@ -66,6 +68,7 @@ def test_distill_bar_shows_calls_cache_hits_failures_and_rate(capsys):
     assert "5/10" in err
 
 
+@pytest.mark.slow
 def test_gguf_conversion_goes_through_the_products_bar(tmp_path):
     """Converting the embedded GGUF (once per cache) shows one bar of ours with the tensor count, not
     transformers' own tqdm bar redrawn line after line into a log."""

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
@@ -21,6 +23,7 @@ def _block(marker: str, lang: str) -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 def test_the_readme_python_example_runs_as_printed(tmp_path):
     code = _block("python-example", "python")
     sample = "data/samples/sample_dialogues.json"
@@ -56,5 +59,8 @@ def test_the_commands_are_short_and_ci_runs_the_test_command():
     main, tests = _block("main-command", "bash").strip(), _block("test-command", "bash").strip()
     assert main.endswith("vista-distill demo") and len(main) < 130
     assert tests.startswith("bash .ci/setup-tests.sh") and len(tests) < 80
+    # the full tier: `-m ""` undoes the fast tier's default selection (pyproject.toml addopts), so every test runs
+    assert tests.endswith('python -m pytest -q -m ""')
+    assert "-m 'not slow and not server and not browser'" in (ROOT / "pyproject.toml").read_text()
     assert "CMAKE_ARGS" in (ROOT / ".ci" / "setup-tests.sh").read_text()
     assert "<!-- test-command -->" in (ROOT / ".ci" / "run").read_text()

@@ -144,6 +144,7 @@ def test_score_killed_mid_run_resumes_to_the_uninterrupted_output(sample, tmp_pa
     assert summary["journal"]["chunks_resumed"] == finished
 
 
+@pytest.mark.slow
 def test_a_turn_longer_than_the_context_is_recorded_unscored_and_the_run_goes_on(tmp_path):
     """A 200,000-word assistant turn (its stage-1 prompt far past the model's 8,192 tokens) once allocated a
     40 GB causal mask and lost the run: now that turn's record says why it was not scored, with the token counts,
