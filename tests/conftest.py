@@ -76,7 +76,21 @@ def trained_student(tmp_path_factory):
     return load_recipe(tmp / "recipe.yaml"), tmp / "ck"
 
 
-def _train_student(tmp: Path) -> None:
+@pytest.fixture(scope="session")
+def trained_tiny_student(tmp_path_factory):
+    """Three stage adapters trained 3 steps on the bundled sample's silver data on a tiny random SmolLM2 that vLLM's
+    CPU attention takes (``helpers.VLLM_SHRINK``), and their recipe: the student of the served tests of serving
+    mechanics (replicas, evidence heads), where what the model says does not matter."""
+    from helpers import VLLM_SHRINK, build_tiny_smollm2
+
+    from vista_distill.config import load_recipe
+
+    tmp = tmp_path_factory.mktemp("trained-tiny-student")
+    _train_student(tmp, build_tiny_smollm2(tmp / "model", shrink=VLLM_SHRINK))
+    return load_recipe(tmp / "recipe.yaml"), tmp / "ck"
+
+
+def _train_student(tmp: Path, model: Path | None = None) -> None:
     import torch
     import yaml
     from helpers import distill_sample
@@ -86,8 +100,8 @@ def _train_student(tmp: Path) -> None:
 
     tmp.mkdir(parents=True, exist_ok=True)
     silver = distill_sample(tmp / "silver")
-    raw = {"name": "served", "student": {"dtype": "float32"},
-           "lora": {"r": 8, "alpha": 16, "layers_to_transform": [-4, -3, -2, -1]},
+    raw = {"name": "served", "student": {"dtype": "float32", "model": str(model) if model else None},
+           "lora": {"r": 8, "alpha": 16, "layers_to_transform": None if model else [-4, -3, -2, -1]},
            "train": {"output_dir": str(tmp / "ck"), "silver_dir": str(silver), "max_steps": 3, "max_length": 384,
                      "learning_rate": 2e-3, "per_device_train_batch_size": 4, "use_cpu": True, "save_steps": 100,
                      "eval_steps": 100, "logging_steps": 1, "cpu_threads": 1}}
@@ -100,11 +114,3 @@ def _train_student(tmp: Path) -> None:
         train_stages(recipe, "all")
     finally:
         torch.set_num_threads(before)
-
-
-
-
-
-
-
-

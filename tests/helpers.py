@@ -93,10 +93,15 @@ def build_tiny_model(family: str, out: Path, seed: int = 0) -> Path:
     return out
 
 
-def build_tiny_smollm2(out: Path, seed: int = 0) -> Path:
+# vLLM's CPU attention takes head sizes of 32 and more: the tiny SmolLM2 it serves has one 64-wide head pair
+VLLM_SHRINK = {**SHRINK, "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 2,
+               "num_key_value_heads": 1, "head_dim": 64}
+
+
+def build_tiny_smollm2(out: Path, seed: int = 0, shrink: dict | None = None) -> Path:
     """A tiny random model of the embedded SmolLM2's own architecture and tokenizer (Llama, tied embeddings, its
     chat template), for tests of run mechanics (rounds, journals, resumes, what is recorded) where the 135M model's
-    prefills would only add minutes; ``out`` is returned."""
+    prefills would only add minutes; ``shrink``: the sizes (default ``SHRINK``); ``out`` is returned."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -104,7 +109,7 @@ def build_tiny_smollm2(out: Path, seed: int = 0) -> Path:
 
     embedded = resolve_model(None)
     cfg = AutoConfig.from_pretrained(embedded)
-    for key, value in SHRINK.items():
+    for key, value in (shrink or SHRINK).items():
         setattr(cfg, key, value)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg)

@@ -4,7 +4,9 @@ these tests are collected), serving the adapters trained here with the very ``vl
 ``vista-distill serve-config`` writes. No fake responses.
 
 Both sides run in float32 (``--dtype float32``); stages 2-3 run on the sample's human claims
-(``EngineConfig(claims="gold")``) so both backends score the same inputs.
+(``EngineConfig(claims="gold")``) so both backends score the same inputs. The agreement with the in-process student
+(labels, decompositions, greedy answers) is tested on adapters of the embedded SmolLM2-135M; the mechanics of serving
+(a SIGKILLed replica, evidence heads read from echoed prompts) on a tiny random SmolLM2 served the same way.
 """
 
 from __future__ import annotations
@@ -48,6 +50,22 @@ def _vllm(trained_student, out: Path, port: int | None = None):
     written = write_serve_config(recipe, adapters, out / "serve", engines=("vllm",))
     return VllmServer(Path(written["out"]) / "vllm.sh", python, port=port, extra_args=VLLM_ARGS,
                       log_path=out / "vllm.log")
+
+
+@pytest.fixture(scope="module")
+def vllm_tiny(trained_tiny_student, tmp_path_factory):
+    """The tiny random student (conftest.trained_tiny_student) served the same way: for the tests of serving
+    mechanics (replicas, evidence heads), where what the model says does not matter."""
+    with _vllm(trained_tiny_student, tmp_path_factory.mktemp("vllm-tiny")) as server:
+        yield (*trained_tiny_student, server)
+
+
+@pytest.fixture(scope="module")
+def tiny_echo(vllm_tiny):
+    """The sample scored through the tiny student's server with echo label scoring (no fault)."""
+    recipe, _adapters, server = vllm_tiny
+    backend = _served_backend(recipe, server, "echo")
+    return backend, score_sample(backend, recipe)
 
 
 @pytest.fixture(scope="module")
@@ -158,11 +176,12 @@ def test_vllm_generate_labels_are_the_in_process_greedy_answers(vllm_served):
                                       for r, x in zip(reqs, local)]
 
 
-def test_vllm_replica_sigkilled_mid_run_loses_and_doubles_nothing(vllm_served, served_echo, tmp_path):
-    """Two vLLM replicas; one is SIGKILLed once it has answered a few requests. The run goes on against the other:
-    the records equal the fault-free run's (every turn once, in order), and the backend says it set one aside."""
-    recipe, _adapters, server = vllm_served
-    _backend, reference = served_echo
+def test_vllm_replica_sigkilled_mid_run_loses_and_doubles_nothing(vllm_tiny, tiny_echo, tmp_path):
+    """Two vLLM replicas of the tiny student; one is SIGKILLed once it has answered a few requests. The run goes on
+    against the other: the records equal the fault-free run's (every turn once, in order), and the backend says it
+    set one aside."""
+    recipe, _adapters, server = vllm_tiny
+    _backend, reference = tiny_echo
     doomed = _vllm((recipe, _adapters), tmp_path).start()
     try:
         backend = _served_backend(recipe, [doomed, server], "echo", retry_backoff_s=0.5, retry_backoff_max_s=2.0,
@@ -183,20 +202,22 @@ def test_vllm_replica_sigkilled_mid_run_loses_and_doubles_nothing(vllm_served, s
 
 
 
-def test_vllm_student_applies_the_evidence_head_as_in_process(vllm_served, tmp_path):
-    """Adapters that carry an evidence head: with echo the served student reads the claim's log-probabilities from the
-    echoed prompt and its empty-reference twin and gives the in-process verdicts and probabilities."""
+def test_vllm_student_applies_the_evidence_head_as_in_process(vllm_tiny, tmp_path):
+    """Adapters that carry an evidence head (on the tiny student): with echo the served student reads the claim's
+    log-probabilities from the echoed prompt and its empty-reference twin and gives the in-process verdicts and
+    probabilities."""
     from vista_distill.backends.server import server_backend
     from vista_distill.backends.transformers import TransformersBackend
 
-    recipe, adapters, server = vllm_served
+    recipe, adapters, server = vllm_tiny
     with_head = adapters_with_head(adapters, tmp_path / "ad")
     recipe = dataclasses.replace(recipe, student=dataclasses.replace(recipe.student, serving=dataclasses.replace(
         recipe.student.serving, label_scoring="echo", concurrency=4)))
     backend = server_backend(recipe, "student", servers=[server.base_url], adapters=with_head)
     assert backend.describe()["evidence_heads"] == ["stage2"]
     served = score_sample(backend, recipe)
-    local = score_sample(TransformersBackend(None, adapters=with_head, dtype="float32", threads=1), recipe)
+    local = score_sample(TransformersBackend(recipe.student.model, adapters=with_head, dtype="float32", threads=1),
+                         recipe)
     pairs = [(s, x) for a, b in zip(served, local) if a["scored"] for s, x in zip(a["claims"], b["claims"])]
     assert pairs and all(x["stage2"]["evidence"]["head"] is True for _, x in pairs)
     for s, x in pairs:
