@@ -23,10 +23,18 @@ EMBEDDED_FIXTURES = {"embedded_backend", "trained_student"}
 @pytest.hookimpl(tryfirst=True)   # before ``-m`` deselects
 def pytest_collection_modifyitems(session, config, items) -> None:
     """Mark the tests of the embedded model ``slow``: they run in the README's full test command, not in plain
-    ``python -m pytest``."""
+    ``python -m pytest``. Then put the files of real servers first and the other slow ones next: a few long files
+    started last would leave one worker running them alone at the end (``--no-loadscope-reorder`` in addopts keeps
+    this order)."""
     for item in items:
         if EMBEDDED_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    rank: dict[str, int] = {}
+    for item in items:
+        marks = {m.name for m in item.iter_markers()}
+        r = 0 if "server" in marks else 1 if marks & {"slow", "browser"} else 2
+        rank[item.nodeid.split("::")[0]] = min(r, rank.get(item.nodeid.split("::")[0], 2))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])   # stable: collection order within a rank
 
 
 def pytest_collection_finish(session) -> None:

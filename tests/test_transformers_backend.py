@@ -431,14 +431,17 @@ def _random_lora(base_path, out_dir, seed):
 
 
 @pytest.fixture(scope="module")
-def adapters_dir(tmp_path_factory, embedded_backend):
+def adapters_dir(tmp_path_factory, tiny_smollm2):
+    """Random LoRA adapters of the three stages on the tiny random SmolLM2: the tests of adapter mechanics (priors,
+    switching, merging) compare the backend with itself, not with what a trained model says."""
     root = tmp_path_factory.mktemp("adapters")
     for seed, stage in enumerate(("stage1", "stage2", "stage3")):
-        _random_lora(embedded_backend.model_path, root / stage, seed)
+        _random_lora(tiny_smollm2, root / stage, seed)
     return root
 
 
-def test_a_label_prior_beside_an_adapter_moves_its_labels_not_its_log_probabilities(adapters_dir, tmp_path):
+def test_a_label_prior_beside_an_adapter_moves_its_labels_not_its_log_probabilities(adapters_dir, tmp_path,
+                                                                                    tiny_smollm2):
     """``label_prior.json`` beside a stage adapter (backends/label_prior.py): the label is the argmax of the adapter's
     log-probabilities plus the shift, the recorded log-probabilities stay the adapter's own."""
     import shutil
@@ -454,7 +457,9 @@ def test_a_label_prior_beside_an_adapter_moves_its_labels_not_its_log_probabilit
         )
         for c in ("Paris has a big zoo.", "I think Paris is lovely.", "Paris is in Spain.")
     ]
-    plain = TransformersBackend(adapters={"stage3": adapters_dir / "stage3"}, dtype="float32", threads=1).run(reqs)
+    tiny = str(tiny_smollm2)
+    plain = TransformersBackend(tiny, adapters={"stage3": adapters_dir / "stage3"}, dtype="float32", threads=1)
+    plain = plain.run(reqs)
     # a shift that makes the second most likely label of the first request win there
     first = plain[0].meta["logprobs"]
     top, second = sorted(first, key=first.get, reverse=True)[:2]
@@ -462,7 +467,7 @@ def test_a_label_prior_beside_an_adapter_moves_its_labels_not_its_log_probabilit
     folder = tmp_path / "stage3"
     shutil.copytree(adapters_dir / "stage3", folder)
     LabelPrior(shift, {"applied": True}).save(folder)
-    moved = TransformersBackend(adapters={"stage3": folder}, dtype="float32", threads=1).run(reqs)
+    moved = TransformersBackend(tiny, adapters={"stage3": folder}, dtype="float32", threads=1).run(reqs)
     assert moved[0].label == second != plain[0].label
     for p, m in zip(plain, moved):
         assert m.meta["logprobs"] == pytest.approx(p.meta["logprobs"], abs=1e-4)
@@ -471,12 +476,12 @@ def test_a_label_prior_beside_an_adapter_moves_its_labels_not_its_log_probabilit
 
 
 @pytest.mark.filterwarnings("error:.*past_key_values:FutureWarning")   # the Cache API transformers keeps
-def test_stage_adapters_switch_without_reloading(adapters_dir, embedded_backend):
+def test_stage_adapters_switch_without_reloading(adapters_dir, tiny_smollm2):
     from vista_distill.backends.transformers import TransformersBackend
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        b = TransformersBackend(adapters=adapters_dir, dtype="float32", merge_adapters=False)
+        b = TransformersBackend(str(tiny_smollm2), adapters=adapters_dir, dtype="float32", merge_adapters=False)
     # PEFT's read of the deprecated `is_gradient_checkpointing` says nothing a user can act on: not shown
     assert not [w for w in seen if "is_gradient_checkpointing" in str(w.message)]
     assert sorted(b.model.peft_config) == ["stage1", "stage2", "stage3"]
@@ -489,7 +494,7 @@ def test_stage_adapters_switch_without_reloading(adapters_dir, embedded_backend)
         probs[stage] = r.meta["logprobs"]["VERIFIED"]
     assert len({round(v, 4) for v in probs.values()}) == 4
     assert id(b.model) == model_id
-    (base,) = embedded_backend.run([Request("stage4", msgs, labels=t.labels)])
+    (base,) = TransformersBackend(str(tiny_smollm2), dtype="float32").run([Request("stage4", msgs, labels=t.labels)])
     assert base.meta["logprobs"]["VERIFIED"] == pytest.approx(probs["stage4"], abs=1e-4)
     # Switching back reproduces the first result: adapters are switched, not stacked or reloaded.
     (again,) = b.run([Request("stage1", msgs, labels=t.labels)])
@@ -500,15 +505,16 @@ def test_stage_adapters_switch_without_reloading(adapters_dir, embedded_backend)
     assert b.run([gen])[0].completion_tokens > 0
 
 
-def test_merged_stage_adapters_decode_and_label_as_peft_does(adapters_dir):
+def test_merged_stage_adapters_decode_and_label_as_peft_does(adapters_dir, tiny_smollm2):
     """float32 (``merge_adapters="auto"``): each stage's LoRA merged into its own copy of the weights it adapts
     (backends/adapters.MergedStages) decodes the same stage-1 tokens in slots and scores the same labels as PEFT's
     wrapped layers, the stages switching back and forth on one plain model; a stage without an adapter runs the base."""
     from vista_distill.backends.adapters import merged_stages
     from vista_distill.backends.transformers import TransformersBackend
 
-    peft = TransformersBackend(adapters=adapters_dir, dtype="float32", batch_size=2, merge_adapters=False)
-    merged = TransformersBackend(adapters=adapters_dir, dtype="float32", batch_size=2)
+    tiny = str(tiny_smollm2)
+    peft = TransformersBackend(tiny, adapters=adapters_dir, dtype="float32", batch_size=2, merge_adapters=False)
+    merged = TransformersBackend(tiny, adapters=adapters_dir, dtype="float32", batch_size=2)
     assert peft.merged is None and merged.merged is not None and merged.describe()["merged_adapters"]
     assert not any("lora_" in name for name, _ in merged.model.named_parameters())
     assert merged_stages(peft.model, "auto", torch.bfloat16) is None   # half precision: only when asked
