@@ -53,3 +53,23 @@ def test_a_student_server_failing_mid_run_ends_in_one_line(tmp_path):
     assert "HTTP 500" in last and "EngineDeadError" in last   # what failed, as the server said it
     assert "rerun the same command to resume (score and eval keep what had finished)" in last   # no call cache here
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_server_backend_settings_and_served_names_are_checked_before_any_request():
+    """A served student's settings are refused by name at construction, and a replica that does not serve every
+    stage's adapter is refused naming what it serves (llama.cpp would answer a missing name with its base model)."""
+    import pytest
+
+    from vista_distill.backends.openai_compat import ServerError
+    from vista_distill.backends.server import ServerBackend
+
+    url = "http://127.0.0.1:9/v1"
+    with pytest.raises(ServerError, match=r"student: label_scoring must be one of .*got 'bogus'"):
+        ServerBackend(None, url, "base", label_scoring="bogus")
+    with pytest.raises(ServerError, match=r"server model names for unknown stages \['stage9'\]"):
+        ServerBackend(None, url, "base", {"stage9": "x"})
+    backend = ServerBackend(None, url, "base", {"stage2": "stage2", "stage3": "stage3"})
+    backend.check_models(url, ["base", "stage2", "stage3"])   # all there
+    backend.check_models(url, [])                               # a server that lists no models: nothing to check
+    with pytest.raises(ServerError, match=r"does not serve \['stage3'\] \(it serves \['base', 'stage2'\]\)"):
+        backend.check_models(url, ["base", "stage2"])
