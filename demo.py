@@ -18,18 +18,30 @@ from typing import Any
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
 DEMO_RECIPE = PACKAGE_ROOT / "recipes" / "demo-cpu.yaml"
-DEMO_MAX_MINUTES = 19.5
+# with --max-minutes M, evaluation's share of M, set before training starts: training stops at its own share
+EVAL_SHARE = 0.5
 # the last evaluation round runs past the budget by up to about this (0.4-0.5 min on the 2-core Intel Xeon)
 EVAL_OVERRUN_MINUTES = 0.5
 
 
-def eval_budget(recipe_minutes: float | None, demo_minutes: float | None, elapsed_s: float) -> float | None:
-    """Minutes of evaluation: what the steps before it left of the demo's budget (less a last round's overrun; at
-    least 0.01, so the first round runs), at most the recipe's ``eval.max_minutes``; None when neither sets one."""
+def train_budget(recipe_minutes: float | None, demo_minutes: float | None, stages: int) -> float | None:
+    """Minutes of training per stage under a demo budget: training's share of it split over the stages, at most the
+    recipe's ``train.max_minutes``; the recipe's own when there is no demo budget."""
     if not demo_minutes:
         return recipe_minutes
-    left = max(math.floor((demo_minutes - elapsed_s / 60 - EVAL_OVERRUN_MINUTES) * 100) / 100, 0.01)
-    return left if recipe_minutes is None else min(recipe_minutes, left)
+    share = max(math.floor(demo_minutes * (1 - EVAL_SHARE) / max(stages, 1) * 100) / 100, 0.01)
+    return share if recipe_minutes is None else min(recipe_minutes, share)
+
+
+def eval_budget(recipe_minutes: float | None, demo_minutes: float | None, elapsed_s: float) -> float | None:
+    """Minutes of evaluation under a demo budget: at least its share, set before training (training never spends
+    it), more where the steps before it left more (less a last round's overrun); at most the recipe's
+    ``eval.max_minutes``; None when neither sets one."""
+    if not demo_minutes:
+        return recipe_minutes
+    left = math.floor((demo_minutes - elapsed_s / 60 - EVAL_OVERRUN_MINUTES) * 100) / 100
+    minutes = max(left, math.floor(demo_minutes * EVAL_SHARE * 100) / 100, 0.01)
+    return minutes if recipe_minutes is None else min(recipe_minutes, minutes)
 
 
 def add_demo_subcommand(sub: argparse._SubParsersAction) -> None:
@@ -41,9 +53,10 @@ def add_demo_subcommand(sub: argparse._SubParsersAction) -> None:
                    help="where silver data, adapters and the report go (default: the recipe's own folders, "
                         "runs/<recipe name>/, so `vista-distill eval --config <recipe>` finds what the demo made)")
     p.add_argument("--recipe", default=str(DEMO_RECIPE), help="recipe to run (default: recipes/demo-cpu.yaml)")
-    p.add_argument("--max-minutes", type=float, default=DEMO_MAX_MINUTES,
-                   help="the whole demo's time budget: evaluation gets what data, distillation and training left of "
-                        f"it, at most eval.max_minutes (default {DEMO_MAX_MINUTES:g}; 0: eval.max_minutes alone)")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="a time budget for the whole demo, which then trains fewer steps and evaluates fewer "
+                        f"dialogues and says so: training {1 - EVAL_SHARE:.0%} of it over the stages, evaluation "
+                        f"at least {EVAL_SHARE:.0%} (default: none, every step and every held-out dialogue)")
     p.add_argument("overrides", nargs="*", metavar="section.key=value", help="recipe overrides")
     p.set_defaults(func=run_demo)
 
@@ -94,7 +107,9 @@ def run_demo(args: argparse.Namespace) -> int:
                  f"{train_hw.threads.threads} thread(s))")
     from .train.run import train_stages
 
-    for s in train_stages(recipe, "all"):
+    recipe = _with_train_budget(recipe, args.max_minutes)
+    trained = list(train_stages(recipe, "all"))
+    for s in trained:
         print(f"      {s.get('stage')}: {_loss_line(s)}")
     times["train"] = time.perf_counter() - t
 
@@ -102,7 +117,7 @@ def run_demo(args: argparse.Namespace) -> int:
     why = ", eval.max_minutes"
     if budget != recipe.eval.max_minutes:
         recipe = dataclasses.replace(recipe, eval=dataclasses.replace(recipe.eval, max_minutes=budget))
-        why = f": what the steps before left of the demo's {args.max_minutes:g} (--max-minutes)"
+        why = f": evaluation's part of the demo's {args.max_minutes:g} (--max-minutes)"
     t = _step(4, f"eval: {' vs '.join(recipe.eval.systems)} on the held-out dialogues"
                  + (f" (time budget {budget:g} min{why})" if budget else ""))
     from .eval.run import run_eval
@@ -116,12 +131,52 @@ def run_demo(args: argparse.Namespace) -> int:
                "headline": _headline(result.results), "report": str(result.out_dir / "report.md"),
                "budget": {"demo_max_minutes": args.max_minutes or None, "eval_max_minutes": budget},
                "evaluated": {k: result.results["material"].get(k) for k in ("conversations", "scored_turns",
-                                                                              "time_budget")}}
+                                                                              "time_budget")},
+               **run_extent(trained, result.results, recipe)}
     from .data.io import atomic_write_text
 
     atomic_write_text(out / "demo_summary.json", json.dumps(summary, indent=2) + "\n")
-    _print_closing(recipe, result, times, total, why, out, log_path)
+    _print_closing(recipe, result, times, total, why, out, log_path, summary["cut"])
     return 0
+
+
+def _with_train_budget(recipe: Any, demo_minutes: float | None) -> Any:
+    """The recipe with each stage's ``max_minutes`` at most its share of the demo's budget (none: as it is)."""
+    if not demo_minutes:
+        return recipe
+    stages = recipe.adapter_stages()
+    per_stage = {k: dict(v) for k, v in recipe.train.per_stage.items()}
+    for stage in stages:
+        own = per_stage.get(stage, {}).get("max_minutes", recipe.train.max_minutes)
+        per_stage.setdefault(stage, {})["max_minutes"] = train_budget(own, demo_minutes, len(stages))
+    return dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, per_stage=per_stage))
+
+
+def run_extent(trained: list[dict], results: dict, recipe: Any) -> dict[str, Any]:
+    """How much of the planned run ran: each stage's steps done and planned, the held-out dialogues evaluated
+    (whole pipeline and claim level), the dev dialogues tuned on; ``cut`` lists what a time limit stopped short
+    (empty: a full run, whose figures may be quoted as the demo's)."""
+    steps = {}
+    for s in trained:
+        r = s.get("results") or {}
+        steps[s.get("stage")] = {"done": r.get("global_step"),
+                                 "planned": r.get("planned_steps", (s.get("time_budget") or {}).get("planned_steps"))}
+    material = results.get("material") or {}
+    budget = material.get("time_budget") or {}
+    held_out = budget.get("conversations_planned", material.get("conversations"))
+    dialogues = {"held_out": held_out,
+                 "whole_pipeline": budget.get("conversations_evaluated", material.get("conversations")),
+                 "claim_level": budget.get("conversations_claim_level",
+                                           budget.get("conversations_evaluated", material.get("conversations")))}
+    dev = ((results.get("tuned") or {}).get("dev") or {}).get("conversations")
+    planned_dev = sum(src.n or 0 for src in recipe.eval.tune_on) or None
+    cut = [f"{stage}: {v['done']} of {v['planned']} steps" for stage, v in steps.items()
+           if v["done"] is not None and v["planned"] is not None and v["done"] < v["planned"]]
+    where = {"whole_pipeline": "through the whole pipeline", "claim_level": "at claim level"}
+    cut += [f"{dialogues[k]} of {held_out} held-out dialogues {w}" for k, w in where.items()
+            if held_out is not None and dialogues[k] is not None and dialogues[k] < held_out]
+    return {"steps": steps, "dialogues": dialogues, "tuned_on": {"dev_dialogues": dev, "planned": planned_dev},
+            "cut": cut, "full_run": not cut}
 
 
 def _demo_recipe(args: argparse.Namespace) -> tuple[Any, Path]:
@@ -144,7 +199,7 @@ def _demo_recipe(args: argparse.Namespace) -> tuple[Any, Path]:
 
 
 def _print_closing(recipe: Any, result: Any, times: dict[str, float], total: float, why: str, out: Path,
-                   log_path: Path) -> None:
+                   log_path: Path, short: list[str]) -> None:
     """The closing summary: minutes per step, what the time budget cut, where everything is, and
     the tables of every system's accuracy with the student's McNemar tests."""
     from .runtime.progress import console
@@ -161,6 +216,9 @@ def _print_closing(recipe: Any, result: Any, times: dict[str, float], total: flo
                    f"through the whole pipeline on this CPU (seeded order; a first round of {cut['first_round']} "
                    f"measured the pace): the turn numbers below are over those; the claim level and the evidence "
                    f"probes (human claims given, cheaper) covered {claims}[/]")
+    if short:
+        term.print(f"[yellow]cut:       a time limit stopped this run short ({'; '.join(short)}): its figures are not "
+                   "the demo's; without --max-minutes or max_minutes every step and dialogue runs[/]")
     term.print(f"adapters:  {Path(recipe.resolve(recipe.train.output_dir))}  (vista-distill score --adapters ...)")
     term.print(f"plots:     {', '.join(str(p) for p in sorted(result.out_dir.glob('*.png')))}")
     term.print(f"summary:   {out / 'demo_summary.json'}")

@@ -147,6 +147,12 @@ def test_progress_and_closing_summary(demo: DemoRuns) -> None:
     log = out / "demo.log"
     assert re.search(rf"^log:\s+{re.escape(str(log))}$", summary, re.M) and log.stat().st_size > 0
     assert (out / "eval" / "report.html").is_file()
+    # no time limit: a full run, every planned step and held-out dialogue, and the summary file says so
+    extent = _json(out / "demo_summary.json")
+    assert extent["full_run"] is True and extent["cut"] == [] and "cut:" not in summary
+    assert extent["steps"] == {s: {"done": MAX_STEPS, "planned": MAX_STEPS} for s in STAGES}
+    assert extent["dialogues"] == {"held_out": 2, "whole_pipeline": 2, "claim_level": 2}
+    assert extent["budget"] == {"demo_max_minutes": None, "eval_max_minutes": None}
 
 
 def test_silver_data_has_three_stages(demo: DemoRuns) -> None:
@@ -338,10 +344,18 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert re.search(r"^adapters:\s+runs/demo-cpu/checkpoints\s", summary, re.M), summary
     assert all((out / "checkpoints" / s / "adapter_config.json").exists() for s in ("stage1", "stage2", "stage3"))
     assert "let 1 of 2 held-out dialogues run through the whole pipeline on this CPU" in " ".join(summary.split())
-    assert "(time budget 0.01 min: what the steps before left of the demo's 0.01 (--max-minutes))" in proc.stdout
+    assert "(time budget 0.01 min: evaluation's part of the demo's 0.01 (--max-minutes))" in proc.stdout
     demo_summary = _json(out / "demo_summary.json")
     assert demo_summary["evaluated"]["time_budget"]["conversations_evaluated"] == 1
     assert demo_summary["budget"] == {"demo_max_minutes": 0.01, "eval_max_minutes": 0.01}
+    # what ran of what was planned, and the run marked cut: in the summary file and the closing lines
+    assert demo_summary["steps"] == {s: {"done": 1, "planned": 1} for s in ("stage1", "stage2", "stage3")}
+    assert demo_summary["dialogues"] == {"held_out": 2, "whole_pipeline": 1, "claim_level": 1}
+    assert demo_summary["tuned_on"] == {"dev_dialogues": 6, "planned": 6}
+    assert demo_summary["full_run"] is False
+    assert demo_summary["cut"] == ["1 of 2 held-out dialogues through the whole pipeline",
+                                  "1 of 2 held-out dialogues at claim level"]
+    assert re.search(r"^cut:\s+a time limit stopped this run short \(1 of 2 held-out", summary, re.M), summary
     # turns safe, turns strict, claims (stage 2), turns/s: the student and the ten-line rules beside it; the base and
     # the pmi rule (eval.claim_level_only) at claim level only
     # (the claims column: fixed, and tuned in brackets for the three with a cut-off, eval.tune_on)
@@ -394,10 +408,10 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert "own vs foreign reference AUC" in (out / "eval" / "report.html").read_text(encoding="utf-8")
     assert "does it read its evidence?" in proc.stdout
     # the closing tables fit a 100-column terminal; the whole output (as many systems and tables as the shipped
-    # recipe's) stays within 80 lines
+    # recipe's) stays within 80 lines, and the two lines that mark this run cut
     tables = summary[summary.index("held-out dialogues: accuracy"):summary.index("report:")]
     assert max(len(line) for line in tables.splitlines()) <= 100, tables
-    assert (proc.stdout + proc.stderr).count("\n") <= 80, proc.stdout[-3000:]
+    assert (proc.stdout + proc.stderr).count("\n") <= 82, proc.stdout[-3000:]
     material = next(line for line in report.splitlines() if line.startswith("Material:"))
     assert "faithdial_balanced_sample.jsonl" in material and "?" not in material   # the split notes are not sources
 
@@ -411,12 +425,15 @@ def results_base_ran_no_stage1(out: Path) -> bool:
         and not stats.get("completion_tokens")
 
 
-def test_eval_budget_is_what_the_demo_budget_left_at_most_the_recipes() -> None:
-    from vista_distill.demo import EVAL_OVERRUN_MINUTES, eval_budget
+def test_a_demo_budget_keeps_evaluations_share_from_training() -> None:
+    from vista_distill.demo import EVAL_OVERRUN_MINUTES, EVAL_SHARE, eval_budget, train_budget
 
-    assert eval_budget(10.0, 19.0, 5.5 * 60) == 10.0                    # training left more than the recipe's budget
-    left = 19.0 - 9.0 - EVAL_OVERRUN_MINUTES                            # a slower CPU: training took 9 minutes
-    assert eval_budget(10.0, 19.0, 9.0 * 60) == pytest.approx(left) and left < 10
-    assert eval_budget(None, 19.0, 9.0 * 60) == pytest.approx(left)      # the demo's budget alone
-    assert eval_budget(10.0, 19.0, 30 * 60) == 0.01                     # spent: the first round still runs
+    assert train_budget(None, None, 3) is None and train_budget(2.0, None, 3) == 2.0   # no demo budget: the recipe's
+    assert train_budget(None, 18.0, 3) == pytest.approx(18.0 * (1 - EVAL_SHARE) / 3)     # training's share per stage
+    assert train_budget(1.0, 18.0, 3) == 1.0 and train_budget(None, 0.01, 3) == 0.01   # the recipe's, if lower
+    assert eval_budget(10.0, 20.0, 5.5 * 60) == 10.0                    # training left more than the recipe's budget
+    left = 20.0 - 7.0 - EVAL_OVERRUN_MINUTES                            # what training left, above evaluation's share
+    assert eval_budget(None, 20.0, 7.0 * 60) == pytest.approx(left) and left > 20.0 * EVAL_SHARE
+    # a slow CPU whose training overran its share: evaluation keeps its own, never what training spent
+    assert eval_budget(None, 20.0, 30 * 60) == pytest.approx(20.0 * EVAL_SHARE)
     assert eval_budget(10.0, 0, 30 * 60) == 10.0 and eval_budget(None, None, 0) is None   # no demo budget

@@ -62,7 +62,8 @@ def stage_summary(run: Any, result: Any, runtime: float) -> dict[str, Any]:
         "hardware": run.hardware,
         "resumed_from": str(run.resume) if run.resume is not None else None,
         "results": {
-            "global_step": trainer.state.global_step, "train_runtime_s": runtime,
+            "global_step": trainer.state.global_step, "planned_steps": trainer.state.max_steps,
+            "train_runtime_s": runtime,
             "train_tokens": int(getattr(trainer, "_total_train_tokens", 0)),
             "final_train_loss": train_losses[-1][1] if train_losses else None,
             "first_eval_step": evals[0][0] if evals else None,
