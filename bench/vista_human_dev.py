@@ -156,7 +156,8 @@ def calibration(a: argparse.Namespace) -> None:
                 v = [d[stage][which] for d in draws if d[stage][which] is not None]
                 row[f"{stage}_{which}"] = (float(np.mean(v)), float(np.std(v))) if v else None
         curve.append(row)
-    out = {"machine": m, "commit": harness.commit(), "adapters": str(a.adapters), "dev": str(a.dev),
+    out = {"machine": m, "commit": harness.commit(), "adapters": str(a.adapters),
+           "adapter_steps": adapter_steps(a.adapters), "dev": str(a.dev),
            "seconds_student": seconds, "calibration": cal.to_dict(), "curve": curve}
     stem = "calibration_" + harness.result_name(m, None)
     path = harness.save(OUT, stem, out)
@@ -197,6 +198,20 @@ def calibration(a: argparse.Namespace) -> None:
               f"{ms(r['stage3_as_trained'])} | {ms(r['stage3_calibrated'])} |" for r in curve]
     path.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print(path.with_suffix(".md").read_text())
+
+
+def adapter_steps(adapters: Path) -> dict[str, dict[str, int | None]]:
+    """Each stage's optimizer steps done and planned, from its ``training_summary.json`` (a run cut by
+    ``train.max_minutes`` did fewer than planned)."""
+    import json
+
+    out = {}
+    for summary in sorted(adapters.glob("*/training_summary.json")):
+        s = json.loads(summary.read_text(encoding="utf-8"))
+        r, budget = s.get("results") or {}, s.get("time_budget") or {}
+        out[summary.parent.name] = {"done": r.get("global_step"),
+                                    "planned": r.get("planned_steps", budget.get("planned_steps"))}
+    return out
 
 
 def _plot_curve(curve: list[dict], path: Path) -> None:

@@ -1,0 +1,198 @@
+"""Every measured figure in README.md and docs/ is rendered from the result file under bench/results that holds it.
+
+A page holds its figures in cog blocks (https://nedbatchelder.com/code/cog/): the code names the file and the value,
+the text under it is what that code rendered, never typed::
+
+    <!-- [[[cog fig("{s:.2f} s a turn (`{f}`)", f=F, s=js(F := "x.json", "turns.seconds")) ]]] -->
+    1.23 s a turn (`bench/results/x.json`)
+    <!-- [[[end]]] -->
+
+    python bench/figures.py            # render every page again
+    python bench/figures.py --check    # exit 1 when a page differs from a fresh rendering (tests/test_figures.py)
+
+What a block may call: ``js`` (a JSON value by path), ``md`` (a value a benchmark wrote into a markdown file, by
+regular expression), ``fig`` (write the text), ``demo`` (a demo summary, refused when a time limit cut its run)
+and ``pct`` / ``p`` (formats). A missing file, key or match fails the rendering with the file and what was sought.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+PAGES = ["README.md", "docs/*.md"]
+
+results_root = RESULTS   # where js / md read (a test points it at a changed copy)
+cited: set[Path] = set()   # every result file a rendering read
+
+
+class FigureError(Exception):
+    """A figure whose file, key or match is not there."""
+
+
+def _path(file: str) -> Path:
+    path = results_root / file
+    if not path.is_file():
+        raise FigureError(f"bench/results/{file}: no such result file")
+    cited.add(path)
+    return path
+
+
+def js(file: str, key: str) -> Any:
+    """The value at ``key`` (dotted, ``[i]`` for a list item) of the JSON file ``bench/results/<file>``."""
+    value: Any = json.loads(_path(file).read_text(encoding="utf-8"))
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
+        try:
+            value = value[int(part[1:-1])] if part.startswith("[") else value[part]
+        except (KeyError, IndexError, TypeError):
+            raise FigureError(f"bench/results/{file}: no {key!r} (at {part!r})") from None
+    return value
+
+
+def md(file: str, pattern: str, group: int = 1) -> str:
+    """What group ``group`` of the regular expression ``pattern`` matches first in ``bench/results/<file>``."""
+    found = re.search(pattern, _path(file).read_text(encoding="utf-8"), re.M)
+    if found is None:
+        raise FigureError(f"bench/results/{file}: nothing matches {pattern!r}")
+    return found.group(group)
+
+
+def num(file: str, pattern: str, group: int = 1) -> float:
+    """``md``'s match as a number (thousands commas allowed)."""
+    return float(md(file, pattern, group).replace(",", ""))
+
+
+def pct(x: float, digits: int = 1) -> str:
+    """A fraction as a percentage: 0.7164 -> '71.6%'."""
+    return f"{100 * x:.{digits}f}%"
+
+
+def p(x: float) -> str:
+    """A p-value as the reports print it: two significant digits."""
+    return f"{x:.2g}"
+
+
+def demo(file: str) -> dict[str, Any]:
+    """A demo summary (``bench/results/demo_cpu/<file>``), refused when a time limit cut its run: a cut run's figures
+    are never a headline."""
+    summary = js(f"demo_cpu/{file}", "")
+    if summary.get("full_run") is not True:
+        cut = "; ".join(summary.get("cut") or ["it records no steps done and planned"])
+        raise FigureError(f"bench/results/demo_cpu/{file}: not a full run ({cut})")
+    return summary
+
+
+def headline(summary: dict[str, Any], prefix: str) -> str:
+    """The line of a demo summary's ``headline`` that starts with ``prefix``."""
+    for line in summary.get("headline") or []:
+        if line.startswith(prefix):
+            return line
+    raise FigureError(f"demo summary: no headline line starting {prefix!r}")
+
+
+def demo_facts(file: str) -> dict[str, Any]:
+    """A full demo run's figures from its summary's headline lines (the closing summary's, as the demo prints them):
+    ``claims``, ``turns`` (safe rule) and ``tuned`` per system, ``fixed`` per tuned system, and the student against
+    each other system as ``(difference, n, McNemar p)`` in ``vs_claims``, ``vs_turns`` and ``vs_tuned``; with the
+    summary's own ``minutes``, ``steps``, ``dialogues``, ``tuned_on``, ``hardware``, ``commit``."""
+    s = demo(file)
+    out: dict[str, Any] = {k: s.get(k) for k in ("minutes", "steps", "dialogues", "tuned_on", "hardware", "commit",
+                                                  "minutes_with_install")}
+    out.update(claims={}, turns={}, tuned={}, fixed={}, vs_claims={}, vs_turns={}, vs_tuned={})
+    for line in s.get("headline") or []:
+        name = line.split()[0]
+        if m := re.search(r"claims \(stage 2\) fixed ([\d.]+), tuned ([\d.]+)", line):
+            out["fixed"][name], out["tuned"][name] = float(m[1]), float(m[2])
+            continue
+        if m := re.match(r"student - (\w+), (claims \(stage 2\)|turns \(safe\)|claims, both tuned): "
+                         r"([+-][\d.]+) over (\d+), McNemar p = ([\d.e-]+)", line):
+            key = {"claims (stage 2)": "vs_claims", "turns (safe)": "vs_turns", "claims, both tuned": "vs_tuned"}[m[2]]
+            out[key][m[1]] = (float(m[3]), int(m[4]), float(m[5]))
+            continue
+        if m := re.search(r"claims \(stage 2\) ([\d.]+)", line):
+            out["claims"].setdefault(name, float(m[1]))
+        if m := re.search(r"turn accuracy safe ([\d.]+)", line):
+            out["turns"][name] = float(m[1])
+    return out
+
+
+def ahead(mine: float, other: float, p_value: float, name: str = "the student", rival: str = "the overlap rule") -> str:
+    """Which system is ahead, said plainly, and whether chance could explain it."""
+    if mine == other:
+        return f"{name} and {rival} tie"
+    first, second = (name, rival) if mine > other else (rival, name)
+    return f"{first} is ahead of {second}" + (" (within chance)" if p_value >= 0.05 else "")
+
+
+def demo_table(file: str) -> str:
+    """A full demo run's accuracies as a markdown table: claims fixed and tuned, turns (safe rule), per system, with
+    McNemar p of the student against each."""
+    d = demo_facts(file)
+    systems = ["student", "overlap", "pmi", "base", "majority"]
+
+    def cell(level: str, name: str) -> str:
+        value = d[level].get(name)
+        if value is None:
+            return ""
+        vs = d[{"claims": "vs_claims", "tuned": "vs_tuned", "turns": "vs_turns"}[level]].get(name)
+        return pct(value) + (f" (p = {p(vs[2])})" if vs else "")
+
+    n = d["vs_claims"]["overlap"][1]
+    rows = [f"| claims (stage 2, {n} human claims), fixed | " + " | ".join(cell("claims", s) for s in systems) + " |",
+            f"| claims, cut-off tuned on {d['tuned_on']['dev_dialogues']} dev dialogues | "
+            + " | ".join(cell("tuned", s) for s in systems) + " |",
+            f"| turns (whole pipeline, safe rule, {d['dialogues']['whole_pipeline']}) | "
+            + " | ".join(cell("turns", s) for s in systems) + " |"]
+    head = "| " + " | ".join(["held-out FaithDial", *systems]) + " |\n| --- |" + " ---: |" * len(systems)
+    return head + "\n" + "\n".join(rows)
+
+
+def fig(template: str, **values: Any) -> None:
+    """Write ``template`` with ``values`` filled in as the block's text."""
+    import cog  # the module cog provides while it runs a page's code
+
+    cog.outl(template.format(**values))
+
+
+def _files(root: Path = ROOT) -> list[Path]:
+    return sorted({p for pattern in PAGES for p in root.glob(pattern)})
+
+
+def run(check: bool = False, pages: list[Path] | None = None) -> int:
+    """Render (or with ``check`` compare) every page; 0 when all are as rendered."""
+    from cogapp import Cog
+    from cogapp.errors import CogCheckFailed, CogUserException
+
+    cited.clear()
+    argv = ["cog", "--verbosity=0", "-p",
+            f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); from figures import *"]
+    argv += ["--check", "--diff"] if check else ["-r"]
+    try:
+        Cog().callable_main(argv + [str(p) for p in pages or _files()])
+    except CogCheckFailed:
+        return 1
+    except CogUserException as err:   # the page's code failed: its last line says why (file, key or match)
+        where = re.findall(r'File "([^"]+)", line (\d+)', str(err))
+        raise FigureError(str(err).strip().splitlines()[-1].removeprefix("FigureError: ")
+                          + (f" (in {where[-1][0]}, line {where[-1][1]})" if where else "")) from None
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="exit 1 when a page differs from a fresh rendering")
+    a = ap.parse_args(argv)
+    status = run(check=a.check)
+    if a.check and status:
+        print("the figures differ from their result files: run python bench/figures.py", file=sys.stderr)
+    return 1 if status else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
