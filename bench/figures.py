@@ -9,6 +9,7 @@ the text under it is what that code rendered, never typed::
 
     python bench/figures.py            # render every page again
     python bench/figures.py --check    # exit 1 when a page differs from a fresh rendering (tests/test_figures.py)
+    python bench/figures.py docs/performance.md   # one page
 
 What a block may call: ``js`` (a JSON value by path), ``md`` (a value a benchmark wrote into a markdown file, by
 regular expression), ``fig`` (write the text), ``demo`` (a demo summary, refused when a time limit cut its run)
@@ -187,8 +188,9 @@ def run(check: bool = False, pages: list[Path] | None = None) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="exit 1 when a page differs from a fresh rendering")
+    ap.add_argument("pages", nargs="*", type=Path, help="these pages only (default: README.md and docs/*.md)")
     a = ap.parse_args(argv)
-    status = run(check=a.check)
+    status = run(check=a.check, pages=a.pages or None)
     if a.check and status:
         print("the figures differ from their result files: run python bench/figures.py", file=sys.stderr)
     return 1 if status else 0
