@@ -15,7 +15,7 @@ python bench/demo_protocol.py seed-claims TAG    # the test's human claims once 
                                                  # probes: base, demo ($DEMO_ADAPTERS) or a seed (stage 2 trained)
 python bench/demo_protocol.py claim-pairs        # each seed-claims student against the base: McNemar
 python bench/demo_protocol.py pairs              # every seed's student against the base on the test: McNemar
-python bench/demo_protocol.py report             # bench/results/demo_protocol/README.md tables
+python bench/demo_protocol.py report             # validation_table.md and the test tables, from the result files
 
 The main job's protocol: choose its training settings on a validation split, train the choice with three
 seeds, evaluate on the held-out test material once, and score the VISTA human dev set.

@@ -1,2 +1,2 @@
-"""What leaves the machine: serving files for vLLM / SGLang / TGI / llama.cpp (serve-config) and adapters pushed
+"""What leaves the machine: serving files for vLLM / SGLang / llama.cpp (serve-config) and adapters pushed
 with their model cards (Hub or a local folder)."""

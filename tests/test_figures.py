@@ -114,7 +114,7 @@ def _named_paths(text: str) -> list[str]:
 
 
 def _exists(name: str, folder: Path) -> bool:
-    for base in (folder, ROOT, ROOT / "bench" / "results"):
+    for base in (folder, ROOT, ROOT / "bench" / "results", ROOT / "data" / "samples"):
         if any(True for _ in base.glob(name)) if "*" in name else (base / name).exists():
             return True
     return False
