@@ -154,6 +154,20 @@ def demo_table(file: str) -> str:
     return head + "\n" + "\n".join(rows)
 
 
+def calibration(file: str) -> dict[str, Any]:
+    """A ``bench/vista_human_dev.py --calibration`` result, refused when its adapters do not record their training
+    steps or a time limit cut them (``adapter_steps``: done < planned)."""
+    data = js(file, "")
+    steps = data.get("adapter_steps")
+    if not steps:
+        raise FigureError(f"bench/results/{file}: its adapters record no training steps (adapter_steps)")
+    cut = [f"{stage}: {s['done']} of {s['planned']} steps" for stage, s in steps.items()
+           if s.get("done") is None or s.get("planned") is None or s["done"] < s["planned"]]
+    if cut:
+        raise FigureError(f"bench/results/{file}: adapters cut by a time limit ({'; '.join(cut)})")
+    return data
+
+
 def fig(template: str, **values: Any) -> None:
     """Write ``template`` with ``values`` filled in as the block's text."""
     import cog  # the module cog provides while it runs a page's code
