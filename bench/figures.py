@@ -1,4 +1,4 @@
-"""Every measured figure in README.md and docs/ is rendered from the result file under bench/results that holds it.
+"""Every measured figure in README.md, docs/ and bench/results/cpu_kinds.md is rendered from the result file under bench/results that holds it.
 
 A page holds its figures in cog blocks (https://nedbatchelder.com/code/cog/): the code names the file and the value,
 the text under it is what that code rendered, never typed::
@@ -27,7 +27,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-PAGES = ["README.md", "docs/*.md"]
+PAGES = ["README.md", "docs/*.md", "bench/results/cpu_kinds.md"]   # cpu_kinds.md: the per-kind table docs cite
 
 results_root = RESULTS   # where js / md read (a test points it at a changed copy)
 cited: set[Path] = set()   # every result file a rendering read
