@@ -1,4 +1,5 @@
-"""Every measured figure in README.md, docs/ and bench/results/cpu_kinds.md is rendered from the result file under bench/results that holds it.
+"""Every measured figure in README.md, docs/ and bench/results/cpu_kinds.md is rendered from the result file that holds
+it.
 
 A page holds its figures in cog blocks (https://nedbatchelder.com/code/cog/): the code names the file and the value,
 the text under it is what that code rendered, never typed::
