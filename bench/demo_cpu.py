@@ -8,7 +8,7 @@
 Runs the line under ``<!-- main-command -->`` in README.md in a new virtual environment inside the clone (the
 install included in the wall time), then writes ``demo_summary_<cpu kind>[_float32].json``: the demo's own
 ``demo_summary.json`` plus the commit, the command, its wall minutes and the load before it started. The docs'
-demo figures are rendered from these files (``python -m vista_distill.docs_figures``).
+demo figures are rendered from these files (``python bench/figures.py``).
 """
 
 from __future__ import annotations
