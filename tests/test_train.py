@@ -497,7 +497,7 @@ def test_max_minutes_stops_a_stage_early_saves_it_and_counts_it_done(tmp_path, s
     recipe = load_recipe(write_recipe(tmp_path, silver, tiny_smollm2),
                          ["train.max_steps=3", "train.max_minutes=0.0001", "train.max_length=256"])
     summary = train_stage(recipe, "stage3")
-    assert summary["results"]["global_step"] == 1
+    assert summary["results"]["global_step"] == 1 and summary["results"]["planned_steps"] == 3   # done and planned
     assert summary["time_budget"] == {"max_minutes": 0.0001, "planned_steps": 3, "stopped_at_step": 1}
     assert (tmp_path / "ck" / "stage3" / "adapter_model.safetensors").exists()
     assert "stopped by train.max_minutes=0.0001 after 1 of 3 steps" in capsys.readouterr().out
@@ -507,7 +507,8 @@ def test_max_minutes_stops_a_stage_early_saves_it_and_counts_it_done(tmp_path, s
     unbounded = load_recipe(write_recipe(tmp_path / "b", silver, tiny_smollm2),
                             ["train.max_steps=2", "train.max_minutes=60", "train.max_length=256"])
     done = train_stage(unbounded, "stage3")
-    assert done["results"]["global_step"] == 2 and done["time_budget"]["stopped_at_step"] is None
+    assert done["results"]["global_step"] == done["results"]["planned_steps"] == 2
+    assert done["time_budget"]["stopped_at_step"] is None
 
 
 def test_length_sorted_steps_reorder_within_a_step_only():
