@@ -108,7 +108,7 @@ def demo_facts(file: str) -> dict[str, Any]:
                                                   "minutes_with_install")}
     out.update(claims={}, turns={}, tuned={}, fixed={}, vs_claims={}, vs_turns={}, vs_tuned={})
     for line in s.get("headline") or []:
-        name = line.split()[0]
+        name = line.split()[0].rstrip(",")   # "adapter, no head: ..." is the student's adapter alone
         if m := re.search(r"claims \(stage 2\) fixed ([\d.]+), tuned ([\d.]+)", line):
             out["fixed"][name], out["tuned"][name] = float(m[1]), float(m[2])
             continue
@@ -169,11 +169,29 @@ def calibration(file: str) -> dict[str, Any]:
     return data
 
 
-def fig(template: str, **values: Any) -> None:
-    """Write ``template`` with ``values`` filled in as the block's text."""
+def machine(hardware: dict[str, Any]) -> str:
+    """``2-core Intel Xeon with AMX, bf16``: a demo summary's machine as the docs name it."""
+    cpu = re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b", "", str(hardware.get("cpu") or "CPU")).split("@")[0]
+    dtype = {"bfloat16": "bf16"}.get(str(hardware.get("dtype")), str(hardware.get("dtype")))
+    isa = hardware.get("cpu_isa")
+    return f"{hardware.get('usable_cores', '?')}-core {' '.join(cpu.split())}" + (f" with {isa}" if isa else "") \
+        + f", {dtype}"
+
+
+def fig(template: str, width: int | None = None, **values: Any) -> None:
+    """Write ``template`` with ``values`` filled in as the block's text; ``width``: wrap each paragraph (blank-line
+    separated, not a table or a list) at that many columns."""
+    import textwrap
+
     import cog  # the module cog provides while it runs a page's code
 
-    cog.outl(template.format(**values))
+    text = template.format(**values)
+    if width:
+        lead = text[:len(text) - len(text.lstrip("\n"))]   # blank lines before the text stay
+        text = lead + "\n\n".join(textwrap.fill(part, width, break_on_hyphens=False, break_long_words=False)
+                                    if not part.lstrip().startswith(("|", "- ")) else part
+                                    for part in text.lstrip("\n").split("\n\n"))
+    cog.outl(text)
 
 
 def _files(root: Path = ROOT) -> list[Path]:
