@@ -14,11 +14,10 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from ..data.vocabulary import ALL_STAGES
 from ..pipeline.templates import PROMPT_NAMES
 from .recipe import Recipe, RecipeError, TrainSettings
+from .validate import range_problem, read_yaml, type_problem
 
 # keys of earlier recipes: where each went (a recipe that still has one fails with this message)
 _TO_PIPELINE = "moved to the pipeline section (pipeline.{key}), read by distill, train, eval and score"
@@ -52,7 +51,17 @@ def _build(cls: type, raw: Any, where: str) -> Any:
         unknown = sorted(set(raw) - names)
         if unknown:
             raise RecipeError(f"{where}: unknown key(s) {unknown}; valid: {sorted(names)}")
-        kwargs = {k: _coerce(hints[k], v, _sub(where, k)) for k, v in raw.items()}
+        kwargs, problems = {}, []
+        for k, v in raw.items():   # every field's problem, not only the first (check lists them all)
+            try:
+                kwargs[k] = _coerce(hints[k], v, _sub(where, k))
+            except RecipeError as e:
+                problems += e.problems
+                continue
+            if problem := range_problem(f"{cls.__name__}.{k}", kwargs[k], _sub(where, k)):
+                problems.append(problem)
+        if problems:
+            raise RecipeError(problems[0], problems)
         try:
             return cls(**kwargs)
         except TypeError as e:
@@ -94,6 +103,8 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
             return int(value)
         except ValueError as e:
             raise RecipeError(f"{where}: expected an integer, got {value!r}") from e
+    if problem := type_problem(tp, value, where):
+        raise RecipeError(problem)
     return value
 
 
@@ -116,7 +127,10 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
         *parents, leaf = key.replace("-", "_").split(".")
         for p in parents:
             node = node.setdefault(p, {})
-        node[leaf] = yaml.safe_load(value)
+        try:
+            node[leaf] = read_yaml(value.encode("utf-8", "surrogateescape"), f"override {key}")
+        except ValueError as e:
+            raise RecipeError(str(e)) from None
     return out
 
 
@@ -138,9 +152,11 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None,
         if not path.exists():
             raise FileNotFoundError(f"{path}: recipe not found")
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise RecipeError(f"{path}: not valid YAML ({_yaml_problem(e)})") from e
+            raw = read_yaml(path.read_bytes(), str(path)) or {}
+        except OSError as e:
+            raise RecipeError(f"{path}: cannot be read ({e.strerror or e})") from None
+        except ValueError as e:
+            raise RecipeError(str(e)) from None
         if not isinstance(raw, dict):
             raise RecipeError(f"{path}: expected a mapping at the top level")
         raw.setdefault("name", path.stem)
@@ -153,13 +169,6 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None,
     _check_hardware_fields(recipe, where)
     _check_per_stage(recipe, where)
     return recipe
-
-
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    """The YAML error in one line: what, and at which line and column."""
-    mark = getattr(e, "problem_mark", None)
-    what = " ".join(str(getattr(e, "problem", None) or e).split())
-    return f"line {mark.line + 1}, column {mark.column + 1}: {what}" if mark is not None else what
 
 
 def _check_per_stage(recipe: Recipe, where: str) -> None:

@@ -300,4 +300,11 @@ class Recipe:
 
 
 class RecipeError(ValueError):
-    pass
+    """A recipe that cannot run: each problem names the file and the key (``problems``: all of them, one a line)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        self.problems = list(problems or [message])
+        super().__init__(message if len(self.problems) == 1 else "\n".join(self.problems))
+
+    def lines(self) -> list[str]:
+        return self.problems

@@ -380,5 +380,5 @@ def write_conversations(conversations: Iterable[Conversation], path: str | os.Pa
 
 def print_error(e: BaseException) -> None:
     """``error: ...`` on stderr: one line per problem of a :class:`SchemaError`, else the message."""
-    for line in (e.lines() if isinstance(e, SchemaError) else [str(e)]):
+    for line in (e.lines() if hasattr(e, "lines") else [str(e)]):
         print(f"error: {line}", file=sys.stderr)
