@@ -31,6 +31,11 @@ def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) 
         if not root.is_dir():
             raise FileNotFoundError(f"{root}: adapters folder not found")
         found = {s: root / s for s in ALL_STAGES if (root / s / "adapter_config.json").exists()}
+        broken = [s for s in ALL_STAGES if (root / s).is_dir() and s not in found]
+        if broken:   # its stage would silently run on the base model, with no adapter and no head
+            raise FileNotFoundError(f"{root / broken[0]}: the {broken[0]} folder has no adapter_config.json; restore "
+                                    f"it, train the stage again, or remove the folder to run {broken[0]} on the base "
+                                    "model")
         if not found:
             raise FileNotFoundError(
                 f"{root}: no stage adapters found "
@@ -39,7 +44,64 @@ def find_stage_adapters(adapters: str | Path | Mapping[str, str | Path] | None) 
     for stage, path in found.items():
         if not (path / "adapter_config.json").exists():
             raise FileNotFoundError(f"{path}: not a PEFT adapter (no adapter_config.json) for {stage}")
+        check_stage_folder(stage, path)
     return found
+
+
+WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+MAX_LORA_SCALE = 1024.0   # lora_alpha / r; PEFT's recipes use 1-4, and a larger scale only flips verdicts
+
+
+def check_stage_folder(stage: str, path: Path) -> None:
+    """A stage's adapter folder, checked before PEFT reads it: ``adapter_config.json`` a LoRA config with a positive
+    rank and a finite, sane scale; the weights file there, readable, every tensor finite. A ``SchemaError`` names the
+    stage's file and what is wrong (PEFT's own errors name neither, or take a folder without weights for a Hub id)."""
+    import math
+
+    from ..data.io import SchemaError
+
+    config = path / "adapter_config.json"
+    try:
+        c = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise SchemaError(config, f"{stage}: not a PEFT adapter config ({' '.join(str(e).split())[:120]}); train "
+                                  "the stage again") from None
+    if not isinstance(c, dict):
+        raise SchemaError(config, f"{stage}: expected a JSON object (a PEFT adapter config)")
+    if c.get("peft_type", "LORA") != "LORA":
+        raise SchemaError(config, f"{stage}: a {c.get('peft_type')!r} adapter; the stages take LoRA", field="peft_type")
+    r, alpha = c.get("r"), c.get("lora_alpha", 8)
+    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+        raise SchemaError(config, f"{stage}: expected a positive integer rank, got {json.dumps(r)[:40]}", field="r")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0 \
+            or alpha / r > MAX_LORA_SCALE:
+        raise SchemaError(config, f"{stage}: expected a positive lora_alpha at most {MAX_LORA_SCALE:g} x r, got "
+                                  f"{json.dumps(alpha)[:40]}", field="lora_alpha")
+    weights = next((path / w for w in WEIGHTS if (path / w).is_file()), None)
+    if weights is None:
+        raise SchemaError(path, f"{stage}: no adapter weights ({' or '.join(WEIGHTS)}); train the stage again")
+    if weights.suffix == ".safetensors":
+        _check_weights(stage, weights)
+
+
+def _check_weights(stage: str, weights: Path) -> None:
+    """Every tensor of a safetensors file readable and finite (NaN or Infinity weights flip verdicts silently)."""
+    import torch
+    from safetensors import safe_open
+
+    from ..data.io import SchemaError
+
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            for key in f.keys():   # noqa: SIM118 (safe_open is not a mapping)
+                t = f.get_tensor(key)
+                if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                    raise SchemaError(weights, f"{stage}: tensor {key} holds NaN or Infinity; train the stage again")
+    except SchemaError:
+        raise
+    except Exception as e:  # noqa: BLE001 - safetensors' errors (header, sizes, dtypes) as the stage's one line
+        raise SchemaError(weights, f"{stage}: unreadable adapter weights ({' '.join(str(e).split())[:160]}); "
+                                   "train the stage again") from None
 
 
 def adapters_in_dtype(model: Any, dtype: Any) -> None:
@@ -139,16 +201,48 @@ def with_stage_adapters(model: Any, adapters: Mapping[str, Path], dtype: Any = N
     ``dtype``, the adapters' weights cast to it (:func:`adapters_in_dtype`; on a GPU)."""
     from peft import PeftModel
 
+    from ..data.io import SchemaError
     from .model_loading import quiet_peft_wrap
 
-    (first, path), *rest = adapters.items()
+    first = next(iter(adapters))
     with quiet_peft_wrap():
-        model = PeftModel.from_pretrained(model, str(path), adapter_name=first)
-        for stage, p in rest:
-            model.load_adapter(str(p), adapter_name=stage)
+        for stage, p in adapters.items():
+            try:
+                if stage == first:
+                    model = PeftModel.from_pretrained(model, str(p), adapter_name=first)
+                else:
+                    model.load_adapter(str(p), adapter_name=stage)
+            except Exception as e:  # noqa: BLE001 - PEFT's errors (shapes, module names) as the stage's one line
+                raise SchemaError(Path(p) / "adapter_config.json",
+                                  f"{stage}: PEFT cannot load this adapter onto the base model "
+                                  f"({type(e).__name__}: {' '.join(str(e).split())[:200]}); was it trained on "
+                                  "another base model?") from None
+    _check_loaded(model, adapters)
     if dtype is not None:
         adapters_in_dtype(model, dtype)
     return model
+
+
+def _check_loaded(model: Any, adapters: Mapping[str, Path]) -> None:
+    """Each stage's LoRA tensors in its file are the ones PEFT put on the model (PEFT leaves a tensor the file lacks
+    at its initial value, with a warning at most)."""
+    from safetensors import safe_open
+
+    from ..data.io import SchemaError
+
+    names = [n for n, _ in model.named_parameters() if "lora_" in n]
+    for stage, p in adapters.items():
+        weights = Path(p) / WEIGHTS[0]
+        if not weights.is_file():
+            continue
+        with safe_open(str(weights), framework="pt") as f:
+            saved = {k for k in f.keys() if "lora_" in k}   # noqa: SIM118 (safe_open is not a mapping)
+        loaded = {n.replace(f".{stage}.", ".") for n in names if f".{stage}." in n}
+        if saved != loaded:
+            odd = sorted(saved - loaded) or sorted(loaded - saved)
+            raise SchemaError(weights, f"{stage}: its LoRA tensors do not match the adapter config on this base "
+                                       f"model ({len(saved)} saved, {len(loaded)} expected; e.g. {odd[0]}); train the "
+                                       "stage again")
 
 
 def fetch_adapters(name_or_path: str | Path, revision: str | None = None) -> Path:

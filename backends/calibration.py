@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .evidence_head import EvidenceHead
-from .label_prior import LabelPrior, json_number
+from .label_prior import LabelPrior, shift_problem
 
 FOLDER = "calibrations"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -79,8 +79,10 @@ class Calibration:
         prior = None
         if d.get("stage3") is not None:
             shift = d["stage3"].get("shift") if isinstance(d["stage3"], dict) else None
-            if not isinstance(shift, dict) or not all(json_number(v) for v in shift.values()):
+            if not isinstance(shift, dict):
                 raise SchemaError(path, "expected {shift: {label: number}}", field="stage3")
+            if problem := shift_problem(shift):
+                raise SchemaError(path, problem[1], field=f"stage3.shift.{problem[0]}")
             prior = LabelPrior({str(k): float(v) for k, v in shift.items()})
         fitted = d.get("fitted") if isinstance(d.get("fitted"), dict) else {}
         return cls(str(d.get("name") or path.stem), head, prior, fitted)

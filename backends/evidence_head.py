@@ -75,8 +75,13 @@ class EvidenceHead:
         threshold = float(d.get("threshold", 0.5))
         if not 0.0 < threshold < 1.0:
             raise ValueError(f"threshold must lie strictly between 0 and 1, got {threshold}")
-        return cls(float(d["w_margin"]), float(d["w_pmi"]), float(d["bias"]), dict(d.get("fitted") or {}),
-                   float(d.get("w_overlap", 0.0)), threshold)
+        weights = {k: d[k] if k in ("w_margin", "w_pmi", "bias") else d.get(k, 0.0)
+                   for k in ("w_margin", "w_pmi", "bias", "w_overlap")}
+        for k, v in weights.items():   # NaN or Infinity would answer UNVERIFIABLE (or VERIFIED) for every claim
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{k}: expected a finite number, got {json.dumps(v)[:40]}")
+        return cls(float(weights["w_margin"]), float(weights["w_pmi"]), float(weights["bias"]),
+                   dict(d.get("fitted") or {}), float(weights["w_overlap"]), threshold)
 
     def says_verified(self, p: float) -> bool:
         return p > self.threshold

@@ -49,19 +49,33 @@ class LabelPrior:
         except ValueError as e:
             raise SchemaError(path, f"not valid JSON ({e}); delete it or train the stage again") from e
         shift = raw.get("shift") if isinstance(raw, dict) else None
-        if not isinstance(raw, dict) or not isinstance(shift or {}, dict):
+        if not isinstance(raw, dict) or not isinstance(shift, dict):
             raise SchemaError(path, "expected an object {shift: {label: number}, fitted: {...}}",
                               field=None if not isinstance(raw, dict) else "shift")
-        bad = [k for k, v in (shift or {}).items() if not json_number(v)]
-        if bad:
-            raise SchemaError(path, f"expected a number, got {json.dumps(shift[bad[0]])[:40]}", field=f"shift.{bad[0]}")
-        prior = cls({str(k): float(v) for k, v in (shift or {}).items()}, raw.get("fitted") or {})
+        if problem := shift_problem(shift):
+            raise SchemaError(path, problem[1], field=f"shift.{problem[0]}")
+        prior = cls({str(k): float(v) for k, v in shift.items()}, raw.get("fitted") or {})
         return prior if prior.shift else None
 
 
+def shift_problem(shift: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(label, why) for the first entry of a label shift that is not a known label with a finite number; a shift
+    that named a label in another spelling would otherwise be dropped without a word."""
+    from ..data.vocabulary import LABELS
+
+    known = {lab for labels in LABELS.values() for lab in labels}
+    for label, v in shift.items():
+        if label not in known:
+            return str(label), f"unknown label {str(label)[:40]!r} (labels: {', '.join(sorted(known))})"
+        if not json_number(v):
+            return str(label), f"expected a finite number, got {json.dumps(v)[:40]}"
+    return None
+
+
 def json_number(v: Any) -> bool:
-    """A JSON number a float holds (not a boolean, not one too large for a float)."""
-    return not isinstance(v, bool) and (isinstance(v, float) or isinstance(v, int) and abs(v) < 1e308)
+    """A finite JSON number a float holds (not a boolean, not NaN or Infinity, not one too large for a float)."""
+    return not isinstance(v, bool) and (isinstance(v, float) and math.isfinite(v) or isinstance(v, int)
+                                        and abs(v) < 1e308)
 
 
 def sampler_shift(weights: Mapping[str, float]) -> dict[str, float]:

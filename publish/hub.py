@@ -40,6 +40,12 @@ def push(folder: str | Path, repo: str, *, repo_type: str = "model", private: bo
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: nothing to push (not a folder)")
     files = files_to_push(root)
+    from ..data.vocabulary import ALL_STAGES
+
+    if any((root / s / "adapter_config.json").is_file() for s in ALL_STAGES):
+        from ..backends.adapters import find_stage_adapters
+
+        find_stage_adapters(root)   # stage adapters: every one readable, finite and whole before it leaves
     if not any(f.endswith("README.md") for f in files):
         raise FileNotFoundError(f"{root}: no README.md card to push (train or distill writes them)")
     target = _local_target(repo)
