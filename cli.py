@@ -122,6 +122,9 @@ def _score(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     options = {"style": args.prompts, "rule": args.rule, "stage2": args.stage2, "stage3": args.stage3,
                "stage4": args.stage4, "calibration": args.calibration}
+    from .runtime.exit_codes import hold_output
+
+    hold_output(Path(args.output).with_name(Path(args.output).stem + ".journal.jsonl")).close()   # a live run: refused
     if args.server or recipe.student.servers:
         from .backends.factory import backend_for
 
@@ -151,6 +154,7 @@ def _score(args: argparse.Namespace) -> int:
 
     write_score_page(result, out)
     journal.unlink(missing_ok=True)
+    journal.with_name(journal.name + ".lock").unlink(missing_ok=True)
     from .scoring.terminal import print_score_summary
 
     print_score_summary(result.summary)

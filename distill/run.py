@@ -31,6 +31,7 @@ from ..data.material import Material, load_material
 from ..data.schema import Conversation
 from ..pipeline.engine import RULES, TurnResult, run_programs, vista_program
 from ..pipeline.templates import PROMPTS_VERSION, get_template
+from ..runtime.exit_codes import writable_dir
 from ..runtime.progress import RequestBar
 from . import augment, contrast, silver
 
@@ -147,8 +148,8 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
     ran out mid-run: rerun to resume) and ``LeakageError`` (test material in train). ``material``: the
     recipe's material if the caller has loaded it already (:func:`load_material`).
     """
-    out_dir = Path(output_dir or recipe.resolve(recipe.distill.output_dir))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = writable_dir(output_dir or recipe.resolve(recipe.distill.output_dir), "silver data folder",
+                           "--output-dir or distill.output_dir")
     silver.clean_partial(out_dir)
     material = material if material is not None else load_material(recipe)
     train = material.train[:limit] if limit else material.train

@@ -34,6 +34,7 @@ from ..data.io import atomic_write_text
 from ..data.material import Material, load_material, load_source
 from ..data.schema import Conversation
 from ..pipeline.engine import RULES
+from ..runtime.exit_codes import writable_dir
 from ..scoring import metrics as M
 from ..scoring.evidence import evidence_metrics
 from ..scoring.significance import MCNEMAR_VARIANTS
@@ -164,8 +165,8 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     names = _validated_systems(recipe, systems)
     out_dir = Path(output_dir or recipe.resolve(e.output_dir))
     t_start = time.perf_counter()
+    writable_dir(out_dir, "evaluation folder", "--output-dir or eval.output_dir")
     conversations, material_info = _evaluated_material(recipe, input_path, limit, material)
-    out_dir.mkdir(parents=True, exist_ok=True)
 
     backends = ModelLoader(recipe, cache_root=out_dir)
     order = sorted(names, key=RUN_ORDER.index)
@@ -190,6 +191,7 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
                 for name in order:
                     on_system(runs[name])
     finally:
+        journal.release()
         backends.release()
         torch.set_num_threads(threads_before)
     runs = {n: runs[n] for n in names}

@@ -38,10 +38,17 @@ class Journal:
     def __init__(self, path: str | Path, fingerprint: str) -> None:
         self.path = Path(path)
         self.fingerprint = fingerprint
+        self._lock: Any = None
 
     def open(self) -> dict[str, Any]:
         """The finished parts this run's journal holds (none without one), the journal rewritten to hold exactly
-        those (a torn last line dropped, another run's journal replaced) and ready for :meth:`append`."""
+        those (a torn last line dropped, another run's journal replaced) and ready for :meth:`append`. The journal is
+        this process's until :meth:`remove` or its end: a second run on it is refused (``RunLocked``), so what it
+        holds is only ever a stopped run's."""
+        from ..runtime.exit_codes import hold_output
+
+        if self._lock is None:
+            self._lock = hold_output(self.path)
         done: dict[str, Any] = {}
         if self.path.exists():
             lines = self.path.read_text(encoding="utf-8").splitlines()
@@ -71,7 +78,16 @@ class Journal:
             os.fsync(f.fileno())
 
     def remove(self) -> None:
+        """The journal gone with the run it served (its lock file too)."""
         self.path.unlink(missing_ok=True)
+        self.release()
+        self.path.with_name(self.path.name + ".lock").unlink(missing_ok=True)
+
+    def release(self) -> None:
+        """Let another run take the journal (the lock file stays: whoever locks it next owns it)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
 
 def _json(line: str) -> Any:

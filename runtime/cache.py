@@ -22,8 +22,9 @@ def cache_lock(name: str):
     entry (two commands at once, or parallel test workers) build it once: the second waits, then finds it."""
     import fcntl
 
-    root = cache_dir()
-    root.mkdir(parents=True, exist_ok=True)
+    from .exit_codes import writable_dir
+
+    root = writable_dir(cache_dir(), "vista-distill cache folder", "VISTA_DISTILL_CACHE")
     with open(root / f".{name}.lock", "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:

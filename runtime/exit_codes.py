@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 OK = 0
 PROBLEMS = 1      # the command ran and reports problems: `check` found some, `data fetch` missed files
@@ -51,3 +52,47 @@ def check_writable(path: str | os.PathLike) -> None:
         raise OutputError(path, f"{parent} is a file, not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(path, f"no permission to write in {parent}")
+
+
+def writable_dir(path: str | os.PathLike, what: str = "output folder", moved_by: str | None = None) -> Path:
+    """``path`` created (with its parents) and checked writable before any work; an :class:`OutputError` naming
+    it, ``what`` it is and, where one moves it, the setting or variable ``moved_by``."""
+    path = Path(path)
+    hint = f"; {moved_by} moves it" if moved_by else ""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(path, f"the {what} cannot be created: {e.strerror or e}{hint}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise OutputError(path, f"no permission to write in the {what}{hint}")
+    return path
+
+
+class RunLocked(OutputError):
+    """Another live process is writing this output (exit :data:`OUTPUT`)."""
+
+
+def hold_output(path: str | os.PathLike) -> Any:
+    """An exclusive lock on the output ``path`` for as long as the returned file stays open (the process's life at
+    most: the kernel drops the lock of a dead process, so a killed run's lock is taken over); :class:`RunLocked`
+    naming the live run's pid when another process holds it."""
+    import fcntl
+
+    path = Path(path)
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    f = open(lock, "a+", encoding="utf-8")   # noqa: SIM115 (held open: the lock lives as long as the file)
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        pid = f.read().strip() or "?"
+        f.close()
+        raise RunLocked(path, f"another run (pid {pid}) is writing it; wait for it to end or choose another "
+                              "output") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+

@@ -57,17 +57,21 @@ def run_pipeline(conversations: Sequence[Conversation], config: EngineConfig, ba
         log = Journal(journal, run_fingerprint(conversations, config, model, size))
         done = log.open()
     by_chunk: list[list[dict[str, Any]]] = []
-    for k, chunk in enumerate(chunks):
-        if done and str(k) in done:
-            by_chunk.append(done[str(k)])
-            if on_resumed is not None:
-                on_resumed(len(done[str(k)]))
-            continue
-        per_conv = run_programs((vista_program(c, config, on_turn) for c in chunk), backend, batched=batched,
-                                on_issue=on_issue)
-        by_chunk.append(records_of(per_conv))
+    try:
+        for k, chunk in enumerate(chunks):
+            if done and str(k) in done:
+                by_chunk.append(done[str(k)])
+                if on_resumed is not None:
+                    on_resumed(len(done[str(k)]))
+                continue
+            per_conv = run_programs((vista_program(c, config, on_turn) for c in chunk), backend, batched=batched,
+                                    on_issue=on_issue)
+            by_chunk.append(records_of(per_conv))
+            if log is not None:
+                log.append(str(k), by_chunk[-1])
+    finally:
         if log is not None:
-            log.append(str(k), by_chunk[-1])
+            log.release()
     info = None if journal is None else {"path": str(journal), "chunk_size": size, "chunks": len(chunks),
                                          "chunks_resumed": len(done or {})}
     return [r for chunk in by_chunk for r in chunk], info

@@ -1,6 +1,6 @@
 """Seeded fuzzing of the recipe reader beyond JSON-shaped mutations: bytes that are not UTF-8, YAML's own features
 (aliases, deep nesting, tags), values of the wrong type or range, non-finite numbers. Each of 1,000 mutations of the
-demo recipe ends in the product's error (one problem a line, each naming the file) within a second, or loads a recipe
+demo recipe ends in the product's error (one problem a line, each naming the file) within seconds, or loads a recipe
 whose every value is of its field's declared type and in its range."""
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def test_a_thousand_mutations_of_the_demo_recipe_end_in_one_line_errors_or_load_
             bad.append(f"seed {seed}: {type(e).__name__}: {str(e)[:200]}")
         else:
             bad += [f"seed {seed}: loaded {w}" for w in _declared_types_hold(recipe)]
-        if time.perf_counter() - start > 1.0:
+        if time.perf_counter() - start > 5.0:   # an unbounded alias bomb took a minute
             bad.append(f"seed {seed}: took {time.perf_counter() - start:.1f} s")
     assert not bad, f"{len(bad)} of {N} mutations:\n" + "\n".join(bad[:20])
     assert refused > N // 2   # most mutations break the recipe; the rest load, typed

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..backends.model_loading import quiet_peft_wrap
 from ..config import Recipe, RecipeError
+from ..runtime.exit_codes import writable_dir
 from ..runtime.progress import QUIET_ENV, training_bar
 from .balance import CLASS_BALANCE, class_weights
 from .encoding import encode_split, end_of_turn
@@ -375,5 +376,7 @@ def train_stages(recipe: Recipe, stages: Sequence[str] | str = "all") -> list[di
         raise TrainError(f"unknown stage(s) {bad}; expected {list(DISTILLED_STAGES)}")
     from accelerate import PartialState
 
+    if PartialState().is_main_process:
+        writable_dir(recipe.resolve(recipe.train.output_dir), "adapters folder", "train.output_dir")
     training_hardware(recipe, announce=PartialState().is_main_process)
     return [train_stage(recipe, s) for s in todo]
