@@ -30,8 +30,10 @@ HEADER = """# Recipe reference
 
 Every key a recipe YAML file may hold, section by section: its type, its default and what it does. A recipe is read
 by every command (`distill`, `train`, `eval`, `score`, `check`, `serve-config`, `demo`); any key can also be set on
-the command line as `section.key=value` (e.g. `train.max_steps=20`), and an unknown key is an error that names the
-file and the key. `{name}` in a path is the recipe's `name`. Examples: [`recipes/`](../recipes/).
+the command line as `section.key=value` (e.g. `train.max_steps=20`). An unknown key, or a value not of its field's type
+or range (a count below 1, a number that is not finite, a fraction outside 0-1), is an error that names the file and the
+key, every such problem one line, before anything runs (`config/validate.py`). `{name}` in a path is the recipe's
+`name`. Examples: [`recipes/`](../recipes/).
 
 This page is generated from the dataclasses in `config/recipe.py` (`python -m vista_distill.config.reference`);
 `tests/test_recipe_reference.py` fails when the two differ.

@@ -12,7 +12,7 @@ OK = 0
 PROBLEMS = 1      # the command ran and reports problems: `check` found some, `data fetch` missed files
 BAD_INPUT = 2     # an input file, a recipe, silver data or an option is wrong; the message names file, record, field
 SERVER = 3        # a server (teacher, student or base) cannot be reached or refuses
-OUTPUT = 4        # an output cannot be written (a path through a file, no permission, a full disk)
+OUTPUT = 4        # an output cannot be written (a path through a file, no permission, a full disk, a live run on it)
 INTERRUPTED = 130  # Ctrl-C: finished work is kept (journal, teacher cache) and the same command resumes
 
 TABLE = ((OK, "done"), (PROBLEMS, "problems found: check's findings, files data fetch could not fetch or verify"),
