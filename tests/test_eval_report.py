@@ -13,7 +13,7 @@ import pytest
 from helpers import EVAL_RECIPE, eval_overrides, identity_adapters
 
 from vista_distill.cli import main
-from vista_distill.config import load_recipe
+from vista_distill.config import RecipeError, load_recipe
 from vista_distill.eval.baselines import parse_judge
 from vista_distill.eval.errors import EvalError
 from vista_distill.eval.report import PLOTS
@@ -259,9 +259,12 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
     assert "time_budget" in (cut.out_dir / "results.json").read_text() and pair
     assert "let 1 of the 2 conversations run" in (cut.out_dir / "report.md").read_text()
     assert m["time_budget"]["conversations_claim_level"] >= 1
+    with pytest.raises(RecipeError, match=r"eval.max_minutes: -1.0 is out of range \(expected > 0\)"):
+        load_recipe(EVAL_RECIPE, [*ov, "eval.max_minutes=-1"])   # refused as the recipe is read
+    bad = load_recipe(EVAL_RECIPE, ov)
+    bad.eval.max_minutes = -1.0   # set in Python past the reader: the evaluation refuses it too
     with pytest.raises(EvalError, match="eval.max_minutes"):
-        run_eval(load_recipe(EVAL_RECIPE, [*ov, "eval.max_minutes=-1"]), input_path=str(sample_path), limit=2,
-                 output_dir=tmp_path / "bad", systems=["base"])
+        run_eval(bad, input_path=str(sample_path), limit=2, output_dir=tmp_path / "bad", systems=["base"])
 
 
 def test_time_budget_runs_the_claim_level_first():
