@@ -43,7 +43,8 @@ def result_name(m: dict[str, Any], tag: str = "") -> str:
     import re
 
     # "CPU AMD EPYC (torch: AVX512-BF16; native bf16)" -> amd-epyc-avx512-bf16
-    words = re.findall(r"[a-z0-9]+", m["cpu"].split(",")[0].split(";")[0].lower())
+    name = re.sub(r"\((r|tm)\)|\bprocessor\b", " ", m["cpu"].split(",")[0].split(";")[0].lower())
+    words = re.findall(r"[a-z0-9]+", name)
     cpu = "-".join(w for w in dict.fromkeys(words) if w not in ("cpu", "torch", "native"))
     return f"{cpu}_{tag}" if tag else cpu
 

@@ -52,13 +52,13 @@ def clean(tmp_path_factory, tiny_smollm2) -> Path:
 
 
 def _outputs(folder: Path, calibration: str | None) -> tuple:
-    """What a user sees: the MiniCheck-style labels and probabilities, and two dialogues' verdicts and categories."""
+    """What a user sees: the MiniCheck-style labels and probabilities, and a dialogue's verdicts and categories."""
     from vista_distill import VistaScorer, read_conversations
 
     scorer = VistaScorer.from_pretrained(folder, threads=1, calibration=calibration, max_claims=2,
-                                         max_new_tokens={"stage1": 24, "stage3": 12})
+                                         max_new_tokens={"stage1": 16, "stage3": 8})
     labels = [(c.label, round(c.p_verified, 5)) for c in scorer.label_claims(DOCS, CLAIMS)]
-    result = scorer.score(read_conversations(SAMPLE)[:2])
+    result = scorer.score(read_conversations(SAMPLE)[:1])
     turns = [(t.verdicts.safe, [(c.text, c.category) for c in t.claims]) for t in result.turns if t.scored]
     return labels, turns
 
