@@ -165,8 +165,8 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     names = _validated_systems(recipe, systems)
     out_dir = Path(output_dir or recipe.resolve(e.output_dir))
     t_start = time.perf_counter()
-    writable_dir(out_dir, "evaluation folder", "--output-dir or eval.output_dir")
     conversations, material_info = _evaluated_material(recipe, input_path, limit, material)
+    writable_dir(out_dir, "evaluation folder", "--output-dir or eval.output_dir")   # before any model loads
 
     backends = ModelLoader(recipe, cache_root=out_dir)
     order = sorted(names, key=RUN_ORDER.index)
