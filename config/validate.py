@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 
 # the range of a number, by ``Class.field``: (lowest, highest, whether the highest is allowed); a number not named
-# here must be >= 0; every float must be finite
+# here must be >= 0 (a seed: any integer); every float must be finite
 RANGES: dict[str, tuple[float, float | None, bool]] = {
     **{f: (1, None, True) for f in (
         "DataSource.n", "TeacherConfig.concurrency", "TeacherConfig.batch_size", "WorldConfig.top_k",
@@ -143,6 +143,8 @@ def type_problem(tp: Any, value: Any, where: str) -> str | None:
 def range_problem(key: str, value: Any, where: str) -> str | None:
     """Why the number(s) of field ``key`` (``Class.field``) are out of its range (None: they are in it)."""
     values = value if isinstance(value, list) else [value]
+    if key.endswith(".seed"):   # any integer seeds a generator
+        return None
     lo, hi, hi_in = RANGES.get(key, (0, None, True))
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, float)):

@@ -144,7 +144,10 @@ def test_distill_adds_contradicted_rows_to_train_only(tmp_path):
 
 
 def test_negative_count_is_a_recipe_error(tmp_path):
-    recipe = load_recipe(write_recipe(tmp_path / "r.yaml", tmp_path / "out"), ["distill.augment_falsified=-1"])
+    with pytest.raises(ValueError, match=r"distill.augment_falsified: -1 is out of range"):   # as it is read
+        load_recipe(write_recipe(tmp_path / "r.yaml", tmp_path / "out"), ["distill.augment_falsified=-1"])
+    recipe = load_recipe(write_recipe(tmp_path / "r.yaml", tmp_path / "out"))
+    recipe.distill.augment_falsified = -1   # set in Python past the reader
     with pytest.raises(ValueError, match="augment_falsified"):
         filter_settings(recipe)
 
@@ -205,6 +208,9 @@ def test_distill_adds_swapped_reference_rows_to_train_only(tmp_path):
 
 
 def test_swap_share_outside_0_1_is_a_recipe_error(tmp_path):
-    recipe = load_recipe(write_recipe(tmp_path / "r.yaml", tmp_path / "out"), ["distill.augment_swapped=1.5"])
+    with pytest.raises(ValueError, match=r"distill.augment_swapped: 1.5 is out of range"):
+        load_recipe(write_recipe(tmp_path / "r.yaml", tmp_path / "out"), ["distill.augment_swapped=1.5"])
+    recipe = load_recipe(write_recipe(tmp_path / "r.yaml", tmp_path / "out"))
+    recipe.distill.augment_swapped = 1.5
     with pytest.raises(ValueError, match="augment_swapped"):
         filter_settings(recipe)

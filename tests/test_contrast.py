@@ -152,7 +152,11 @@ def test_distill_adds_contrast_rows_to_train_only_with_both_labels(tmp_path):
 
 def test_contrast_settings_are_checked(tmp_path):
     recipe = write_recipe(tmp_path / "r.yaml", tmp_path / "out")
+    with pytest.raises(ValueError, match=r"distill.evidence_contrast: 2.0 is out of range \(expected in \[0, 1\]\)"):
+        load_recipe(recipe, ["distill.evidence_contrast=2"])
+    shared = load_recipe(recipe)
+    shared.distill.evidence_contrast = 2.0   # set in Python past the reader
     with pytest.raises(ValueError, match="evidence_contrast must be"):
-        filter_settings(load_recipe(recipe, ["distill.evidence_contrast=2"]))
+        filter_settings(shared)
     with pytest.raises(ValueError, match="evidence_contrast_kinds"):
         filter_settings(load_recipe(recipe, ["distill.evidence_contrast_kinds=[deletion,swap]"]))
