@@ -139,6 +139,7 @@ def _corruptions() -> dict[str, object]:
 CORRUPTIONS = _corruptions()
 
 
+@pytest.mark.slow   # a folder loaded and scored once per corruption
 def test_every_corruption_of_every_file_ends_in_one_line_or_the_clean_verdicts(clean, tmp_path):
     expected = {cal: _outputs(clean, cal) for cal in (None, "dev")}
     assert len(CORRUPTIONS) >= 50
