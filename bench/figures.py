@@ -80,6 +80,23 @@ def p(x: float) -> str:
     return f"{x:.2g}"
 
 
+def cells(file: str, start: str) -> list[str]:
+    """The cells of the first table row of ``bench/results/<file>`` starting with the regular expression ``start``."""
+    line = md(file, rf"^(\| (?:{start}).*)$")
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def rng(values: list[float], f: str = "{:.0f}") -> str:
+    """``lo-hi`` of ``values`` in format ``f``; one figure where both read the same."""
+    lo, hi = f.format(min(values)), f.format(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def hw(file: str, dtype: str, threads: int) -> list[float]:
+    """Matmul GFLOP/s, prefill tok/s, decode tok/s and LoRA step s of a ``bench/hardware.py`` row."""
+    return [float(c) for c in cells(file, rf"{dtype} \| \w+ \| {threads} \|")[3:7]]
+
+
 def demo(file: str) -> dict[str, Any]:
     """A demo summary (``bench/results/demo_cpu/<file>``), refused when a time limit cut its run: a cut run's figures
     are never a headline."""
