@@ -195,6 +195,50 @@ def machine(hardware: dict[str, Any]) -> str:
         + f", {dtype}"
 
 
+def readme_demo(file: str, float32_file: str) -> None:
+    """README.md's demo paragraphs: the full run of ``file`` (which system is ahead at each level, and whether chance
+    explains it) and the float32 run of ``float32_file`` (its minutes, steps and dialogues)."""
+    d = demo_facts(file)
+    rows = [("claims", d["claims"], d["vs_claims"]), ("turns", d["turns"], d["vs_turns"]),
+            ("tuned claims", d["tuned"], d["vs_tuned"])]
+    behind = [level for level, acc, _ in rows if acc["student"] < acc["overlap"]]
+    lead = ("the word-overlap rule is ahead of the student at all three levels" if len(behind) == 3 else
+            "the student is ahead of the word-overlap rule at all three levels" if not behind else
+            f"the word-overlap rule is ahead of the student on the {' and '.join(behind)} only")
+    chance = ("none of these differences is significant at 0.05" if all(vs["overlap"][2] >= 0.05 for _, _, vs in rows)
+              else "p below 0.05 where marked")
+    steps = " / ".join(str(v["done"]) for v in d["steps"].values())
+    fig("{m} minutes with the install on a {machine}: every training step ({steps}) and all {n} held-out dialogues "
+        "(`bench/results/demo_cpu/{f}`, which names the commit). At this 135M scale {lead}, and {chance}: the student "
+        "scores {sc} of the {nc} human claims against the rule's {oc} (McNemar p = {pc}), {st} of the turns against "
+        "{ot} (p = {pt}), and with each system's stage 2 cut-off tuned on {dev} of FaithDial's validation dialogues "
+        "{su} against {ou} (p = {pu}). The whole table: [docs/demo.md](docs/demo.md).", width=116,
+        m=d["minutes_with_install"], machine=machine(d["hardware"]), n=d["dialogues"]["held_out"], f=file,
+        steps=steps, lead=lead, chance=chance, nc=d["vs_claims"]["overlap"][1], sc=pct(d["claims"]["student"]),
+        oc=pct(d["claims"]["overlap"]), pc=p(d["vs_claims"]["overlap"][2]), st=pct(d["turns"]["student"]),
+        ot=pct(d["turns"]["overlap"]), pt=p(d["vs_turns"]["overlap"][2]), dev=d["tuned_on"]["dev_dialogues"],
+        su=pct(d["tuned"]["student"]), ou=pct(d["tuned"]["overlap"]), pu=p(d["vs_tuned"]["overlap"][2]))
+    d = demo_facts(float32_file)
+    fig("\nWith the CPU's bf16 path off (`student.dtype=float32`, as `auto` chooses on a CPU without AMX or "
+        "AVX512-BF16) the same machine ran it whole in {m} minutes with the install: {steps} steps, {n} of {n} "
+        "held-out dialogues (`bench/results/demo_cpu/{f}`). An AVX2-only CPU is not measured with this version; "
+        "the demo sets no time limit, so there it takes longer and still runs every step.", width=116,
+        m=d["minutes_with_install"], f=float32_file, n=d["dialogues"]["held_out"],
+        steps=" / ".join(str(v["done"]) for v in d["steps"].values()))
+
+
+def readme_tests(kind: str) -> None:
+    """README.md's test-command line: both tiers' minutes on ``kind`` (``test_command_time.json``)."""
+    runs = [r for r in js("test_command_time.json", "runs") if r["cpu_kind"] == kind]
+    if not runs:
+        raise FigureError(f"bench/results/test_command_time.json: no run on {kind}")
+    r = runs[0]
+    fig("{w} minutes with the install, {n} passed and none skipped, on a fresh clone on a 2-core {cpu} with AMX; the "
+        "fast tier {fast} minutes, {nf} passed (`bench/results/test_command_time.json`, which names the commit).",
+        width=116, w=r["full"]["wall_minutes"], n=r["full"]["passed"], cpu=r["cpu"],
+        fast=r["fast"]["pytest_minutes"], nf=r["fast"]["passed"])
+
+
 def fig(template: str, width: int | None = None, **values: Any) -> None:
     """Write ``template`` with ``values`` filled in as the block's text; ``width``: wrap each paragraph (blank-line
     separated, not a table or a list) at that many columns."""
