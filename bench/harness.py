@@ -1,4 +1,4 @@
-"""What the protocol scripts share (bench/demo_protocol.py, bench/world_protocol.py, bench/experiment_135m_cpu.py):
+"""What the protocol scripts share (bench/demo_protocol.py, bench/world_protocol.py):
 the machine a result came from, where results are saved, a run's recipe, and the choice on validation.
 
 The protocol each follows: variants judged on a validation split carved from the training sources, the choice

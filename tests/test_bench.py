@@ -6,8 +6,8 @@ today's package), and every name a script imports from the package inside its fu
 a library, is imported. Real runs on the embedded SmolLM2-135M, tiny inputs, outputs under tmp_path: hardware.py,
 profile_scorer.py (prefill-bound measurement shrunk) and score_throughput.py (untrained stage adapters),
 train_throughput.py (the bundled sample's labels-teacher silver data). Parse-checked only: gpu_* (a CUDA GPU),
-demo_protocol / world_protocol / experiment_135m_cpu (hours of CPU), server_student / distill_teacher (a vLLM or
-llama.cpp server), benchmark_samples / vista_human_dev (../shared/data, a demo run), refactor_identity (minutes).
+demo_protocol / world_protocol (hours of CPU), server_student / distill_teacher (a vLLM or llama.cpp server),
+benchmark_samples / vista_human_dev (../shared/data, a demo run), fresh_clone (a fresh clone, minutes).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def test_harness_imports():
 
 @pytest.fixture(scope="module")
 def untrained_adapters(tmp_path_factory) -> Path:
-    """stage1..3 LoRA adapters with B = 0 (r=8, q_proj/v_proj), as bench/refactor_identity.py makes them."""
+    """stage1..3 LoRA adapters with B = 0 (r=8, q_proj/v_proj), untrained."""
     root = tmp_path_factory.mktemp("bench_adapters")
     code = ("import sys, torch; from peft import LoraConfig, get_peft_model; "
             "from transformers import AutoModelForCausalLM; "
