@@ -12,7 +12,7 @@ import json
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ..data.vocabulary import ALL_STAGES
 from ..pipeline.templates import PROMPT_NAMES
@@ -77,14 +77,6 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
         return None
     if optional:
         return _coerce(next(a for a in args if a is not type(None)), value, where)
-    if origin is Literal:
-        if value not in args:
-            raise RecipeError(f"{where}: {value!r} is not one of {', '.join(map(str, args))}")
-        return value
-    if origin is list and args and typing.get_origin(args[0]) is Literal:
-        if not isinstance(value, list):
-            raise RecipeError(f"{where}: expected a list, got {type(value).__name__}")
-        return [_coerce(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is list and args == (str,) and isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]   # a=x,y on the command line
     if dataclasses.is_dataclass(tp):
