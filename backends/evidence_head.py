@@ -77,8 +77,10 @@ class EvidenceHead:
             raise ValueError(f"threshold must lie strictly between 0 and 1, got {threshold}")
         weights = {k: d[k] if k in ("w_margin", "w_pmi", "bias") else d.get(k, 0.0)
                    for k in ("w_margin", "w_pmi", "bias", "w_overlap")}
+        from .label_prior import json_number
+
         for k, v in weights.items():   # NaN or Infinity would answer UNVERIFIABLE (or VERIFIED) for every claim
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            if not json_number(v):
                 raise ValueError(f"{k}: expected a finite number, got {json.dumps(v)[:40]}")
         return cls(float(weights["w_margin"]), float(weights["w_pmi"]), float(weights["bias"]),
                    dict(d.get("fitted") or {}), float(weights["w_overlap"]), threshold)
