@@ -122,9 +122,10 @@ def _score(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     options = {"style": args.prompts, "rule": args.rule, "stage2": args.stage2, "stage3": args.stage3,
                "stage4": args.stage4, "calibration": args.calibration}
-    from .runtime.exit_codes import hold_output
+    from .runtime.exit_codes import hold_output, lock_path
 
-    hold_output(Path(args.output).with_name(Path(args.output).stem + ".journal.jsonl")).close()   # a live run: refused
+    journal = Path(args.output).with_name(Path(args.output).stem + ".journal.jsonl")
+    hold_output(journal).close()   # a live run on this output: refused before any model loads
     if args.server or recipe.student.servers:
         from .backends.factory import backend_for
 
@@ -142,7 +143,6 @@ def _score(args: argparse.Namespace) -> int:
                                          **options)
     if args.chunk_size < 1:
         raise UsageError(f"--chunk-size must be >= 1, got {args.chunk_size}")
-    journal = Path(args.output).with_name(Path(args.output).stem + ".journal.jsonl")
     result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True, evidence=not args.no_evidence,
                           journal=journal, chunk_size=args.chunk_size)
     resumed = result.summary["run"]["journal"]["chunks_resumed"]
@@ -154,7 +154,7 @@ def _score(args: argparse.Namespace) -> int:
 
     write_score_page(result, out)
     journal.unlink(missing_ok=True)
-    journal.with_name(journal.name + ".lock").unlink(missing_ok=True)
+    lock_path(journal).unlink(missing_ok=True)
     from .scoring.terminal import print_score_summary
 
     print_score_summary(result.summary)

@@ -79,9 +79,11 @@ class Journal:
 
     def remove(self) -> None:
         """The journal gone with the run it served (its lock file too)."""
+        from ..runtime.exit_codes import lock_path
+
         self.path.unlink(missing_ok=True)
         self.release()
-        self.path.with_name(self.path.name + ".lock").unlink(missing_ok=True)
+        lock_path(self.path).unlink(missing_ok=True)
 
     def release(self) -> None:
         """Let another run take the journal (the lock file stays: whoever locks it next owns it)."""

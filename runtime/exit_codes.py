@@ -72,14 +72,19 @@ class RunLocked(OutputError):
     """Another live process is writing this output (exit :data:`OUTPUT`)."""
 
 
+def lock_path(path: str | os.PathLike) -> Path:
+    """The lock file :func:`hold_output` takes for ``path``: beside it, ``<name>.lock``."""
+    path = Path(path)
+    return path.with_name(path.name + ".lock")
+
+
 def hold_output(path: str | os.PathLike) -> Any:
     """An exclusive lock on the output ``path`` for as long as the returned file stays open (the process's life at
     most: the kernel drops the lock of a dead process, so a killed run's lock is taken over); :class:`RunLocked`
     naming the live run's pid when another process holds it."""
     import fcntl
 
-    path = Path(path)
-    lock = path.with_name(path.name + ".lock")
+    lock = lock_path(path)
     lock.parent.mkdir(parents=True, exist_ok=True)
     f = open(lock, "a+", encoding="utf-8")   # noqa: SIM115 (held open: the lock lives as long as the file)
     try:
