@@ -64,6 +64,10 @@ def _add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", default=None, metavar="NAME",
                    help="apply the calibration NAME kept beside the adapters (vista-distill calibrate; default: "
                         "what training fitted)")
+    p.add_argument("--attribution", action="store_true",
+                   help="input with human claims and gold turn labels: also the turn accuracy with stage 1 or 3 "
+                        "answered by its rule or by the humans, so you see which stage loses the turns "
+                        "(scoring/attribution.py)")
     p.add_argument("--role", choices=("student", "base"), default="student",
                    help="with servers: student = each stage on its adapter (student.serving.adapters), compact "
                         "prompts; base = the base model with the few-shot prompts")
@@ -144,7 +148,7 @@ def _score(args: argparse.Namespace) -> int:
     if args.chunk_size < 1:
         raise UsageError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     result = scorer.score(conversations, batched=not args.one_at_a_time, progress=True, evidence=not args.no_evidence,
-                          journal=journal, chunk_size=args.chunk_size)
+                          journal=journal, chunk_size=args.chunk_size, attribution=args.attribution)
     resumed = result.summary["run"]["journal"]["chunks_resumed"]
     if resumed:
         print(f"resumed: {resumed} of {result.summary['run']['journal']['chunks']} chunk(s) of {args.chunk_size} "
@@ -284,6 +288,9 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", default="default", metavar="NAME",
                    help="the calibration's name, as score --calibration NAME reads it (default: default)")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds over conversations (default 5)")
+    p.add_argument("--rule-alpha", type=float, default=0.05, metavar="P",
+                   help="a stage's cheap rule replaces the student there only when it is more accurate out of fold "
+                        "and McNemar's p against the best student candidate is below P (default 0.05)")
     p.add_argument("--threads", default="auto", help="torch CPU threads: auto or a number")
     p.add_argument("--limit", type=int, default=None, help="use only the first N conversations")
     p.set_defaults(func=_calibrate)
@@ -304,10 +311,13 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     if args.folds < 2:
         raise UsageError(f"--folds must be >= 2, got {args.folds}")
+    if not 0.0 < args.rule_alpha <= 1.0:
+        raise UsageError(f"--rule-alpha must be in (0, 1], got {args.rule_alpha}")
     check_writable(calibration_path(args.adapters, args.calibration))
     scorer = VistaScorer.from_recipe(recipe, adapters=args.adapters, threads=args.threads)
     try:
-        cal = scorer.calibrate(conversations, name=args.calibration, folds=args.folds, dev_path=args.dev)
+        cal = scorer.calibrate(conversations, name=args.calibration, folds=args.folds, dev_path=args.dev,
+                               rule_alpha=args.rule_alpha)
     except ValueError as e:
         raise UsageError(f"{args.dev}: {e}") from None
     from .runtime.progress import print_table
@@ -316,6 +326,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     print_table(f"calibration {cal.name}: {dev['claims']} human claims in {dev['conversations']} conversations, "
                 "cross-validated by conversation", ["stage", "candidate", "accuracy %", "balanced %", "chosen"],
                 [list(r) for r in summary_rows(cal)], max_width={4: 40})
+    if line := cal.rule_line():
+        print(line)
     print(f"calibration: {calibration_path(args.adapters, cal.name)}\n"
           f"apply it:    vista-distill score --adapters {args.adapters} --calibration {cal.name} --input ... "
           "--output ...")

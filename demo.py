@@ -129,6 +129,7 @@ def run_demo(args: argparse.Namespace) -> int:
     summary = {"minutes": {k: round(v / 60, 2) for k, v in {**times, "total": total}.items()},
                "hardware": hw.to_dict(), "training": train_hw.to_dict(),
                "headline": _headline(result.results), "report": str(result.out_dir / "report.md"),
+               "attribution": (result.results.get("attribution") or {}).get("student"),
                "budget": {"demo_max_minutes": args.max_minutes or None, "eval_max_minutes": budget},
                "evaluated": {k: result.results["material"].get(k) for k in ("conversations", "scored_turns",
                                                                               "time_budget")},
@@ -310,7 +311,21 @@ def _summary_tables(results: dict) -> list:
         ],
     )
     evidence = evidence_table({n: s.get("evidence") for n, s in (results.get("systems") or {}).items()})
-    return [systems] + ([tests] if tests.row_count else []) + ([evidence] if evidence is not None else [])
+    return [systems] + ([tests] if tests.row_count else []) + _attribution_tables(results) + \
+        ([evidence] if evidence is not None else [])
+
+
+def _attribution_tables(results: dict) -> list:
+    """The student's turns stage by stage under the first turn rule (scoring/attribution.py)."""
+    from .runtime.progress import make_table
+    from .scoring.attribution import ROW_HEADER, attribution_rows
+
+    rules = results.get("settings", {}).get("rules") or ["safe"]
+    table = (((results.get("attribution") or {}).get("student") or {}).get("rows") or {}).get(rules[0])
+    if not table:
+        return []
+    return [make_table(f"where the student loses its turns: {table['turns']} turns with human claims, {rules[0]} "
+                       "rule (%; McNemar vs the row above)", ROW_HEADER, attribution_rows(table))]
 
 
 def _loss_line(summary: dict) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -17,6 +18,8 @@ from .scoring.evidence import evidence_metrics
 from .scoring.results import ClaimLabel, ScoredTurn, ScoreResult
 from .scoring.run import label_claims, run_given_claims, run_pipeline
 from .scoring.summary import summarize
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .backends.calibration import Calibration
@@ -225,6 +228,7 @@ class VistaScorer:
         evidence: bool = False,
         journal: str | Path | None = None,
         chunk_size: int = 16,
+        attribution: bool = False,
     ) -> ScoreResult:
         """Run the pipeline over dialogues.
 
@@ -243,6 +247,9 @@ class VistaScorer:
                 after a kill skips the chunks it holds and returns what one uninterrupted run returns. The caller
                 removes it once the output is written.
             chunk_size: conversations per journal chunk.
+            attribution: where the conversations have human claims and gold turn labels, also the turn accuracy
+                with a stage answered by its rule or by the humans (:mod:`~vista_distill.scoring.attribution`):
+                ``summary["attribution"]``; requests the rows share with the run are not computed again.
 
         Returns:
             A :class:`ScoreResult`: one turn per assistant turn (context turns have ``scored`` false), the summary.
@@ -264,10 +271,13 @@ class VistaScorer:
             for tell in told:
                 tell(turn)
 
+        from .backends.stage_routing import RequestMemo
+
+        backend = RequestMemo(self.backend) if attribution else self.backend
         start = time.perf_counter()
         stats_before = dict(self.backend.stats)
         try:
-            records, journal_info = run_pipeline(conversations, self.config, self.backend, batched=batched,
+            records, journal_info = run_pipeline(conversations, self.config, backend, batched=batched,
                                                  on_turn=finished if told else None, on_issue=on_issue,
                                                  journal=journal, chunk_size=chunk_size, model=model,
                                                  on_resumed=on_resumed)
@@ -285,7 +295,16 @@ class VistaScorer:
             from .scoring.baselines_beside import baselines_beside
 
             summary["baselines"] = baselines_beside(conversations, self.config, given, list(RULES), self.majority)
+        if attribution and (table := self._attribution(conversations, backend, records)) is not None:
+            summary["attribution"] = table
         return result
+
+    def _attribution(self, conversations: list[Conversation], backend: Backend,
+                     records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        from .scoring.attribution import attribution_records, attribution_table
+
+        runs = attribution_records(conversations, self.config, backend, records)
+        return attribution_table(runs, self.rule, system="scorer") if runs else None
 
     def evidence(self, conversations: Sequence[Conversation] | Sequence[Sequence[Mapping[str, Any]]],
                  seed: int = 0) -> list[dict[str, Any]]:
@@ -317,7 +336,7 @@ class VistaScorer:
 
     def calibrate(self, conversations: Sequence[Conversation] | Sequence[Sequence[Mapping[str, Any]]], *,
                   name: str = "default", folds: int = 5, save: bool = True, dev_path: str | Path | None = None,
-                  ) -> Calibration:
+                  rule_alpha: float = 0.05) -> Calibration:
         """Fit this student's stage 2 head and threshold and its stage 3 label prior to a labelled dev set, choosing
         by cross-validation over its conversations (:mod:`~vista_distill.scoring.calibrate`), then apply it.
 
@@ -327,20 +346,27 @@ class VistaScorer:
             folds: cross-validation folds (at most one per conversation).
             save: write the file beside the adapters (``False``: apply it to this scorer only).
             dev_path: the file the conversations were read from, recorded with their fingerprint.
+            rule_alpha: a stage's cheap rule replaces the student there only when it is more accurate out of fold
+                and McNemar's p against the best student candidate is below this.
 
         Returns:
             The :class:`~vista_distill.backends.calibration.Calibration`: per stage the candidates' cross-validated
             accuracy and the one chosen; a stage whose refit did not do better keeps what it had.
         """
-        from .scoring.calibrate import dev_fingerprint, dev_records, fit_calibration
+        from .backends.stage_routing import StageRouter
+        from .scoring.calibrate import choose_stage1, dev_fingerprint, dev_records, fit_calibration
 
         backend = self.backend
+        if isinstance(backend, StageRouter) and backend.purpose == "calibration":
+            backend = backend.inner
         if getattr(backend, "adapter_folder", None) is None or not hasattr(backend, "evidence_features"):
             raise TypeError("calibrate: needs the student in process with its stage adapters "
                             "(VistaScorer.from_pretrained(adapters) or VistaScorer(adapters=...))")
         convs = as_conversations(conversations)
         records = dev_records(convs, self.config, backend)
-        cal = fit_calibration(records, name, dev_fingerprint(convs, dev_path), folds, backend.priors.get("stage3"))
+        cal = fit_calibration(records, name, dev_fingerprint(convs, dev_path), folds, backend.priors.get("stage3"),
+                              rule_alpha)
+        cal = choose_stage1(cal, convs, self.config, backend, self.rule, rule_alpha)
         if save:
             cal.save(backend.adapter_folder)
         self.use_calibration(cal)
@@ -357,8 +383,10 @@ class VistaScorer:
                 raise ValueError(f"calibration {calibration!r}: this scorer's backend has no adapters folder to "
                                  "read it from (load the student's adapters, in process or served)")
             calibration = Calibration.load(folder, calibration)
-        apply_calibration(self.backend, calibration)
+        self.backend = apply_calibration(self.backend, calibration)
         self.calibration = calibration.name
+        if line := calibration.rule_line():
+            log.warning("%s", line)
 
     def _run_info(self, batched: bool, wall: float, n_records: int, journal_info: dict[str, Any] | None,
                   stats_before: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import ABSTENTION, LACKING_EVIDENCE, OUT_OF_SCOPE, UNVERIFIABLE, VERIFIED
-from ..pipeline.evidence import coverage, overlap_says_verified, sentences
+from ..pipeline.evidence import coverage, overlap_says_verified, split_claims
 from ..pipeline.protocol import Request, Response
 from .evidence_head import claim_and_twin
 from .human_labels import message_fields
@@ -69,9 +69,56 @@ def wording_category(claim: str) -> str:
     return LACKING_EVIDENCE
 
 
-def decompose(target: str) -> list[str]:
-    """Stage 1 of the baselines: the target turn's sentences."""
-    return sentences(target) or ([target.strip()] if target.strip() else [])
+decompose = split_claims   # stage 1 of the baselines: the target turn's sentences
+
+# each stage's cheap rule, by the name records and calibrations give it
+RULE_NAMES = {"stage1": "sentence splitter", "stage2": "overlap rule", "stage3": "wording rule"}
+
+
+class StageRules:
+    """A :class:`~vista_distill.pipeline.protocol.Backend` answering each stage by its rule: stage 1 the sentence
+    splitter, stage 2 the overlap rule (VERIFIED when the reference holds at least half of the claim's content
+    words, or, with ``threshold``, more than that share), stage 3 the wording rule. Put in one stage's place by a
+    :class:`~.stage_routing.StageRouter`; each answer names its rule (``meta["answered_by"]``)."""
+
+    name = "stage rules"
+    served = False
+    hardware = None
+
+    def __init__(self, threshold: float | None = None) -> None:
+        self.threshold = threshold
+        self.stats: dict[str, Any] = {"requests": 0}
+        self.progress: Callable[[int], None] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "rules": RULE_NAMES, "overlap_threshold": self.threshold}
+
+    def _answer(self, req: Request) -> Response:
+        fields = message_fields(req.messages[-1]["content"])
+        claim = fields.get("CLAIM", "")
+        if req.stage == "stage1":
+            target = fields.get("TARGET TURN", "").split(": ", 1)[-1]
+            text = "\n".join(f"{i}. {c}" for i, c in enumerate(decompose(target), 1))
+            return Response(text=text, meta={"answered_by": RULE_NAMES["stage1"]})
+        if req.stage == "stage2":
+            share = coverage(claim, fields.get("REFERENCE TEXT", ""))
+            verified = (overlap_says_verified(claim, fields.get("REFERENCE TEXT", "")) if self.threshold is None
+                        else share is not None and share > self.threshold)
+            label, p = (VERIFIED if verified else UNVERIFIABLE), 0.0 if share is None else share
+            return Response(text=label, label=label, probs={VERIFIED: p, UNVERIFIABLE: 1.0 - p},
+                            meta={"answered_by": RULE_NAMES["stage2"]})
+        if req.stage == "stage3":
+            label = wording_category(claim)
+            return Response(text=label, label=label, probs={lab: float(lab == label) for lab in req.labels or
+                                                            (label,)}, meta={"answered_by": RULE_NAMES["stage3"]})
+        return Response(text="", meta={"error": f"no rule answers {req.stage}"})
+
+    def run(self, requests: Sequence[Request]) -> list[Response]:
+        out = [self._answer(r) for r in requests]
+        self.stats["requests"] += len(out)
+        if self.progress is not None and out:
+            self.progress(len(out))
+        return out
 
 
 class BaselineBackend:
@@ -164,4 +211,4 @@ def _empty_reference(req: Request) -> bool:
     return ct is not None and ct[1] == req.messages[-1]["content"]
 
 
-__all__ = ["BASELINES", "BaselineBackend", "decompose", "majority_labels"]
+__all__ = ["BASELINES", "RULE_NAMES", "BaselineBackend", "StageRules", "decompose", "majority_labels"]

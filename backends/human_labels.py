@@ -18,6 +18,7 @@ from ..data.schema import UNVERIFIABLE, VERIFIED, Conversation
 from ..data.vocabulary import WORLD_FALSE, WORLD_TRUE, WORLD_UNKNOWN
 from ..pipeline.protocol import Backend, Request, Response
 
+HUMAN_LABELS = "human labels"   # what records name as having answered a stage from the labels
 _FIELD = re.compile(r"^([A-Z][A-Z ()]+):\n", re.MULTILINE)
 
 
@@ -100,6 +101,9 @@ class LabelsBackend:
 
     def run(self, requests: list[Request]) -> list[Response]:
         out: list[Response | None] = [self._answer(r) for r in requests]
+        for r in out:
+            if r is not None:
+                r.meta["answered_by"] = HUMAN_LABELS
         missing = [i for i, r in enumerate(out) if r is None]
         self.stats["answered"] += len(out) - len(missing)
         if missing and self.fallback is not None:

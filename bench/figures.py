@@ -172,6 +172,17 @@ def demo_table(file: str) -> str:
     return head + "\n" + "\n".join(rows)
 
 
+def attribution(table: dict[str, Any] | None, where: str) -> str:
+    """An attribution table (``scoring/attribution.py``: results.json ``attribution.<system>.rows.<rule>``) as
+    markdown; ``where`` names the file it came from in the error when there is none."""
+    from vista_distill.eval.report_format import markdown_table
+    from vista_distill.scoring.attribution import ROW_HEADER, attribution_rows
+
+    if not table or not table.get("rows"):
+        raise FigureError(f"{where}: no attribution table")
+    return markdown_table(ROW_HEADER, attribution_rows(table))
+
+
 def calibration(file: str) -> dict[str, Any]:
     """A ``bench/vista_human_dev.py --calibration`` result, refused when its adapters do not record their training
     steps or a time limit cut them (``adapter_steps``: done < planned)."""

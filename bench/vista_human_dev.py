@@ -43,6 +43,8 @@ def main() -> None:
     ap.add_argument("--systems", nargs="+", default=SYSTEMS, choices=SYSTEMS)
     ap.add_argument("--calibration", action="store_true", help="measure calibrate on the set (see above)")
     ap.add_argument("--seeds", type=int, default=5, help="--calibration: draws per dev-set size")
+    ap.add_argument("--curve", action=argparse.BooleanOptionalAction, default=True,
+                    help="--calibration: the dev-size curve (--no-curve: the calibration alone)")
     a = ap.parse_args()
     if a.calibration:
         return calibration(a)
@@ -77,6 +79,7 @@ def main() -> None:
             "claims_macro_f1": claims.get("macro_f1"), "stage3_confusion": claims.get("confusion"),
             "parts": (given.get("parts") or {}).get(name), "evidence": s.get("evidence"),
             "turns_per_s": (s.get("efficiency") or {}).get("turns_per_s")}
+    out["attribution"] = (res.get("attribution") or {}).get("student")
     out["significance_turns_safe"] = [p for p in res["significance"]["by_rule"]["safe"][OVERALL]
                                       if "student" in (p["system_1"], p["system_2"])]
     out["significance_claims"] = [p for p in given.get("significance", {}).get("stage2", {}).get(OVERALL, [])
@@ -108,6 +111,14 @@ def main() -> None:
         lines += ["", f"Student stage 2 part by part on {p['claims']} human claims: adapter alone "
                       f"{_pct(p['adapter_alone'])}, with the evidence head {_pct(p['as_labelled'])}, the overlap rule "
                       f"{_pct(p['overlap_rule'])}."]
+    table = ((out["attribution"] or {}).get("rows") or {}).get("safe")
+    if table:
+        from vista_distill.eval.report_format import markdown_table
+        from vista_distill.scoring.attribution import ROW_HEADER, attribution_rows
+
+        lines += ["", f"Where the student loses its turns ({table['turns']} gold turns, safe rule, unknown = wrong; "
+                      "McNemar against the row above; scoring/attribution.py):", "",
+                  markdown_table(ROW_HEADER, attribution_rows(table))]
     path.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print(path.with_suffix(".md").read_text())
 
@@ -118,6 +129,7 @@ def calibration(a: argparse.Namespace) -> None:
     from vista_distill.data.io import read_conversations
     from vista_distill.scorer import VistaScorer
     from vista_distill.scoring.calibrate import (
+        choose_stage1,
         claim_rows,
         dev_fingerprint,
         dev_records,
@@ -134,12 +146,15 @@ def calibration(a: argparse.Namespace) -> None:
     seconds = round(time.perf_counter() - t0)
     prior = scorer.backend.priors.get("stage3")
     cal = fit_calibration(records, "vista-human-dev", dev_fingerprint(convs, a.dev), 5, prior)
+    t1 = time.perf_counter()
+    cal = choose_stage1(cal, convs, scorer.config, scorer.backend, "safe")
+    seconds_stage1 = round(time.perf_counter() - t1)
     by_conv: dict[str, list[dict]] = {}
     for r in records:
         by_conv.setdefault(str(r["conversation_id"]), []).append(r)
     ids = sorted(by_conv)
     curve = []
-    for k in [n for n in (4, 8, 12, 16, 20, 24, 28) if n < len(ids) - 2]:
+    for k in [n for n in (4, 8, 12, 16, 20, 24, 28) if n < len(ids) - 2 and a.curve]:
         draws = []
         for seed in range(a.seeds):
             fit_ids = set(np.random.default_rng(seed).choice(ids, k, replace=False).tolist())
@@ -158,7 +173,7 @@ def calibration(a: argparse.Namespace) -> None:
         curve.append(row)
     out = {"machine": m, "commit": harness.commit(), "adapters": str(a.adapters),
            "adapter_steps": adapter_steps(a.adapters), "dev": str(a.dev),
-           "seconds_student": seconds, "calibration": cal.to_dict(), "curve": curve}
+           "seconds_student": seconds, "seconds_stage1": seconds_stage1, "calibration": cal.to_dict(), "curve": curve}
     stem = "calibration_" + harness.result_name(m, None)
     path = harness.save(OUT, stem, out)
     _plot_curve(curve, path.with_suffix(".png"))

@@ -97,6 +97,8 @@ class PipelineConfig:
     # chunks and the answers combined as SCALE does (pipeline/chunking.py); None: never chunked
     context_budget: int | None = None
     world: WorldConfig = field(default_factory=WorldConfig)   # the optional world-knowledge stage
+    stage1_fallback: bool = True             # a stage 1 answer with no usable claim: the sentence splitter's claims
+                                             # (the record says so); False: the turn is unknown
 
     def speaker_names(self) -> Speakers:
         user, _, assistant = self.speakers.partition(",")
@@ -239,6 +241,11 @@ class EvalSettings:
     max_minutes: float | None = None         # time budget: conversations in a seeded order, every system on a first
                                              # round of round_size, then on as many more as that pace fits in the budget
     round_size: int = 16                     # conversations in the first round of a time-budgeted eval
+    # with given_claims: these systems' turn accuracy with stage 1 or 3 answered by its rule or by the humans
+    # (scoring/attribution.py), on the test turns that carry human claims and gold labels
+    attribution: list[str] = field(default_factory=lambda: ["student"])
+    calibration: str | None = None           # the student scores with the calibration NAME kept beside its adapters
+                                             # (vista-distill calibrate); None: what training fitted
     tune_on: list[DataSource] = field(default_factory=list)   # a labelled dev split of the test's benchmark: stage 2
                                              # thresholds of student, pmi and overlap tuned there, reported beside
                                              # fixed;
@@ -293,6 +300,7 @@ class Recipe:
                                speakers=p.speaker_names(), max_claims=p.max_claims)
         cfg.max_new_tokens.update(budgets)
         cfg.context_budget = p.context_budget
+        cfg.stage1_fallback = p.stage1_fallback
         w = p.world
         cfg.world, cfg.world_concurrent, cfg.world_top_k = w.enabled, w.concurrent, w.top_k
         cfg.world_knowledge = self.resolve(w.knowledge) if w.knowledge else None

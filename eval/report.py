@@ -388,11 +388,12 @@ def _reproducibility_markdown(results: dict[str, Any], plots: Sequence[str]) -> 
 
 def render_markdown(results: dict[str, Any], plots: Sequence[str]) -> str:
     """report.md: its sections in order."""
-    from .stage_rules import stage_rules_markdown
+    from .stage_rules import attribution_markdown, stage_rules_markdown
     from .tuning import tuned_markdown
     sections = [_header_markdown(results), _systems_markdown(results), _turn_markdown(results),
                 _teacher_student_markdown(results), _per_benchmark_markdown(results), _claim_markdown(results),
-                _given_claims_markdown(results), stage_rules_markdown(results), tuned_markdown(results),
+                _given_claims_markdown(results), stage_rules_markdown(results), attribution_markdown(results),
+                tuned_markdown(results),
                 _evidence_markdown(results), _world_markdown(results), _significance_markdown(results),
                 _speed_markdown(results), _reproducibility_markdown(results, plots)]
     return "\n".join(line for section in sections for line in section)

@@ -335,6 +335,9 @@ def _write_records(records_dir: Path, runs: dict[str, SystemRun]) -> None:
                              (".evidence", run.evidence_records)):
             if rows:
                 _write_jsonl(records_dir / f"{name}{suffix}.jsonl", rows)
+        if run.attribution_records:   # each row's records, named by what answered stages 1 and 3
+            _write_jsonl(records_dir / f"{name}.attribution.jsonl",
+                         [{"row": row, **r} for row, rs in run.attribution_records.items() for r in rs])
 
 
 def _results(recipe: Recipe, names: list[str], material: dict[str, Any], runs: dict[str, SystemRun],
@@ -382,10 +385,31 @@ def _results(recipe: Recipe, names: list[str], material: dict[str, Any], runs: d
     stages = stage_rules_section(runs, conversations, matcher, e.mcnemar)
     if stages is not None:
         results["stage_rules"] = stages
+    attribution = _attribution(runs, e.rules, e.mcnemar)
+    if attribution:
+        results["attribution"] = attribution
     if tuned is not None:
         results["tuned"] = tuned
     results["fingerprint"] = fingerprint(results)
     return results
+
+
+def _attribution(runs: dict[str, SystemRun], rules: Sequence[str], variant: str) -> dict[str, Any]:
+    """results.json's ``attribution``: per pipeline system the turns its stage 1 left to the splitter (accuracy
+    and coverage with and without them), and for the ``eval.attribution`` systems the rows of
+    scoring/attribution.py under each turn rule."""
+    from ..scoring.attribution import attribution_table, fallback_summary
+
+    out: dict[str, Any] = {}
+    for name, run in runs.items():
+        if run.status != "ok" or not run.records or name not in PIPELINE_SYSTEMS:
+            continue
+        entry: dict[str, Any] = {"stage1_fallback": fallback_summary(run.records, rules)}
+        if run.attribution_records:
+            tables = {rule: attribution_table(run.attribution_records, rule, variant, system=name) for rule in rules}
+            entry["rows"] = {rule: t for rule, t in tables.items() if t is not None}
+        out[name] = entry
+    return out
 
 
 def _write_reports(out_dir: Path, recipe: Recipe, results: dict[str, Any], runs: dict[str, SystemRun],

@@ -150,4 +150,33 @@ def stage_rules_markdown(results: dict[str, Any]) -> list[str]:
                             for stage, name, n, a, b, p in rows]), ""]
 
 
-__all__ = ["RULES", "decomposed_turns", "stage_rule_rows", "stage_rules_markdown", "stage_rules_section"]
+def attribution_markdown(results: dict[str, Any]) -> list[str]:
+    """report.md's section of the attribution (results.json ``attribution``; scoring/attribution.py): per system
+    the rows under each turn rule, then the turns its stage 1 left to the splitter."""
+    from ..scoring.attribution import ROW_HEADER, attribution_rows
+    from .report_format import _percent, markdown_table
+
+    section = results.get("attribution") or {}
+    out: list[str] = []
+    for name, entry in section.items():
+        for rule, table in (entry.get("rows") or {}).items():
+            out += [f"### {name}, {rule} rule: {table['turns']} turns", "",
+                    markdown_table(ROW_HEADER, attribution_rows(table)), ""]
+    fb = [(n, e["stage1_fallback"]) for n, e in section.items() if (e.get("stage1_fallback") or {}).get("turns")]
+    for name, f in fb:
+        out.append(f"{name}: stage 1 gave no usable claim on {f['turns']} scored turn(s), which the sentence "
+                   "splitter decomposed; over the gold turns, with them and without: " + "; ".join(
+                       f"{rule} accuracy {_percent(v['with']['accuracy'])} / {_percent(v['without']['accuracy'])}, "
+                       f"coverage {_percent(v['with']['coverage'])} / {_percent(v['without']['coverage'])}"
+                       for rule, v in f["by_rule"].items()) + ".")
+    if not out:
+        return []
+    return ["## Where the turns are lost, stage by stage", "",
+            "Turn accuracy (%, unknown = wrong) of the pipeline as it runs beside the same pipeline with stage 1 or "
+            "stage 3 answered by its cheap rule (the sentence splitter, the wording rule) or by the humans (their "
+            "claims; their categories, where stage 3 can give them), on the same turns; each row differs from the "
+            "one above in one stage, and McNemar's test pairs them.", "", *out, ""]
+
+
+__all__ = ["RULES", "attribution_markdown", "decomposed_turns", "stage_rule_rows", "stage_rules_markdown",
+           "stage_rules_section"]

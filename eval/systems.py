@@ -63,12 +63,17 @@ class SystemRun:
     given_records: list[dict[str, Any]] = field(default_factory=list)  # stages 2-3 on the human claims
     evidence_records: list[dict[str, Any]] = field(default_factory=list)  # stage 2 probes of the evidence (evidence.py)
     given_wall_s: float = 0.0             # of which the human claims' stages 2-3 and probes (budget pacing)
+    # eval.attribution: the records of each row of scoring/attribution.py (stage 1 or 3 by a rule or the humans)
+    attribution_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    attribution_wall_s: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         out = {"status": self.status, "reason": self.reason, "description": self.description,
                "efficiency": self.efficiency}
         if self.given_records:   # the whole pipeline's wall time is efficiency's; this is the claim level's
             out["claim_level_wall_s"] = round(self.given_wall_s, 3)
+        if self.attribution_records:
+            out["attribution_wall_s"] = round(self.attribution_wall_s, 3)
         return out
 
 
@@ -227,6 +232,11 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         run.status, run.reason = "failed", f"{type(e).__name__}: {e}"
         return run
     pipeline = name in PIPELINE_SYSTEMS   # the path VistaScorer.score takes (.scoring); others: programs
+    attribute = pipeline and recipe.eval.given_claims and name in recipe.eval.attribution and bool(conversations)
+    if attribute:   # the attribution's rows reuse this run's answers (stage 1 above all)
+        from ..backends.stage_routing import RequestMemo
+
+        backend = RequestMemo(backend)
     bar = RequestBar(f"eval {name}", backend, enabled=progress and bool(conversations if pipeline else programs),
                      mininterval=1.0)
     on_issue = bar.on_issue if progress else None
@@ -250,6 +260,8 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
     if recipe.eval.given_claims and pipeline and given:
         _run_given_claims(run, given, cfg, backend, recipe.eval.seed if recipe.eval.evidence else None, progress,
                           reference_probes)
+    if attribute:
+        _run_attribution(run, conversations, cfg, backend, progress)
     if name == "llm_judge":   # how the judge's answers were read (json / field / bare / yes/no / unread)
         how = Counter(str((r.get("judge") or {}).get("parsed_from")) for r in run.records if r["scored"])
         run.description["judge_parsed_from"] = {k.replace("None", "unread"): v for k, v in sorted(how.items())}
@@ -275,6 +287,14 @@ def _start_system(name: str, recipe: Recipe, conversations: list[Conversation], 
         cfg = recipe.engine_config("student")
         description = {**_describe(backend, cfg.style), "stage2": cfg.stage2, "stage3": cfg.stage3,
                        "load_s": backends.load_s.get("student")}
+        if recipe.eval.calibration:
+            from ..backends.calibration import Calibration, apply_calibration
+
+            cal = Calibration.load(backends.adapters_dir(), recipe.eval.calibration)
+            backend = apply_calibration(backend, cal)
+            description["calibration"] = {"name": cal.name, "rules": cal.rules, "dev": cal.fitted.get("dev")}
+            if line := cal.rule_line():
+                log.warning("eval student: %s", line)
     elif name in CHEAP_BASELINES:
         backend = _baseline_backend(name, recipe, backends)
         cfg = dataclasses.replace(recipe.engine_config("student"), stage2="score", stage3="score", world=False)
@@ -300,6 +320,22 @@ def _run_given_claims(run: SystemRun, given: list[Conversation], cfg: Any, backe
     finally:
         bar.close()
     run.given_wall_s = time.perf_counter() - t0
+
+
+def _run_attribution(run: SystemRun, conversations: list[Conversation], cfg: Any, backend: Backend,
+                     progress: bool) -> None:
+    """The attribution's rows (scoring/attribution.py) over ``conversations`` into ``run``."""
+    from ..scoring.attribution import attributed, attribution_records
+
+    t0 = time.perf_counter()
+    bar = RequestBar(f"eval {run.name}, stage by stage", backend,
+                     enabled=progress and bool(attributed(conversations)), mininterval=1.0)
+    try:
+        run.attribution_records = attribution_records(conversations, cfg, backend, run.records,
+                                                      on_issue=bar.on_issue if progress else None)
+    finally:
+        bar.close()
+    run.attribution_wall_s = time.perf_counter() - t0
 
 
 def merge_runs(a: SystemRun, b: SystemRun, recipe: Recipe) -> SystemRun:
@@ -339,8 +375,11 @@ def merge_runs(a: SystemRun, b: SystemRun, recipe: Recipe) -> SystemRun:
     if "label_methods" in b.description:
         desc["label_methods"] = dict(Counter(a.description.get("label_methods") or {})
                                      + Counter(b.description["label_methods"]))
+    rows = {k: a.attribution_records.get(k, []) + b.attribution_records.get(k, [])
+            for k in {**a.attribution_records, **b.attribution_records}}
     return SystemRun(a.name, "ok", None, desc, eff, a.records + b.records, a.given_records + b.given_records,
-                     a.evidence_records + b.evidence_records, a.given_wall_s + b.given_wall_s)
+                     a.evidence_records + b.evidence_records, a.given_wall_s + b.given_wall_s, rows,
+                     a.attribution_wall_s + b.attribution_wall_s)
 
 
 class _TeacherChain:

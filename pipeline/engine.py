@@ -52,6 +52,7 @@ from ..data.vocabulary import (  # noqa: F401 - the turn rules and world verdict
 )
 from .chunking import Chunk, approx_tokens, chunk_context, combine
 from .driver import RETRY_FACTOR, Program, run_programs, run_requests  # noqa: F401 (re-exported)
+from .evidence import split_claims
 from .knowledge import TurnContext, evidence_for
 from .parsing import claim_key, parse_claim_list, parse_label, strip_think
 from .protocol import Request, Response
@@ -76,6 +77,9 @@ class EngineConfig:
     stage4: bool = False              # optional: does the turn contradict earlier turns?
     max_claims: int = 16              # guards against degenerate lists; claims beyond it are counted, not kept
     claims: str = "model"             # "gold": a turn with human claims takes them instead of stage 1
+    # a turn whose stage 1 answer holds no usable claim (none, or only lines the parser drops; not a failed call)
+    # is decomposed by the sentence splitter, its record says so (answered_by, stage1_fallback); False: unknown
+    stage1_fallback: bool = True
     # stages 2-3: reference + background beyond this many tokens are judged in chunks (pipeline/chunking.py)
     context_budget: int | None = None
     count_tokens: Callable[[str], int] | None = None   # None: about four characters per token
@@ -142,6 +146,11 @@ class TurnResult(TurnKey):
     # not_a_claim (lines of the answer that were not claims)
     claims_dropped: dict[str, int] = field(default_factory=dict)
     background_size: int = 0              # background facts the turn was verified against
+    # what answered each stage of the turn: "model" (the backend), a rule or the human labels a calibration or an
+    # attribution run put there (a response's meta "answered_by"), "human claims" (claims given), or
+    # FALLBACK (stage 1 returned nothing usable)
+    answered_by: dict[str, str] = field(default_factory=dict)
+    stage1_fallback: bool = False
     stage4: dict[str, Any] | None = None
     verdicts: dict[str, str] = field(default_factory=dict)     # rule -> faithful / hallucinated / unknown
     vista_scores: dict[str, float | None] = field(default_factory=dict)
@@ -206,6 +215,24 @@ def turn_verdict(claims: Sequence[ClaimResult], rule: str) -> tuple[str, float |
     if bad:
         return UNKNOWN, score, "; ".join(f"claim {c.text!r}: {c.error}" for c in bad)
     return (FAITHFUL if all(c.category in safe for c in claims) else HALLUCINATED), score, None
+
+
+MODEL = "model"
+HUMAN_CLAIMS = "human claims"
+FALLBACK = "sentence splitter (fallback)"
+
+
+def answered_by(res: TurnResult) -> dict[str, str]:
+    """Per stage of the turn, what answered it (its calls' ``answered_by``, ``model`` where none says)."""
+    out: dict[str, str] = {}
+    if not any(c.stage == "stage1" for c in res.calls):
+        out["stage1"] = FALLBACK if res.stage1_fallback else HUMAN_CLAIMS
+    for call in res.calls:
+        who, have = call.response.meta.get("answered_by", MODEL), out.get(call.stage)
+        out[call.stage] = who if have in (None, who) else ", ".join(sorted({*have.split(", "), who}))
+    if res.stage1_fallback:
+        out["stage1"] = FALLBACK
+    return out
 
 
 def dedupe_claims(claims: list[str], limit: int) -> tuple[list[str], int, int]:
@@ -276,7 +303,7 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
     results: list[TurnResult] = []
     for k, i in enumerate(assistant):
         turn = conv.turns[i]
-        res = _decomposed_turn(conv, i, decompositions.get(i), cfg.max_claims, len(background))
+        res = _decomposed_turn(conv, i, decompositions.get(i), cfg, len(background))
         res.calls = ([stage1_calls[i]] if i in stage1_calls else []) + ([stage4_calls[k]] if contradictions else [])
         if contradictions:
             _, info, err = label_result(contradictions[k], STAGE4_LABELS)
@@ -285,16 +312,29 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
             background += [c.text for c in res.claims]
         else:
             yield from _labelled_turn(res, background, turn.reference, cfg, request)
+        res.answered_by = answered_by(res)
         results.append(res)
         if on_turn is not None:
             on_turn(res)
     return results
 
 
-def _decomposed_turn(conv: Conversation, i: int, resp1: Response | None, max_claims: int | None,
+def splitter_claims(turn: str) -> list[str]:
+    """The sentence splitter's claims of a turn, read as a stage 1 answer is read (a line that is no claim, such as
+    "Sure!", dropped): what the splitter gives in stage 1's place, and the fallback."""
+    return parse_claim_list("\n".join(f"{i}. {c}" for i, c in enumerate(split_claims(turn), 1))).claims
+
+
+def _failed_call(resp: Response) -> bool:
+    """The call itself failed (a server error), as against an answer that came back empty even after its retry."""
+    return bool(resp.meta.get("error")) and not (resp.meta.get("retry") or {}).get("failed")
+
+
+def _decomposed_turn(conv: Conversation, i: int, resp1: Response | None, cfg: EngineConfig,
                      background_size: int) -> TurnResult:
     """Turn ``i``'s result with its claims: parsed from its stage-1 answer ``resp1``, or, where that is None, the
-    human claims as they are (no stage-1 request, nothing parsed or dropped)."""
+    human claims as they are (no stage-1 request, nothing parsed or dropped); an answer with no usable claim gives
+    the sentence splitter's claims (``cfg.stage1_fallback``)."""
     turn = conv.turns[i]
     if resp1 is None:
         raw, cut, looping = "", False, False
@@ -306,7 +346,7 @@ def _decomposed_turn(conv: Conversation, i: int, resp1: Response | None, max_cla
         cut = truncated(resp1)
         looping = resp1.meta.get("finish_reason") == "loop"   # stopped inside a line that repeats itself
         parsed = parse_claim_list(resp1.text, truncated=cut or looping)
-        kept, duplicates, over = dedupe_claims(parsed.claims, max_claims)
+        kept, duplicates, over = dedupe_claims(parsed.claims, cfg.max_claims)
         parsed_claims, truncated_line, rejected = parsed.claims, parsed.truncated_line, parsed.rejected
         think = resp1.meta.get("think") or strip_think(raw)[1]
     res = TurnResult(
@@ -324,6 +364,9 @@ def _decomposed_turn(conv: Conversation, i: int, resp1: Response | None, max_cla
     res.claims_dropped = {r: n for r, n in dropped.items() if n}
     if resp1 is not None and resp1.meta.get("finish_reason") == "too_long":   # not run: past the context
         res.unknown_reason = f"stage 1: {resp1.meta['error']}"
+    elif resp1 is not None and not kept and cfg.stage1_fallback and not _failed_call(resp1):
+        kept = dedupe_claims(splitter_claims(turn.text), cfg.max_claims)[0]
+        res.stage1_fallback = bool(kept)
     res.claims = [ClaimResult(text=c) for c in kept]
     return res
 

@@ -49,6 +49,12 @@ def sentences(text: str) -> list[str]:
     return [s for s in out if s]
 
 
+def split_claims(turn: str) -> list[str]:
+    """The sentence splitter, stage 1's cheap rule: each sentence of the turn is a claim (the whole turn when it has
+    no sentence end)."""
+    return sentences(turn) or ([turn.strip()] if turn.strip() else [])
+
+
 def content_words(text: str) -> set[str]:
     """Lower-cased words of four letters or more, a few function words left out."""
     return {w for w in _WORD.findall(text.casefold()) if len(w) > 3 and w not in _STOP}

@@ -6,13 +6,17 @@ refitted on the whole file. Ties keep the simpler candidate, so a calibration th
 * stage 2 (VERIFIED vs not, on every human claim): ``as trained`` (the adapter with the head training fitted);
   ``head refit`` (the logistic head on margin, PMI and word overlap, fitted on the dev claims, cut at 0.5);
   ``head refit + threshold`` (the same head, its cut tuned on the fitting folds over 0.01-0.99, as FactCG's
-  ``--threshold-setting tune``). The overlap rule is reported beside them fixed (0.5) and tuned the same way.
+  ``--threshold-setting tune``). The rules: the overlap rule at 0.5 and with its cut tuned the same way.
 * stage 3 (on the human-unverifiable claims the student's stage 2 sent to stage 3): ``as trained``; ``label shift``
   (a log-probability shift per label, coordinate ascent on the fitting folds: logit adjustment fitted on data).
-  The stage 3 wording rule (``backends/cheap_baselines.py: wording_category``, nothing fitted) is reported beside.
+  The rule: the stage 3 wording rule (``backends/cheap_baselines.py: wording_category``, nothing fitted).
+* stage 1 (where the dev turns carry gold labels): turn accuracy of the whole pipeline, stages 2-3 as calibrated,
+  with the student's decomposition (``as trained``) and with the sentence splitter (the rule). Neither is fitted,
+  so every turn is out of fold.
 
-McNemar's exact test (statsmodels) compares the chosen candidate's out-of-fold decisions with training's, and each
-stage reports its confusion matrices before and after.
+A rule takes a stage from the student only by the margin the file states (``rule_margin``): more accurate out of
+fold than the best student candidate, and McNemar's exact test on the two's out-of-fold decisions below ``alpha``.
+McNemar also compares the chosen candidate with training's; each stage keeps its confusion matrices before and after.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from ..data.schema import STAGE3_LABELS, VERIFIED, Conversation
 THRESHOLDS = np.round(np.arange(0.01, 1.0, 0.01), 2)
 SHIFT_GRID = np.round(np.arange(-6.0, 6.01, 0.25), 2)
 MIN_CLAIMS = 8   # per stage, with both outcomes present, or the stage keeps training's
+MIN_TURNS = 8    # stage 1: gold turns both runs scored
+RULE_ALPHA = 0.05   # a rule takes a stage only when McNemar's p against the best student candidate is below this
 
 
 def dev_fingerprint(conversations: Sequence[Conversation], path: str | Path | None = None) -> dict[str, Any]:
@@ -115,6 +121,26 @@ def _accuracy(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
             "balanced_accuracy": None if balanced is None else round(float(balanced), 4)}
 
 
+def _challenge(y: np.ndarray, student: str, student_pred: np.ndarray, rules: dict[str, np.ndarray],
+               alpha: float) -> dict[str, Any]:
+    """``chosen`` (the student candidate ``student``, or the best of ``rules`` where it wins by the margin),
+    ``rule_margin`` and the best rule against the student (``rule_vs_student``; ``rule_won`` when it took the
+    stage)."""
+    acc = {n: float((p == y).mean()) for n, p in rules.items()}
+    best = max(rules, key=lambda n: (acc[n], -list(rules).index(n)))
+    mc = _mcnemar(y, rules[best], student_pred)
+    vs = {"rule": best, "student": student, "rule_accuracy": round(acc[best], 4),
+          "student_accuracy": round(float((student_pred == y).mean()), 4), "only_rule_right": mc["only_first_right"],
+          "only_student_right": mc["only_second_right"], "p_value": mc["p_value"]}
+    vs["wins"] = vs["rule_accuracy"] > vs["student_accuracy"] and mc["p_value"] < alpha
+    out = {"rule_margin": {"alpha": alpha, "test": "McNemar exact on the out-of-fold decisions of the best rule and "
+                                                   "the best student candidate; the rule must also be more accurate"},
+           "rule_vs_student": vs, "chosen": best if vs["wins"] else student}
+    if vs["wins"]:
+        out["rule_won"] = vs
+    return out
+
+
 def _stage2_candidates() -> dict[str, Callable[[dict[str, np.ndarray], np.ndarray], EvidenceHead]]:
     def head(feats: dict[str, np.ndarray], y: np.ndarray) -> EvidenceHead:
         return fit({f: v.tolist() for f, v in feats.items()}, y.astype(bool).tolist())
@@ -132,8 +158,9 @@ def _p(head: EvidenceHead, feats: dict[str, np.ndarray]) -> np.ndarray:
     return np.array([head.p_verified(get("margin", i), get("pmi", i), get("overlap", i)) for i in range(n)])
 
 
-def calibrate_stage2(rows: Sequence[dict[str, Any]], folds: int = 5) -> dict[str, Any]:
-    """The stage 2 candidates' out-of-fold figures, the chosen one, and (when it is a refit) its head on all rows."""
+def calibrate_stage2(rows: Sequence[dict[str, Any]], folds: int = 5, alpha: float = RULE_ALPHA) -> dict[str, Any]:
+    """The stage 2 candidates' out-of-fold figures, the chosen one, and (when it is a refit) its head on all rows
+    (a tuned overlap rule: its cut on all rows, ``threshold``)."""
     rows = [r for r in rows if r["stage2"] and set(FEATURES) <= set(r["features"])]
     y = np.array([r["human"] == VERIFIED for r in rows], dtype=int)
     if len(rows) < MIN_CLAIMS or len(set(y.tolist())) < 2:
@@ -156,14 +183,18 @@ def calibrate_stage2(rows: Sequence[dict[str, Any]], folds: int = 5) -> dict[str
     student = ("as trained", *_stage2_candidates())
     figures = {name: _accuracy(y, oof[name]) for name in student}
     chosen = max(student, key=lambda n: (figures[n]["accuracy"], -student.index(n)))
+    rules = {n: p for n, p in oof.items() if n not in student}
     out: dict[str, Any] = {"claims": len(rows), "verified": int(y.sum()), "folds": len(splits),
-                           "conversations": len(set(groups)), "cross_validated": figures, "chosen": chosen,
-                           "rules_beside": {n: _accuracy(y, p) for n, p in oof.items() if n not in student},
+                           "conversations": len(set(groups)), "cross_validated": figures,
+                           "rules": {n: _accuracy(y, p) for n, p in rules.items()},
                            "mcnemar_chosen_vs_as_trained": _mcnemar(y, oof[chosen], oof["as trained"]),
                            "mcnemar_chosen_vs_overlap_tuned": _mcnemar(y, oof[chosen], oof["overlap rule, tuned"]),
-                           "confusion_as_trained": _confusion2(y, oof["as trained"]),
-                           "confusion_chosen": _confusion2(y, oof[chosen])}
-    if chosen != "as trained":
+                           "confusion_as_trained": _confusion2(y, oof["as trained"])}
+    out.update(_challenge(y, chosen, oof[chosen], rules, alpha))
+    out["confusion_chosen"] = _confusion2(y, oof[out["chosen"]])
+    if out["chosen"] == "overlap rule, tuned":
+        out["threshold"] = tuned_threshold(overlap, y)
+    if out["chosen"] in _stage2_candidates():
         head = _stage2_candidates()[chosen](feats, y)
         out["head"] = dataclasses.replace(head, fitted={"on": "calibration dev claims", "claims": len(rows)})
     return out
@@ -199,7 +230,7 @@ def fit_shift(logp: np.ndarray, y: np.ndarray, rounds: int = 3) -> np.ndarray:
     return shift
 
 
-def calibrate_stage3(rows: Sequence[dict[str, Any]], folds: int = 5) -> dict[str, Any]:
+def calibrate_stage3(rows: Sequence[dict[str, Any]], folds: int = 5, alpha: float = RULE_ALPHA) -> dict[str, Any]:
     """The stage 3 candidates' out-of-fold figures on the human-unverifiable claims stage 3 labelled, the chosen
     one, and (when it is the shift) the shift fitted on all of them."""
     labels = list(STAGE3_LABELS)
@@ -223,25 +254,55 @@ def calibrate_stage3(rows: Sequence[dict[str, Any]], folds: int = 5) -> dict[str
 
     wording = np.array([labels.index(wording_category(r["text"])) for r in rows])
     out: dict[str, Any] = {
-        "claims": len(rows), "folds": len(splits), "cross_validated": figures, "chosen": chosen,
-        "rules_beside": {"wording rule": _accuracy(y, wording)},
+        "claims": len(rows), "folds": len(splits), "cross_validated": figures,
+        "rules": {"wording rule": _accuracy(y, wording)},
         "mcnemar_chosen_vs_as_trained": _mcnemar(y, oof[chosen], oof["as trained"]), "labels": labels,
-        "confusion_as_trained": confusion_matrix(y, oof["as trained"], labels=range(len(labels))).tolist(),
-        "confusion_chosen": confusion_matrix(y, oof[chosen], labels=range(len(labels))).tolist()}
-    if chosen == "label shift":
+        "confusion_as_trained": confusion_matrix(y, oof["as trained"], labels=range(len(labels))).tolist()}
+    out.update(_challenge(y, chosen, oof[chosen], {"wording rule": wording}, alpha))
+    final = wording if out["chosen"] == "wording rule" else oof[chosen]
+    out["confusion_chosen"] = confusion_matrix(y, final, labels=range(len(labels))).tolist()
+    if out["chosen"] == "label shift":
         out["shift"] = {lab: float(v) for lab, v in zip(labels, fit_shift(logp, y))}
+    return out
+
+
+def calibrate_stage1(model_records: Sequence[dict[str, Any]], splitter_records: Sequence[dict[str, Any]], rule: str,
+                     alpha: float = RULE_ALPHA) -> dict[str, Any]:
+    """Stage 1's candidates by turn accuracy under ``rule`` (unknown = wrong) over the gold turns both runs of the
+    whole pipeline scored: the student's decomposition (``model_records``) and the sentence splitter's."""
+    from .metrics import correctness
+
+    a, b = correctness(model_records, rule), correctness(splitter_records, rule)
+    keys = sorted(set(a) & set(b))
+    y = np.ones(len(keys), dtype=int)
+    pred = {"as trained": np.array([a[k] for k in keys], dtype=int),
+            "sentence splitter": np.array([b[k] for k in keys], dtype=int)}
+    if len(keys) < MIN_TURNS:
+        return {"kept": f"too few gold turns: {len(keys)} (needs {MIN_TURNS})", "turns": len(keys)}
+    out: dict[str, Any] = {"turns": len(keys), "rule": rule, "folds": "none: neither candidate is fitted",
+                           "cross_validated": {"as trained": _accuracy(y, pred["as trained"])},
+                           "rules": {"sentence splitter": _accuracy(y, pred["sentence splitter"])}}
+    out.update(_challenge(y, "as trained", pred["as trained"], {"sentence splitter": pred["sentence splitter"]},
+                          alpha))
     return out
 
 
 def held_out_accuracy(cal: Calibration, rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     """On claim rows the calibration was not fitted on: stage 2 (VERIFIED or not) and stage 3 (category of the
-    human-unverifiable claims stage 3 labelled) accuracy as trained and as calibrated."""
+    human-unverifiable claims stage 3 labelled) accuracy as trained and as calibrated (a stage a rule took: the
+    rule's)."""
+    from ..backends.cheap_baselines import wording_category
+
     labels = list(STAGE3_LABELS)
     r2 = [r for r in rows if r["stage2"] and set(FEATURES) <= set(r["features"])]
     y2 = np.array([r["human"] == VERIFIED for r in r2], dtype=int)
     trained2 = np.array([r["stage2"] == VERIFIED for r in r2], dtype=int)
     cal2 = trained2
-    if cal.stage2 is not None and r2:
+    if "stage2" in cal.rules and r2:
+        t = cal.rules["stage2"].get("threshold")
+        overlap = np.array([r["features"]["overlap"] for r in r2])
+        cal2 = (overlap >= 0.5 if t is None else overlap > t).astype(int)
+    elif cal.stage2 is not None and r2:
         feats = {f: np.array([r["features"][f] for r in r2]) for f in FEATURES}
         cal2 = np.array([cal.stage2.says_verified(p) for p in _p(cal.stage2, feats)], dtype=int)
     r3 = [r for r in rows if r["human"] in labels and isinstance(r["stage3_probs"], dict)]
@@ -249,42 +310,85 @@ def held_out_accuracy(cal: Calibration, rows: Sequence[dict[str, Any]]) -> dict[
     logp = np.log(np.clip(np.array([[r["stage3_probs"].get(lab, 0.0) for lab in labels] for r in r3], dtype=float),
                           1e-12, None)).reshape(len(r3), len(labels))
     delta = np.array([(cal.fitted.get("stage3") or {}).get("shift", {}).get(lab, 0.0) for lab in labels])
+    cal3 = (np.array([labels.index(wording_category(r["text"])) for r in r3], dtype=int) if "stage3" in cal.rules
+            else _shift_predict(logp, delta))
     acc = lambda y, p: float((y == p).mean()) if len(y) else None  # noqa: E731
     return {"stage2": {"claims": len(r2), "as_trained": acc(y2, trained2), "calibrated": acc(y2, cal2)},
-            "stage3": {"claims": len(r3), "as_trained": acc(y3, np.argmax(logp, axis=1)),
-                       "calibrated": acc(y3, _shift_predict(logp, delta))}}
+            "stage3": {"claims": len(r3), "as_trained": acc(y3, np.argmax(logp, axis=1)), "calibrated": acc(y3, cal3)}}
 
 
 def fit_calibration(records: Sequence[dict[str, Any]], name: str, dev: dict[str, Any], folds: int = 5,
-                    stage3_prior: LabelPrior | None = None) -> Calibration:
+                    stage3_prior: LabelPrior | None = None, alpha: float = RULE_ALPHA) -> Calibration:
     """The calibration the given-claims ``records`` (stages 2-3 on the dev file's human claims, stage 2 with its
-    evidence features) choose; ``stage3_prior``: the prior stage 3 ran with (a fitted shift adds to it)."""
+    evidence features) choose at stages 2-3; ``stage3_prior``: the prior stage 3 ran with (a fitted shift adds to
+    it). Stage 1 is chosen after, on whole-pipeline runs with these stages 2-3 (:func:`with_stage1`)."""
+    from ..backends.cheap_baselines import RULE_NAMES
+
     check_name(name)
     rows = claim_rows(records)
     if not rows:
         raise ValueError("the dev conversations hold no human claims (turns' human_claims with their categories): "
                          "nothing to calibrate on")
-    s2, s3 = calibrate_stage2(rows, folds), calibrate_stage3(rows, folds)
+    s2, s3 = calibrate_stage2(rows, folds, alpha), calibrate_stage3(rows, folds, alpha)
     head = s2.pop("head", None)
     prior = None
     if "shift" in s3:
         before = stage3_prior.shift if stage3_prior is not None else {}
         prior = LabelPrior({lab: before.get(lab, 0.0) + v for lab, v in s3["shift"].items()})
-    return Calibration(name, head, prior, {"dev": dev, "stage2": s2, "stage3": s3})
+    rules: dict[str, dict[str, Any]] = {}
+    if "rule_won" in s2:
+        rules["stage2"] = {"rule": RULE_NAMES["stage2"], "threshold": s2.get("threshold")}
+    if "rule_won" in s3:
+        rules["stage3"] = {"rule": RULE_NAMES["stage3"]}
+    return Calibration(name, head, prior, {"dev": dev, "stage2": s2, "stage3": s3}, rules)
+
+
+def choose_stage1(cal: Calibration, conversations: Sequence[Conversation], config: Any, backend: Any, rule: str,
+                  alpha: float = RULE_ALPHA) -> Calibration:
+    """``cal`` with stage 1 chosen (:func:`calibrate_stage1`) on the whole pipeline over the ``conversations`` with
+    gold turn labels, stages 2-3 as ``cal`` has them, the student's stage 1 or the splitter's; ``cal`` as it is when
+    none has a gold turn label. ``backend`` gets ``cal``'s head and prior (as applying it would)."""
+    from ..backends.calibration import apply_calibration
+    from ..backends.cheap_baselines import StageRules
+    from ..backends.stage_routing import RequestMemo, StageRouter
+    from .run import run_pipeline
+
+    gold = [c for c in conversations if any(c.turns[i].gold_label is not None for i in c.scored_turns)]
+    if not gold:
+        return cal
+    scored = RequestMemo(apply_calibration(backend, cal))
+    own = run_pipeline(gold, config, scored)[0]
+    split = run_pipeline(gold, config, StageRouter(scored, {"stage1": StageRules()}))[0]
+    return with_stage1(cal, calibrate_stage1(own, split, rule, alpha))
+
+
+def with_stage1(cal: Calibration, stage1: dict[str, Any]) -> Calibration:
+    """``cal`` with stage 1's choice (:func:`calibrate_stage1`) recorded, and the splitter in its rules where it won."""
+    from ..backends.cheap_baselines import RULE_NAMES
+
+    rules = dict(cal.rules)
+    if "rule_won" in stage1:
+        rules["stage1"] = {"rule": RULE_NAMES["stage1"]}
+    return dataclasses.replace(cal, fitted={**cal.fitted, "stage1": stage1}, rules=rules)
 
 
 def summary_rows(cal: Calibration) -> list[tuple[str, str, str, str, str]]:
-    """(stage, candidate, accuracy, balanced accuracy, chosen) for the terminal table: the student's candidates,
-    then the rules beside them."""
+    """(stage, candidate, accuracy, balanced accuracy, chosen) for the terminal table: per stage the student's
+    candidates, then the rules (stage 1: turn accuracy; stages 2-3: claim accuracy)."""
     out = []
-    for stage in ("stage2", "stage3"):
-        info = cal.fitted.get(stage) or {}
+    for stage in ("stage1", "stage2", "stage3"):
+        info = cal.fitted.get(stage)
+        if info is None:
+            continue
         if "kept" in info:
             out.append((stage, "as trained (kept)", "-", "-", info["kept"]))
             continue
-        rules = {f"{name} (beside)": fig for name, fig in info.get("rules_beside", {}).items()}
+        rules = {f"{name} (rule)": fig for name, fig in info.get("rules", {}).items()}
+        vs = info.get("rule_vs_student") or {}
         for name, fig in {**info.get("cross_validated", {}), **rules}.items():
             ba = fig.get("balanced_accuracy")
-            out.append((stage, name, f"{100 * fig['accuracy']:.1f}", "-" if ba is None else f"{100 * ba:.1f}",
-                        "chosen" if name == info.get("chosen") else ""))
+            mark = "chosen" if name.removesuffix(" (rule)") == info.get("chosen") else ""
+            if vs and name == f"{vs['rule']} (rule)":   # the best rule, against the best student candidate
+                mark += f"{' ' if mark else ''}(p = {vs['p_value']:.2g} vs {vs['student']})"
+            out.append((stage, name, f"{100 * fig['accuracy']:.1f}", "-" if ba is None else f"{100 * ba:.1f}", mark))
     return out

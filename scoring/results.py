@@ -86,6 +86,8 @@ class ScoredTurn(TurnKey):
     stage4: Mapping[str, Any] | None = None
     world_verdict: str | None = None
     world_reason: str | None = None
+    answered_by: Mapping[str, str] = field(default_factory=dict)
+    stage1_fallback: bool = False
     _record: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -109,6 +111,7 @@ class ScoredTurn(TurnKey):
             stage1_truncated=d.get("stage1_truncated", False), n_claims_raw=d.get("n_claims_raw", 0),
             claims_dropped=d.get("claims_dropped") or {}, background_size=d.get("background_size", 0),
             stage4=d.get("stage4"), world_verdict=d.get("world_verdict"), world_reason=d.get("world_reason"),
+            answered_by=d.get("answered_by") or {}, stage1_fallback=bool(d.get("stage1_fallback")),
             _record=copy.deepcopy(dict(d)))
 
     def to_dict(self) -> dict[str, Any]:

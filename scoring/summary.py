@@ -56,6 +56,16 @@ def summarize(records: Sequence[dict[str, Any]], rule: str = "safe") -> dict[str
         summary["world"] = {"verdicts": {k: world.get(k, 0) for k in WORLD_VERDICTS},
                             "claims_asked": sum(labels.values()),
                             "claim_labels": {str(k): v for k, v in labels.items()}}
+    # what answered each stage over the scored turns (a calibration's rule, the stage 1 fallback), and the turns
+    # the splitter decomposed because stage 1 gave nothing usable, with the accuracy with and without them
+    answered: dict[str, Counter] = defaultdict(Counter)
+    for r in scored:
+        for stage, who in (r.get("answered_by") or {}).items():
+            answered[stage][who] += 1
+    summary["answered_by"] = {stage: dict(c) for stage, c in sorted(answered.items())}
+    from .attribution import fallback_summary
+
+    summary["stage1_fallback"] = fallback_summary(records, RULES)
     summary["coverage"] = by_rule[rule]["coverage"]
     summary["accuracy"] = (by_rule[rule]["gold"] or {}).get("accuracy")
     cats = _categories(scored)

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..pipeline.engine import RULES
 from ..runtime.progress import make_table, print_table
+from .attribution import ROW_HEADER, attribution_rows
 from .page import evidence_rows
 
 TERMINAL_WIDTH = 100
@@ -21,6 +22,10 @@ def evidence_table(evidence: Mapping[str, Mapping[str, Any] | None]):
     """The evidence metrics of each system (``evidence_rows``) as a terminal table, or None when there are none."""
     rows = [row[:len(EVIDENCE_TERMINAL_HEADER)] for row in evidence_rows(evidence)]
     return make_table(EVIDENCE_TERMINAL_TITLE, EVIDENCE_TERMINAL_HEADER, rows) if rows else None
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
 
 
 def print_score_summary(s: Mapping[str, Any]) -> None:
@@ -37,6 +42,20 @@ def print_score_summary(s: Mapping[str, Any]) -> None:
     print_table(f"scored {s['scored_turns']} turns in {s['conversations']} conversations "
                 f"({s['context_turns']} context turns) in {s['run']['wall_s']:.0f}s",
                 ["rule", "coverage", *verdicts, "accuracy vs gold\n(turns)"], rows)
+    fb = s.get("stage1_fallback") or {}
+    if fb.get("turns"):
+        w = (fb["by_rule"].get(s["rule"]) or {}).get("without") or {}
+        console(stderr=False).print(
+            f"stage 1 gave no usable claim on {fb['turns']} turn(s): the sentence splitter decomposed them; "
+            f"without them, coverage {_share(w.get('coverage'))}, accuracy {_share(w.get('accuracy'))} ({s['rule']})")
+    routed = {st: who for st, who in (s.get("answered_by") or {}).items() if set(who) - {"model", "human claims"}}
+    if routed:
+        console(stderr=False).print("answered by: " + "; ".join(
+            f"{st} " + ", ".join(f"{k} {v}" for k, v in who.items()) for st, who in routed.items()))
+    if "attribution" in s:
+        a = s["attribution"]
+        print_table(f"where the turns are lost: {a['turns']} gold turns with human claims, {a['rule']} rule "
+                    "(unknown = wrong; McNemar against the row above)", ROW_HEADER, attribution_rows(a))
     if "world" in s:   # the world-knowledge stage ran
         w = s["world"]
         print_table(f"world stage: {w['claims_asked']} LACKING EVIDENCE claim(s) asked "

@@ -48,9 +48,9 @@ def test_stage2_refit_is_chosen_when_the_dev_claims_teach_it_and_scored_out_of_f
     assert cv[out["chosen"]]["accuracy"] > 0.9 and out["folds"] == 3 and out["conversations"] == 6
     assert isinstance(out["head"], EvidenceHead) and out["head"].w_overlap > 0
     assert out["mcnemar_chosen_vs_as_trained"]["p_value"] < 0.01
-    assert set(out["rules_beside"]) == {"overlap rule (0.5)", "overlap rule, tuned"}
+    assert set(out["rules"]) == {"overlap rule (0.5)", "overlap rule, tuned"}
     vs_rule = out["mcnemar_chosen_vs_overlap_tuned"]   # paired on the same 36 claims, out of fold on both sides
-    gap = cv[out["chosen"]]["accuracy"] - out["rules_beside"]["overlap rule, tuned"]["accuracy"]
+    gap = cv[out["chosen"]]["accuracy"] - out["rules"]["overlap rule, tuned"]["accuracy"]
     assert vs_rule["only_first_right"] - vs_rule["only_second_right"] == round(36 * gap)
     assert np.sum(out["confusion_as_trained"]["rows_human_cols_predicted"]) == 36
 
@@ -98,7 +98,7 @@ def test_stage3_shift_chosen_only_when_it_does_better_out_of_fold(helpful):
     out = calibrate_stage3(_stage3_rows(helpful), folds=4)
     assert out["chosen"] == ("label shift" if helpful else "as trained")
     assert ("shift" in out) == helpful
-    assert out["rules_beside"]["wording rule"]["accuracy"] == 1.0   # the rows' wording is what the rule reads
+    assert out["rules"]["wording rule"]["accuracy"] == 1.0   # the rows' wording is what the rule reads
     assert np.sum(out["confusion_chosen"]) == 48 and out["labels"] == LABELS3
 
 

@@ -19,7 +19,7 @@ from helpers import ROOT, SAMPLE, TEMPLATES
 from vista_distill.backends.openai_compat import OpenAIBackend
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
-from vista_distill.pipeline.engine import run_requests
+from vista_distill.pipeline.engine import run_requests, splitter_claims
 from vista_distill.pipeline.protocol import Request
 from vista_distill.pipeline.render import render
 from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
@@ -111,8 +111,11 @@ def test_thinking_left_on_is_retried_once_then_a_recorded_failure_never_silently
     conv = read_conversations(SAMPLE)[:1]
     result = VistaScorer(backend=backend, stage2="generate", stage3="generate").score(conv)
     turn = result.records[0]
-    # stage 1 came back as an unfinished think block: no claims, the turn is unknown with the reason
-    assert turn["claims"] == [] and turn["stage1_truncated"] and turn["verdicts"]["safe"] == "unknown"
+    # stage 1 came back as an unfinished think block: no claims of its own, so the turn's sentences are its claims,
+    # and the record says both; stage 2 thinks too, so no claim gets a label and the turn is unknown with the reason
+    assert turn["stage1_fallback"] and turn["stage1_truncated"] and turn["verdicts"]["safe"] == "unknown"
+    assert [c["text"] for c in turn["claims"]] == splitter_claims(turn["text"])
+    assert all(c["category"] is None and c["error"] for c in turn["claims"])
     assert turn["stage1_raw"].startswith("<think>") and turn["stage1_think"]
     assert result.summary["stage1_truncated_turns"] == len(result.records)
 

@@ -270,6 +270,7 @@ def test_calibrate_fits_saves_loads_and_applies_in_process_and_served(served, tm
     import shutil
 
     from vista_distill.backends.calibration import Calibration, available
+    from vista_distill.backends.cheap_baselines import wording_category
     from vista_distill.backends.label_prior import LabelPrior
     from vista_distill.backends.server import server_backend
     from vista_distill.cli import main
@@ -316,6 +317,20 @@ def test_calibrate_fits_saves_loads_and_applies_in_process_and_served(served, tm
         served_scorer = VistaScorer(backend=server_backend(recipe, "student", servers=[srv.base_url], adapters=folder),
                                     calibration="shifted")
         got = served_scorer.backend.run(reqs)
+        Calibration("ruled", rules={"stage3": {"rule": "wording rule"}}).save(folder)
+        ruled = VistaScorer(backend=server_backend(recipe, "student", servers=[srv.base_url], adapters=folder),
+                            calibration="ruled")
+        asked = ruled.backend.stats["requests"]
+        by_rule = ruled.backend.run(reqs)   # stage 3 by the wording rule: the server is not asked
+        assert ruled.backend.stats["requests"] == asked
+        record = ruled.score(read_conversations(SAMPLE)[:1]).records
+    claims = ("Paris has a big zoo.", "I think the Nile is lovely.", "Everest is 9,000 m high.")
+    assert [r.label for r in by_rule] == [wording_category(c) for c in claims]
+    assert all(r.meta["answered_by"] == "wording rule" for r in by_rule)
+    for r in record:
+        for c in r["claims"]:
+            if c["stage3"] is not None:
+                assert c["category"] == wording_category(c["text"]) and r["answered_by"]["stage3"] == "wording rule"
     assert local[0].label == target != plain[0].label
     assert served_scorer.backend.priors["stage3"].shift == shift
     for g, lo in zip(got, local):
