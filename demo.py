@@ -324,8 +324,8 @@ def _attribution_tables(results: dict) -> list:
     table = (((results.get("attribution") or {}).get("student") or {}).get("rows") or {}).get(rules[0])
     if not table:
         return []
-    return [make_table(f"where the student loses its turns: {table['turns']} turns with human claims, {rules[0]} "
-                       "rule (%; McNemar vs the row above)", ROW_HEADER, attribution_rows(table))]
+    return [make_table(f"where the student loses its turns ({table['turns']} turns, {rules[0]} rule, %; McNemar vs the "
+                       "row above)", ROW_HEADER, attribution_rows(table))]
 
 
 def _loss_line(summary: dict) -> str:

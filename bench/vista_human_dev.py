@@ -55,6 +55,7 @@ def main() -> None:
     silver = a.silver or a.adapters.parent / "silver"
     recipe = load_recipe(ROOT / "recipes" / "demo-cpu.yaml",
                          [f"train.output_dir={a.adapters}", f"distill.output_dir={silver}", "eval.max_minutes=null",
+                          "eval.tune_on=[]",
                           "eval.given_claims=true"])
     m = harness.machine()
     t0 = time.perf_counter()

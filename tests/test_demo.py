@@ -408,10 +408,16 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     assert "own vs foreign reference AUC" in (out / "eval" / "report.html").read_text(encoding="utf-8")
     assert "does it read its evidence?" in proc.stdout
     # the closing tables fit a 100-column terminal; the whole output (as many systems and tables as the shipped
-    # recipe's) stays within 80 lines, and the two lines that mark this run cut
+    # recipe's) stays within 80 lines, and the two lines that mark this run cut, and the student's turns stage by stage
     tables = summary[summary.index("held-out dialogues: accuracy"):summary.index("report:")]
     assert max(len(line) for line in tables.splitlines()) <= 100, tables
-    assert (proc.stdout + proc.stderr).count("\n") <= 82, proc.stdout[-3000:]
+    stages = tables[tables.index("where the student loses its turns"):tables.index("does it read its evidence?")]
+    rows = [ln.split()[:2] for ln in stages.splitlines()
+            if re.match(r"^\s+(sentence splitter|student|human claims)\s", ln)]
+    assert rows == [["sentence", "splitter"], ["student", "student"], ["student", "student"], ["human", "claims"],
+                    ["human", "claims"], ["human", "claims"]], tables
+    # that table and its progress bar ("eval student, stage by stage") on top of the 82 lines
+    assert (proc.stdout + proc.stderr).count("\n") <= 82 + len(stages.splitlines()) + 1, proc.stdout[-3000:]
     material = next(line for line in report.splitlines() if line.startswith("Material:"))
     assert "faithdial_balanced_sample.jsonl" in material and "?" not in material   # the split notes are not sources
 

@@ -134,6 +134,7 @@ def test_world_stage_on_a_real_model_leaves_vista_untouched(embedded_backend, tm
     del stripped["world_verdict"], stripped["world_reason"]
     for c in stripped["claims"]:
         del c["world"]
+    assert stripped["answered_by"].pop("world") == "model"   # the one stage the run without it has not
     assert stripped == rec_off
     asked = [c for c in rec_on["claims"] if c["world"] is not None]
     assert [c["category"] for c in asked] == [LACKING_EVIDENCE, LACKING_EVIDENCE]
