@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .runtime.numbers import number, pvalue
+
 PACKAGE_ROOT = Path(__file__).resolve().parent
 DEMO_RECIPE = PACKAGE_ROOT / "recipes" / "demo-cpu.yaml"
 # with --max-minutes M, evaluation's share of M, set before training starts: training stops at its own share
@@ -306,7 +308,7 @@ def _summary_tables(results: dict) -> list:
         "student - other system or stage rule (McNemar, exact)",
         ["level", "other", "accuracy\ndifference", "n", "p"],
         [
-            [label, other, f"{delta:+.3f}", n, "-" if p is None else f"{p:.2g}"]
+            [label, other, f"{delta:+.3f}", n, pvalue(p, 2, missing="-")]
             for label, other, delta, n, p in _student_tests(results)
         ],
     )
@@ -373,4 +375,4 @@ def _headline(results: dict) -> list[str]:
 
 
 def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
+    return number(x, 3, missing="n/a")

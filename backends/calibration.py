@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..pipeline.protocol import Backend
+from ..runtime.numbers import percent, pvalue
 from .cheap_baselines import RULE_NAMES, StageRules
 from .evidence_head import EvidenceHead
 from .label_prior import LabelPrior, shift_problem
@@ -68,9 +69,10 @@ class Calibration:
             f = self.fitted.get(stage) or {}
             why = f.get("rule_won") or {}
             cut = f" above {rule['threshold']:g}" if rule.get("threshold") is not None else ""
+            rule_pct, student_pct = (percent(why.get(k), unit=" %") for k in ("rule_accuracy", "student_accuracy"))
             parts.append(f"{stage} by the {rule['rule']}{cut}" + (
-                f" ({100 * why['rule_accuracy']:.1f} % vs the student's {100 * why['student_accuracy']:.1f} % out "
-                f"of fold, McNemar p = {why['p_value']:.2g})" if why else ""))
+                f" ({rule_pct} vs the student's {student_pct} out of fold, McNemar p = {pvalue(why['p_value'], 2)})"
+                if why else ""))
         dev = (self.fitted.get("dev") or {}).get("path")
         return f"calibration {self.name}{f' (fitted on {dev})' if dev else ''}: " + "; ".join(parts)
 

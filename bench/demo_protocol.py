@@ -46,9 +46,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
+
+from vista_distill.runtime.numbers import percent as _pct
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-import harness  # noqa: E402
 
 RECIPE = ROOT / "recipes" / "demo-cpu.yaml"
 RUNS = Path(os.environ.get("PROTOCOL_RUNS", "/tmp/vista-protocol"))
@@ -876,10 +878,6 @@ def step_pairs() -> None:
         out[f"seed{seed}"] = {level: paired_mcnemar(a, b) for level, (a, b) in levels.items()}   # 1 = student, 2 = base
     save("test_pairs", out)
     print(json.dumps(out, indent=1))
-
-
-def _pct(x: Any) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
 
 
 def step_report() -> None:

@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vista_distill.runtime.numbers import percent, pvalue
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 PAGES = ["README.md", "docs/*.md", "bench/results/cpu_kinds.md"]   # cpu_kinds.md: the per-kind table docs cite
@@ -72,12 +74,12 @@ def num(file: str, pattern: str, group: int = 1) -> float:
 
 def pct(x: float, digits: int = 1) -> str:
     """A fraction as a percentage: 0.7164 -> '71.6%'."""
-    return f"{100 * x:.{digits}f}%"
+    return percent(x, digits, unit="%")
 
 
 def p(x: float) -> str:
     """A p-value as the reports print it: two significant digits."""
-    return f"{x:.2g}"
+    return pvalue(x, 2)
 
 
 def cells(file: str, start: str) -> list[str]:
@@ -276,8 +278,7 @@ def run(check: bool = False, pages: list[Path] | None = None) -> int:
     from cogapp.errors import CogCheckFailed, CogUserException
 
     cited.clear()
-    argv = ["cog", "--verbosity=0", "-p",
-            f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); from figures import *"]
+    argv = ["cog", "--verbosity=0", "-p", "from figures import *"]   # bench/ is on sys.path: the script's folder
     argv += ["--check", "--diff"] if check else ["-r"]
     try:
         Cog().callable_main(argv + [str(p) for p in pages or _files()])

@@ -28,10 +28,10 @@ import sys
 import time
 from pathlib import Path
 
+from gpu_random_8b import make_adapters
+from train_throughput import random_model
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from gpu_random_8b import make_adapters  # noqa: E402 - after sys.path is set
-from train_throughput import random_model  # noqa: E402 - after sys.path is set
 
 SYSTEM = ("You split an assistant's turn into atomic claims, one per line, each a short sentence that can be checked "
           "on its own against a reference text.")

@@ -26,9 +26,9 @@ import tarfile
 import time
 from pathlib import Path
 
+from train_throughput import random_model
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from train_throughput import random_model  # noqa: E402 - after sys.path is set
 
 REFERENCE = "REFERENCE TEXT:\n"
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT.parent))
 
 
 def machine() -> dict[str, Any]:

@@ -40,9 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from score_throughput import LoadSampler, StageCounter, run_facts
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from score_throughput import LoadSampler, StageCounter, run_facts  # noqa: E402 - after sys.path is set
 
 DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "vista_human" / "dev.json"
 

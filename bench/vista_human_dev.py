@@ -17,21 +17,18 @@ Writes bench/results/vista_human_dev/calibration_<cpu>.md, .json and .png."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
+import harness
+
+from vista_distill.runtime.numbers import percent as _pct
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-import harness  # noqa: E402
 
 DEV = ROOT.parent / "shared" / "data" / "vista_human" / "dev.json"
 OUT = ROOT / "bench" / "results" / "vista_human_dev"
 SYSTEMS = ["student", "base", "pmi", "overlap", "majority"]
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
 
 
 def main() -> None:
@@ -48,6 +45,14 @@ def main() -> None:
     a = ap.parse_args()
     if a.calibration:
         return calibration(a)
+    out = evaluate(a)
+    path = harness.save(OUT, harness.result_name(out["machine"], a.tag), out)
+    path.with_suffix(".md").write_text("\n".join(eval_markdown(out, a)) + "\n")
+    print(path.with_suffix(".md").read_text())
+
+
+def evaluate(a: argparse.Namespace) -> dict:
+    """``vista-distill eval`` of the systems on the dev set, the figures this benchmark keeps."""
     from vista_distill.config import load_recipe
     from vista_distill.eval.run import run_eval
     from vista_distill.scoring.metrics import OVERALL
@@ -55,15 +60,14 @@ def main() -> None:
     silver = a.silver or a.adapters.parent / "silver"
     recipe = load_recipe(ROOT / "recipes" / "demo-cpu.yaml",
                          [f"train.output_dir={a.adapters}", f"distill.output_dir={silver}", "eval.max_minutes=null",
-                          "eval.tune_on=[]",
-                          "eval.given_claims=true"])
+                          "eval.tune_on=[]", "eval.given_claims=true"])
     m = harness.machine()
     t0 = time.perf_counter()
     res = run_eval(recipe, input_path=str(a.dev), systems=a.systems, output_dir=f"/tmp/vista-human-dev-{a.tag}",
                    progress=True).results
     given = res.get("given_claims") or {}
-    out = {"machine": m, "commit": harness.commit(),
-           "adapters": str(a.adapters), "dev": str(a.dev), "seconds": round(time.perf_counter() - t0),
+    out = {"machine": m, "commit": harness.commit(), "adapters": str(a.adapters),
+           "adapter_steps": adapter_steps(a.adapters), "dev": str(a.dev), "seconds": round(time.perf_counter() - t0),
            "material": {k: res["material"][k] for k in ("conversations", "scored_turns", "gold_turns", "human_claims")},
            "systems": {}}
     for name in a.systems:
@@ -85,9 +89,12 @@ def main() -> None:
                                       if "student" in (p["system_1"], p["system_2"])]
     out["significance_claims"] = [p for p in given.get("significance", {}).get("stage2", {}).get(OVERALL, [])
                                   if "student" in (p["system_1"], p["system_2"])]
-    path = harness.save(OUT, harness.result_name(m, a.tag), out)
+    return out
+
+
+def eval_markdown(out: dict, a: argparse.Namespace) -> list[str]:
     lines = [f"# {a.tag}: the demo's student on the VISTA human dev set", "",
-             harness.header(m, f"adapters `{a.adapters}`; {out['material']['gold_turns']} gold turns, "
+             harness.header(out["machine"], f"adapters `{a.adapters}`; {out['material']['gold_turns']} gold turns, "
                             f"{out['material']['human_claims']} human claims; {out['seconds']} s. Command: "
                             f"`python bench/vista_human_dev.py --adapters {a.adapters} --tag {a.tag}`."), "",
              "| system | pipeline turns safe | pipeline turns strict | human claims -> turns safe | claims stage 2 | "
@@ -120,24 +127,13 @@ def main() -> None:
         lines += ["", f"Where the student loses its turns ({table['turns']} gold turns, safe rule, unknown = wrong; "
                       "McNemar against the row above; scoring/attribution.py):", "",
                   markdown_table(ROW_HEADER, attribution_rows(table))]
-    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print(path.with_suffix(".md").read_text())
+    return lines
 
 
 def calibration(a: argparse.Namespace) -> None:
-    import numpy as np
-
     from vista_distill.data.io import read_conversations
     from vista_distill.scorer import VistaScorer
-    from vista_distill.scoring.calibrate import (
-        choose_stage1,
-        claim_rows,
-        dev_fingerprint,
-        dev_records,
-        fit_calibration,
-        held_out_accuracy,
-        summary_rows,
-    )
+    from vista_distill.scoring.calibrate import choose_stage1, dev_fingerprint, dev_records, fit_calibration
 
     m = harness.machine()
     convs = read_conversations(a.dev)
@@ -150,19 +146,36 @@ def calibration(a: argparse.Namespace) -> None:
     t1 = time.perf_counter()
     cal = choose_stage1(cal, convs, scorer.config, scorer.backend, "safe")
     seconds_stage1 = round(time.perf_counter() - t1)
+    curve = dev_size_curve(records, prior, a.seeds) if a.curve else []
+    out = {"machine": m, "commit": harness.commit(), "adapters": str(a.adapters),
+           "adapter_steps": adapter_steps(a.adapters), "dev": str(a.dev),
+           "seconds_student": seconds, "seconds_stage1": seconds_stage1, "calibration": cal.to_dict(), "curve": curve}
+    path = harness.save(OUT, "calibration_" + harness.result_name(m, None), out)
+    if curve:
+        _plot_curve(curve, path.with_suffix(".png"))
+    path.with_suffix(".md").write_text("\n".join(calibration_markdown(out, cal, a, path)) + "\n")
+    print(path.with_suffix(".md").read_text())
+
+
+def dev_size_curve(records: list[dict], prior, seeds: int) -> list[dict]:
+    """Calibrations (stages 2-3) fitted on k of the dev conversations (``seeds`` draws each), judged on the
+    others: mean and sd of each stage's accuracy as trained and as calibrated."""
+    import numpy as np
+
+    from vista_distill.scoring.calibrate import claim_rows, fit_calibration, held_out_accuracy
+
     by_conv: dict[str, list[dict]] = {}
     for r in records:
         by_conv.setdefault(str(r["conversation_id"]), []).append(r)
     ids = sorted(by_conv)
     curve = []
-    for k in [n for n in (4, 8, 12, 16, 20, 24, 28) if n < len(ids) - 2 and a.curve]:
+    for k in [n for n in (4, 8, 12, 16, 20, 24, 28) if n < len(ids) - 2]:
         draws = []
-        for seed in range(a.seeds):
+        for seed in range(seeds):
             fit_ids = set(np.random.default_rng(seed).choice(ids, k, replace=False).tolist())
-            fit_recs = [r for i in fit_ids for r in by_conv[i]]
             rest = claim_rows([r for i in ids if i not in fit_ids for r in by_conv[i]])
             try:
-                c = fit_calibration(fit_recs, f"k{k}", {}, 5, prior)
+                c = fit_calibration([r for i in fit_ids for r in by_conv[i]], f"k{k}", {}, 5, prior)
             except ValueError:
                 continue
             draws.append(held_out_accuracy(c, rest))
@@ -172,31 +185,32 @@ def calibration(a: argparse.Namespace) -> None:
                 v = [d[stage][which] for d in draws if d[stage][which] is not None]
                 row[f"{stage}_{which}"] = (float(np.mean(v)), float(np.std(v))) if v else None
         curve.append(row)
-    out = {"machine": m, "commit": harness.commit(), "adapters": str(a.adapters),
-           "adapter_steps": adapter_steps(a.adapters), "dev": str(a.dev),
-           "seconds_student": seconds, "seconds_stage1": seconds_stage1, "calibration": cal.to_dict(), "curve": curve}
-    stem = "calibration_" + harness.result_name(m, None)
-    path = harness.save(OUT, stem, out)
-    _plot_curve(curve, path.with_suffix(".png"))
+    return curve
+
+
+def calibration_markdown(out: dict, cal, a: argparse.Namespace, path: Path) -> list[str]:
+    from vista_distill.scoring.calibrate import summary_rows
+
     lines = ["# calibrate on the VISTA human dev set", "",
-             harness.header(m, f"adapters `{a.adapters}`; {cal.fitted['dev']['claims']} human claims in "
-                               f"{cal.fitted['dev']['conversations']} conversations; student {seconds} s. Command: "
-                               f"`python bench/vista_human_dev.py --adapters {a.adapters} --calibration`."), "",
+             harness.header(out["machine"], f"adapters `{a.adapters}`; {cal.fitted['dev']['claims']} human claims in "
+                            f"{cal.fitted['dev']['conversations']} conversations; student {out['seconds_student']} s, "
+                            f"stage 1 {out['seconds_stage1']} s. Command: `python bench/vista_human_dev.py --adapters "
+                            f"{a.adapters} --calibration`."), "",
              f"Cross-validated by conversation ({cal.fitted['stage2'].get('folds', 5)} folds; what `vista-distill "
-             "calibrate` prints):", "",
+             "calibrate` prints; the rules among the candidates, each taking its stage only by the margin):", "",
              "| stage | candidate | accuracy % | balanced accuracy % | chosen |", "| --- | --- | ---: | ---: | --- |"]
     lines += [f"| {' | '.join(r)} |" for r in summary_rows(cal)]
-    for stage in ("stage2", "stage3"):
-        f = cal.fitted[stage]
+    for stage in ("stage1", "stage2", "stage3"):
+        f = cal.fitted.get(stage) or {}
+        vs = f.get("rule_vs_student")
+        if vs:
+            lines += ["", f"{stage}: chosen `{f['chosen']}`; the {vs['rule']} against `{vs['student']}`: "
+                          f"{vs['only_rule_right']} items only the rule gets right, {vs['only_student_right']} only "
+                          f"the student, McNemar p = {vs['p_value']:.3g} (alpha {f['rule_margin']['alpha']})."]
         if "mcnemar_chosen_vs_as_trained" in f:
             mc = f["mcnemar_chosen_vs_as_trained"]
-            lines += ["", f"{stage}: chosen `{f['chosen']}`; McNemar vs as trained: {mc['only_first_right']} claims "
-                          f"only the chosen gets right, {mc['only_second_right']} only as trained, p = "
-                          f"{mc['p_value']:.3g}."]
-        if "mcnemar_chosen_vs_overlap_tuned" in f:
-            mc = f["mcnemar_chosen_vs_overlap_tuned"]
-            lines[-1] += (f" Against the overlap rule, tuned the same way: {mc['only_first_right']} only the chosen, "
-                          f"{mc['only_second_right']} only the rule, p = {mc['p_value']:.3g}.")
+            lines[-1] += (f" The best student candidate against as trained: {mc['only_first_right']} only it, "
+                          f"{mc['only_second_right']} only as trained, p = {mc['p_value']:.3g}.")
     s3 = cal.fitted["stage3"]
     if "labels" in s3:
         for which in ("as_trained", "chosen"):
@@ -205,15 +219,16 @@ def calibration(a: argparse.Namespace) -> None:
                       "| --- |" + " ---: |" * len(s3["labels"])]
             lines += [f"| {lab} | " + " | ".join(map(str, row)) + " |"
                       for lab, row in zip(s3["labels"], s3[f"confusion_{which}"])]
-    lines += ["", f"Dev-size curve: a calibration fitted on k conversations, judged on the others ({a.seeds} draws "
-                  f"each; mean ± sd, %; `{path.with_suffix('.png').name}`):", "",
-              "| k | draws | stage 2 as trained | stage 2 calibrated | stage 3 as trained | stage 3 calibrated |",
-              "| ---: | ---: | ---: | ---: | ---: | ---: |"]
-    ms = lambda v: "–" if v is None else f"{100 * v[0]:.1f} ± {100 * v[1]:.1f}"  # noqa: E731
-    lines += [f"| {r['conversations']} | {r['draws']} | {ms(r['stage2_as_trained'])} | {ms(r['stage2_calibrated'])} | "
-              f"{ms(r['stage3_as_trained'])} | {ms(r['stage3_calibrated'])} |" for r in curve]
-    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print(path.with_suffix(".md").read_text())
+    if out["curve"]:
+        lines += ["", f"Dev-size curve: a calibration fitted on k conversations, judged on the others ({a.seeds} "
+                      f"draws each; mean ± sd, %; `{path.with_suffix('.png').name}`):", "",
+                  "| k | draws | stage 2 as trained | stage 2 calibrated | stage 3 as trained | stage 3 calibrated |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        ms = lambda v: "–" if v is None else f"{_pct(v[0])} ± {_pct(v[1])}"  # noqa: E731
+        lines += [f"| {r['conversations']} | {r['draws']} | {ms(r['stage2_as_trained'])} | "
+                  f"{ms(r['stage2_calibrated'])} | {ms(r['stage3_as_trained'])} | {ms(r['stage3_calibrated'])} |"
+                  for r in out["curve"]]
+    return lines
 
 
 def adapter_steps(adapters: Path) -> dict[str, dict[str, int | None]]:

@@ -33,9 +33,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import harness
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-import harness  # noqa: E402 - after sys.path is set
 
 machine = harness.machine
 RECIPE = ROOT / "recipes" / "demo-cpu.yaml"

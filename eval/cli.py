@@ -11,6 +11,7 @@ import textwrap
 from typing import Any
 
 from ..config.cli_args import add_recipe_subparser, recipe_from_args
+from ..runtime.numbers import number
 
 
 def add_eval_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -115,4 +116,4 @@ def print_eval_summary(result: Any) -> None:
 
 
 def _fmt(x: float | None) -> str | None:
-    return None if x is None else f"{x:.3f}"
+    return None if x is None else number(x, 3)

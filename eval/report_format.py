@@ -1,4 +1,4 @@
-"""The report's cells and tables: numbers, p-values and percentages as report.md prints them (– where missing), the
+"""The report's cells and tables: numbers, p-values and percentages as report.md prints them (runtime/numbers.py), the
 accuracy over the turns every system covered, and the markdown table (stage_rules.py and tuning.py use them too)."""
 
 from __future__ import annotations
@@ -6,23 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-
-def _number(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return str(x)
-
-
-def _pvalue(p: float | None) -> str:
-    if p is None:
-        return "–"
-    return f"{p:.1e}" if p < 1e-4 else f"{p:.4f}"
-
-
-def _percent(x: Any) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
+from ..runtime.numbers import number as _number
+from ..runtime.numbers import percent as _percent
+from ..runtime.numbers import pvalue as _pvalue
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -36,3 +22,6 @@ def _common(turn: dict[str, Any]) -> str:
     if turn.get("n_common") is None:
         return "–"
     return f"{_percent(turn.get('accuracy_common'))} ({turn['n_common']})"
+
+
+__all__ = ["_common", "_number", "_percent", "_pvalue", "markdown_table"]

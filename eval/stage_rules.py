@@ -130,7 +130,7 @@ def stage_rule_rows(section: dict[str, Any] | None) -> list[tuple[str, str, int,
 
 def stage_rules_markdown(results: dict[str, Any]) -> list[str]:
     """report.md's section of the stage rules."""
-    from .report import _percent, _pvalue, markdown_table
+    from .report_format import _percent, _pvalue, markdown_table
 
     section = results.get("stage_rules")
     rows = stage_rule_rows(section)

@@ -151,7 +151,7 @@ def _student_pairs(tuned_correct: dict[str, dict[tuple[str, int, int], bool]], v
 
 def tuned_markdown(results: dict[str, Any]) -> list[str]:
     """report.md's section: fixed and tuned side by side."""
-    from .report import _percent, _pvalue, markdown_table
+    from .report_format import _percent, _pvalue, markdown_table
 
     section = results.get("tuned")
     if not section:
@@ -169,11 +169,11 @@ def tuned_markdown(results: dict[str, Any]) -> list[str]:
 
 
 def _pairs_markdown(pairs: list[dict[str, Any]]) -> list[str]:
-    from .report import _pvalue, markdown_table
+    from .report_format import _percent, _pvalue, markdown_table
 
     if not pairs:
         return []
-    rows = [[p["system_2"], p["n"], "-" if p["delta"] is None else f"{100 * p['delta']:+.1f}", _pvalue(p["pvalue"])]
+    rows = [[p["system_2"], p["n"], _percent(p["delta"], signed=True, missing="-"), _pvalue(p["pvalue"])]
             for p in pairs]
     return ["Both tuned: the student against each rule on the same human claims.", "",
             markdown_table(["other (tuned)", "claims", "student - other (points)", "p (McNemar)"], rows), ""]

@@ -24,6 +24,7 @@ from ..backends.human_labels import HUMAN_LABELS, LabelsBackend
 from ..backends.stage_routing import RequestMemo, StageRouter
 from ..data.schema import UNKNOWN, Conversation
 from ..pipeline.engine import HUMAN_CLAIMS, MODEL, EngineConfig
+from ..runtime.numbers import percent, pvalue
 from . import metrics as M
 from .significance import paired_mcnemar
 
@@ -140,8 +141,8 @@ def attribution_rows(table: dict[str, Any] | None) -> list[list[str]]:
     out = []
     for r in (table or {}).get("rows", []):
         vs = r.get("vs_above")
-        out.append([r["stage1"], r["stage2"], r["stage3"], f"{100 * r['accuracy']:.1f}", f"{100 * r['coverage']:.1f}",
-                    f"{100 * vs['delta']:+.1f}" if vs else "", f"{vs['pvalue']:.2g}" if vs else ""])
+        out.append([r["stage1"], r["stage2"], r["stage3"], percent(r["accuracy"]), percent(r["coverage"]),
+                    percent(vs["delta"], signed=True) if vs else "", pvalue(vs["pvalue"], 2) if vs else ""])
     return out
 
 

@@ -34,6 +34,7 @@ from ..backends.calibration import Calibration, check_name
 from ..backends.evidence_head import FEATURES, EvidenceHead, fit
 from ..backends.label_prior import LabelPrior
 from ..data.schema import STAGE3_LABELS, VERIFIED, Conversation
+from ..runtime.numbers import percent
 
 THRESHOLDS = np.round(np.arange(0.01, 1.0, 0.01), 2)
 SHIFT_GRID = np.round(np.arange(-6.0, 6.01, 0.25), 2)
@@ -390,5 +391,5 @@ def summary_rows(cal: Calibration) -> list[tuple[str, str, str, str, str]]:
             mark = "chosen" if name.removesuffix(" (rule)") == info.get("chosen") else ""
             if vs and name == f"{vs['rule']} (rule)":   # the best rule, against the best student candidate
                 mark += f"{' ' if mark else ''}(p = {vs['p_value']:.2g} vs {vs['student']})"
-            out.append((stage, name, f"{100 * fig['accuracy']:.1f}", "-" if ba is None else f"{100 * ba:.1f}", mark))
+            out.append((stage, name, percent(fig["accuracy"]), percent(ba, missing="-"), mark))
     return out

@@ -21,6 +21,8 @@ from ..data.vocabulary import (
     OUT_OF_SCOPE,
     VERIFIED,
 )
+from ..runtime.numbers import number
+from ..runtime.numbers import percent as _pct
 
 CATEGORY_COLOURS = {VERIFIED: "#1b7f3b", OUT_OF_SCOPE: "#5b6b7a", ABSTENTION: "#6a4fa3",
                     LACKING_EVIDENCE: "#b36b00", CONTRADICTED: "#b3261e", None: "#777"}
@@ -56,10 +58,6 @@ applyFilters();
 
 def _e(x: Any) -> str:
     return html.escape("" if x is None else str(x))
-
-
-def _pct(x: Any) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
 
 
 def _img(path: Path) -> str:
@@ -195,7 +193,7 @@ def eval_headline(results: Mapping[str, Any]) -> tuple[list[str], list[list[Any]
         overall = m.get(OVERALL) or next(iter(m.values()), {})
         for rule, t in (overall.get("turn") or {}).items():
             rows.append([system, rule, _pct(t.get("accuracy")), _pct(t.get("coverage")),
-                         "–" if t.get("f1") is None else f"{t['f1']:.3f}", t.get("n_gold")])
+                         number(t.get("f1"), 3), t.get("n_gold")])
     return header, rows
 
 
@@ -208,7 +206,7 @@ def evidence_rows(evidence: Mapping[str, Mapping[str, Any] | None]) -> list[list
     """One row per system of its evidence metrics (scoring/evidence.py), for report.md, report.html and the demo: the
     measures word overlap cannot pass first (edit probe, overlap-disagreement strata), then the three it passes."""
     def f(x: float | None) -> str:
-        return "–" if x is None else f"{x:.3f}"
+        return number(x, 3)
 
     rows = []
     for name, e in evidence.items():
@@ -232,7 +230,7 @@ def write_score_page(result: Any, path: str | Path) -> Path:
     """The HTML page of a ``VistaScorer.score`` run (a ``ScoreResult``) whose records are written at ``path``: every
     turn, the headline per rule and the evidence probes' table, at ``<stem>.report.html``. Returns its path."""
     path, summary = Path(path), result.summary
-    rows = [[rule, f"{100 * r['coverage']:.1f}", (r.get("gold") or {}).get("accuracy"), r["verdicts"]]
+    rows = [[rule, _pct(r["coverage"]), (r.get("gold") or {}).get("accuracy"), r["verdicts"]]
             for rule, r in summary.get("by_rule", {}).items()]
     ev = evidence_rows({"scored": summary.get("evidence")})
     return write_html(path.with_name(path.stem + ".report.html"), f"VISTA scores: {path.name}",

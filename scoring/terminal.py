@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..pipeline.engine import RULES
+from ..runtime.numbers import number, percent
 from ..runtime.progress import make_table, print_table
 from .attribution import ROW_HEADER, attribution_rows
 from .page import evidence_rows
@@ -22,10 +23,6 @@ def evidence_table(evidence: Mapping[str, Mapping[str, Any] | None]):
     """The evidence metrics of each system (``evidence_rows``) as a terminal table, or None when there are none."""
     rows = [row[:len(EVIDENCE_TERMINAL_HEADER)] for row in evidence_rows(evidence)]
     return make_table(EVIDENCE_TERMINAL_TITLE, EVIDENCE_TERMINAL_HEADER, rows) if rows else None
-
-
-def _share(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f} %"
 
 
 def print_score_summary(s: Mapping[str, Any]) -> None:
@@ -45,9 +42,10 @@ def print_score_summary(s: Mapping[str, Any]) -> None:
     fb = s.get("stage1_fallback") or {}
     if fb.get("turns"):
         w = (fb["by_rule"].get(s["rule"]) or {}).get("without") or {}
+        share = {k: percent(w.get(k), unit=" %", missing="-") for k in ("coverage", "accuracy")}
         console(stderr=False).print(
             f"stage 1 gave no usable claim on {fb['turns']} turn(s): the sentence splitter decomposed them; "
-            f"without them, coverage {_share(w.get('coverage'))}, accuracy {_share(w.get('accuracy'))} ({s['rule']})")
+            f"without them, coverage {share['coverage']}, accuracy {share['accuracy']} ({s['rule']})")
     routed = {st: who for st, who in (s.get("answered_by") or {}).items() if set(who) - {"model", "human claims"}}
     if routed:
         console(stderr=False).print("answered by: " + "; ".join(
@@ -66,7 +64,7 @@ def print_score_summary(s: Mapping[str, Any]) -> None:
     if "baselines" in s:   # the cheap baselines on the same human claims
         b = s["baselines"]
         tests = {t["system_2"]: t for t in b["mcnemar"]}
-        pct = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+        pct = lambda x: number(x, 3, missing="-")  # noqa: E731
         print_table("beside the cheap rules (human claims given; McNemar of the scorer against each)",
                     ["system", "claims\n(stage 2)", *(f"turns\n{r}" for r in RULES), "claims", "p vs\nscorer"],
                     [[n, pct(c["accuracy"]), *(pct((b["turns"][n].get(r) or {}).get("accuracy")) for r in RULES),

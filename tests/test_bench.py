@@ -132,6 +132,28 @@ def test_every_package_import_in_bench_resolves():
     assert checked_names > 50 and not missing, "\n".join(missing)
 
 
+def _path_edits(path: Path) -> list[str]:
+    """Where a script changes ``sys.path`` (a call on it or an assignment to it)."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        target = node.func if isinstance(node, ast.Call) else node.targets[0] if isinstance(node, ast.Assign) else None
+        text = ast.unparse(target) if target is not None else ""
+        if text.startswith("sys.path"):
+            out.append((node.lineno, f"{path.name}:{node.lineno}: {text}"))
+    return [text for _, text in sorted(out)]
+
+
+def test_bench_imports_the_installed_package_and_edits_no_sys_path(tmp_path):
+    """A script's own folder is on ``sys.path`` when run as ``python bench/X.py``, and the package is installed: no
+    script edits the path. The check can fail: an insertion written into a script is found."""
+    assert not [e for p in sorted(BENCH.glob("*.py")) for e in _path_edits(p)]
+    probe = tmp_path / "probe.py"
+    probe.write_text("import sys\nsys.path.insert(0, 'x')\nsys.path = []\n")
+    assert _path_edits(probe) == ["probe.py:2: sys.path.insert", "probe.py:3: sys.path"]
+
+
 def test_harness_imports():
     proc = run(["-c", "import sys; sys.path.insert(0, 'bench'); import harness; print(harness.ROOT)"], timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == str(ROOT), proc.stderr[-3000:]

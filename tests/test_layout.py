@@ -312,3 +312,92 @@ def test_the_commit_id_check_sees_a_commit(tmp_path):
     short = next(head[:n] for n in range(7, 41) if re.search(r"[a-f]", head[:n]) and re.search(r"[0-9]", head[:n]))
     text = f"Measured at {short} (full id {head}); upstream pin 0123abc4567def; colour #a1b2c3d."
     assert _commit_ids(text) == sorted([short, head])
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the product modules it imports, at any level (inside functions too; not under ``if
+    TYPE_CHECKING:``), for every module under ``root`` but the tests and benchmarks. ``from . import x`` counts as
+    an import of ``x`` where ``x`` is a module, else of the package."""
+    paths = [p for p in root.rglob("*.py") if p.relative_to(root).parts[0] not in ("tests", "bench", ".venv")]
+    names = {_module_name(p, root): p for p in paths}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        tree = ast.parse(path.read_text())
+        skip = _type_checking_lines(tree)
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        deps: set[str] = set()
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.lineno in skip:
+                continue
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+            elif node.module and node.module.split(".")[0] == "vista_distill":
+                base = []
+            else:
+                continue
+            module = ".".join(base + (node.module.split(".") if node.module else []))
+            module = module.removeprefix("vista_distill.").removeprefix("vista_distill")
+            for alias in node.names:
+                sub = f"{module}.{alias.name}" if module else alias.name
+                deps.add(sub if sub in names else module)
+        graph[name] = {d for d in deps if d in names and d != name}
+    return graph
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` (modules in order, the first again at the end), or None."""
+    from graphlib import CycleError, TopologicalSorter
+
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as e:
+        return list(e.args[1])
+    return None
+
+
+def test_no_import_cycle_at_any_level():
+    """No module imports, directly or through others, one that imports it: within a package and inside functions
+    too."""
+    assert import_cycle(import_graph(ROOT)) is None
+
+
+def test_the_cycle_check_sees_a_cycle_inside_one_package_and_inside_a_function(tmp_path):
+    pkg = tmp_path / "eval"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "report.py").write_text("from .format import pct\n")
+    (pkg / "format.py").write_text("def pct():\n    from .report import table\n")
+    (pkg / "rules.py").write_text("from . import format\n")
+    graph = import_graph(tmp_path)
+    assert graph["eval.rules"] == {"eval.format"} and graph["eval.format"] == {"eval.report"}
+    assert set(import_cycle(graph)) == {"eval.report", "eval.format"}
+    (pkg / "format.py").write_text("def pct():\n    return 1\n")
+    assert import_cycle(import_graph(tmp_path)) is None
+
+
+def _percent_formatting(path: Path) -> list[str]:
+    """Where an f-string formats ``100 * x`` itself (a percentage written again, not runtime/numbers.py's)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FormattedValue) and isinstance(node.value, ast.BinOp) and \
+                isinstance(node.value.op, ast.Mult) and 100 in (getattr(node.value.left, "value", None),
+                                                                getattr(node.value.right, "value", None)):
+            out.append(f"{path.relative_to(path.parents[1]) if path.parent != ROOT else path.name}:{node.lineno}")
+    return out
+
+
+def test_one_number_formatter_for_every_table(tmp_path):
+    """Percentages are formatted in one place (runtime/numbers.py: percent, number, pvalue), for the product's tables
+    and the benchmarks' alike. The check can fail: an f-string of ``100 * x`` is found."""
+    files = [p for p in [*_package_modules(), *ROOT.glob("*.py"), *(ROOT / "bench").glob("*.py")]
+             if p != ROOT / "runtime" / "numbers.py"]
+    assert not [hit for p in files for hit in _percent_formatting(p)]
+    probe = tmp_path / "pkg" / "probe.py"
+    probe.parent.mkdir()
+    probe.write_text("def pct(x):\n    return f'{100 * x:.1f}'\n")
+    assert _percent_formatting(probe) == ["pkg/probe.py:2"]

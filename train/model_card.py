@@ -7,6 +7,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..runtime.numbers import number
+
 SUMMARY_NAME = "training_summary.json"
 
 
@@ -79,7 +81,7 @@ def stage_summary(run: Any, result: Any, runtime: float) -> dict[str, Any]:
 
 
 def _fmt(x: Any) -> str:
-    return f"{x:.4f}" if isinstance(x, float) else str(x)
+    return number(x, 4, missing="None")
 
 
 def card_metadata(s: dict[str, Any]) -> Any:

@@ -1,7 +1,8 @@
 """Every benchmark the project reads, one home each: a module (a folder where it needs more than one) holding its
 loader, its registry entry (``BENCHMARKS``), what ``vista-distill data fetch`` downloads for it (``FETCH``, with the
 project's development subsets) and, where the project bundles a sample of it, ``build_sample``, which rebuilds the
-files under ``data/samples/`` from the official ones (``python -m vista_distill.data.benchmarks build NAME``).
+files under ``data/samples/`` from the official ones (``python -m vista_distill.data.benchmarks build NAME``;
+FaithDial's is ``faithdial/sample.py: build_samples``).
 
 This module puts the registry together: :data:`BENCHMARKS` (name -> :class:`Benchmark`), :func:`load_benchmark`,
 :func:`guess_benchmark` and :func:`fetch_sources`.

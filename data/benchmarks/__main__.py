@@ -14,11 +14,14 @@ from pathlib import Path
 
 from ..root import data_root
 from . import MODULES
+from .faithdial.sample import build_samples as build_faithdial
 from .samples import SAMPLES
 
 
 def main(argv: list[str] | None = None) -> int:
-    builders = {m.BENCHMARKS[0].name: m.build_sample for m in MODULES if hasattr(m, "build_sample")}
+    # FaithDial's builder is its own module (faithdial/sample.py); the others' are their module's build_sample
+    builders = {"faithdial": build_faithdial,
+                **{m.BENCHMARKS[0].name: m.build_sample for m in MODULES if hasattr(m, "build_sample")}}
     ap = argparse.ArgumentParser(prog="python -m vista_distill.data.benchmarks", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)

@@ -7,8 +7,8 @@ files cut out of a downloaded file (the development splits of single-file releas
 ``DEV_KEYS``), and :class:`Manual` files that cannot be downloaded automatically (the entry
 says how to get them). An entry's commit is the one the development copies were taken from and its sha256
 values are those copies' hashes, so a mismatch means upstream changed the file (or the download broke).
-:func:`registry` is the built-in catalogue; :func:`load_registry_file` reads
-one from JSON (``data fetch --registry``).
+:func:`.fetch.registry` is the built-in catalogue (each benchmark module's ``FETCH``);
+:func:`load_registry_file` reads one from JSON (``data fetch --registry``).
 """
 
 from __future__ import annotations
@@ -102,22 +102,6 @@ def repo_files(repo: str, commit: str, folder: str, files: Iterable[tuple[str, s
                under: str = "") -> tuple[Remote, ...]:
     """Remotes for repository ``files`` ((path, sha256) pairs) placed at ``folder/under/path``."""
     return tuple(Remote(f"{folder}/{under}{path}", gh(repo, commit, path), sha) for path, sha in files)
-
-
-def registry() -> dict[str, Source]:
-    """Every benchmark fetch knows, by folder name: each benchmark module's ``FETCH`` (:mod:`..benchmarks`)."""
-    from ..benchmarks import fetch_sources
-
-    return fetch_sources()
-
-
-def lookup(name: str, sources: dict[str, Source] | None = None) -> Source:
-    """The source called ``name`` (``vista-human`` and ``vista_human`` both work)."""
-    sources = registry() if sources is None else sources
-    for candidate in (name, name.replace("-", "_"), name.replace("_", "-")):
-        if candidate in sources:
-            return sources[candidate]
-    raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(sorted(sources))}")
 
 
 def load_registry_file(path: str | os.PathLike) -> dict[str, Source]:

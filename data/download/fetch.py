@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ...runtime.exit_codes import BAD_INPUT, PROBLEMS
+from ..benchmarks import fetch_sources
 from ..io import atomic_write_text
 from .catalogue import (
     Manual,
@@ -39,12 +40,24 @@ from .catalogue import (
     describe,
     fingerprint,
     load_registry_file,
-    lookup,
-    registry,
 )
 from .downloader import Downloader, FetchError, Offline, extract, mirrored, sha256_file, temp_beside
 
 RECORD = "FETCHED.json"
+
+
+def registry() -> dict[str, Source]:
+    """Every benchmark fetch knows, by folder name: each benchmark module's ``FETCH`` (:mod:`..benchmarks`)."""
+    return fetch_sources()
+
+
+def lookup(name: str, sources: dict[str, Source] | None = None) -> Source:
+    """The source called ``name`` (``vista-human`` and ``vista_human`` both work)."""
+    sources = registry() if sources is None else sources
+    for candidate in (name, name.replace("-", "_"), name.replace("_", "-")):
+        if candidate in sources:
+            return sources[candidate]
+    raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(sorted(sources))}")
 
 
 def _now() -> str:

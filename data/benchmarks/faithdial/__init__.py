@@ -72,7 +72,6 @@ from ...schema import (
     Turn,
 )
 from ..entry import Benchmark
-from ..samples import SAMPLES
 
 SOURCE = "FaithDial"
 HUB_ID = "McGill-NLP/FaithDial"
@@ -369,17 +368,8 @@ def _load_audit_file(path: Path, labels: LabelTable, ambiguous: str, on_error: s
     return sink.finish(convs)
 
 
-def build_sample(data: Path, out: Path = SAMPLES) -> list[str]:
-    """Rebuild the bundled FaithDial samples under ``out`` from ``faithdial/data-audit/`` under ``data``
-    (:mod:`.sample`). Returns what it wrote."""
-    from .sample import build_samples
-
-    return build_samples(data, out)
-
-
 # What `vista-distill data fetch faithdial` downloads (the pinned commit and sha256s: data/download/catalogue.py)
 FAITHDIAL, FAITHDIAL_HEAD = "McGill-NLP/FaithDial", "25671c6e3aa7d667943b7744a2b91507e7187f83"
-
 FETCH = Source(
     "faithdial", "FaithDial (Dziri et al., 2022): data-audit CSVs (GitHub) and the corpus (Hugging Face Hub)",
     f"https://github.com/{FAITHDIAL} and https://huggingface.co/datasets/{FAITHDIAL}",
