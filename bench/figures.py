@@ -231,6 +231,14 @@ def readme_demo(file: str, float32_file: str) -> None:
         oc=pct(d["claims"]["overlap"]), pc=p(d["vs_claims"]["overlap"][2]), st=pct(d["turns"]["student"]),
         ot=pct(d["turns"]["overlap"]), pt=p(d["vs_turns"]["overlap"][2]), dev=d["tuned_on"]["dev_dialogues"],
         su=pct(d["tuned"]["student"]), ou=pct(d["tuned"]["overlap"]), pu=p(d["vs_tuned"]["overlap"][2]))
+    rows = {(r["stage1"], r["stage3"]): r for r in demo(file)["attribution"]["rows"]["safe"]["rows"]}
+    runs, human1, human3 = (rows[k] for k in (("student", "student"), ("human claims", "student"),
+                                               ("human claims", "human labels")))
+    fig("\nStage by stage ([docs/evaluate.md](docs/evaluate.md#where-the-turns-are-lost-stage-by-stage)): with each "
+        "response judged whole, as FaithDial's annotators judged it, in place of the student's own claims, {h1} of the "
+        "{n} turns are right against {r} as it runs (p = {p1}); with the human categories at stage 3 as well, {h3} "
+        "(p = {p3}).", width=116, n=runs["turns"], r=pct(runs["accuracy"]), h1=pct(human1["accuracy"]),
+        p1=p(human1["vs_above"]["pvalue"]), h3=pct(human3["accuracy"]), p3=p(human3["vs_above"]["pvalue"]))
     d = demo_facts(float32_file)
     fig("\nWith the CPU's bf16 path off (`student.dtype=float32`, as `auto` chooses on a CPU without AMX or "
         "AVX512-BF16) the same machine ran it whole in {m} minutes with the install: {steps} steps, {n} of {n} "

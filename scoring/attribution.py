@@ -31,11 +31,11 @@ from .significance import paired_mcnemar
 # (stage 1, stage 3) of each row: MODEL is the system
 ROWS: tuple[tuple[str, str], ...] = (
     (RULE_NAMES["stage1"], MODEL),
-    (MODEL, MODEL),
-    (MODEL, RULE_NAMES["stage3"]),
-    (HUMAN_CLAIMS, RULE_NAMES["stage3"]),
-    (HUMAN_CLAIMS, MODEL),
+    (MODEL, MODEL),                        # as it runs; the row below: what stage 1 costs
+    (HUMAN_CLAIMS, MODEL),                 # the row below: what stage 3 costs
     (HUMAN_CLAIMS, HUMAN_LABELS),
+    (HUMAN_CLAIMS, RULE_NAMES["stage3"]),
+    (MODEL, RULE_NAMES["stage3"]),
 )
 AS_IT_RUNS = (MODEL, MODEL)
 
@@ -92,31 +92,40 @@ def _turns(runs: dict[str, list[dict[str, Any]]]) -> list[tuple[str, int]]:
 def attribution_table(runs: dict[str, list[dict[str, Any]]], rule: str, variant: str = "exact",
                       system: str = "system") -> dict[str, Any] | None:
     """The rows under ``rule``: per row what answered stages 1-3, the turns, accuracy (unknown = wrong), coverage
-    and the turns the splitter decomposed because stage 1 gave nothing usable; McNemar against the row above. None
-    when no row has a turn."""
+    and the turns the splitter decomposed because stage 1 gave nothing usable; McNemar against the row above
+    (``vs_above``) and against the pipeline as it runs (``vs_as_it_runs``). None when no row has a turn."""
     keys = _turns(runs)
     if not keys:
         return None
     rows: list[dict[str, Any]] = []
     prev: list[bool] | None = None
+    as_it_runs = _right(runs.get(row_name(*AS_IT_RUNS)), keys, rule)
     for s1, s3 in ROWS:
         recs = runs.get(row_name(s1, s3))
         if recs is None:
             continue
         by_key = {M.turn_key(r): r for r in recs}
-        right = [by_key[k]["verdicts"].get(rule) == by_key[k]["gold_label"] for k in keys]
+        right = _right(recs, keys, rule)
         known = sum(by_key[k]["verdicts"].get(rule, UNKNOWN) != UNKNOWN for k in keys)
         row: dict[str, Any] = {"stage1": system if s1 == MODEL else s1, "stage2": system,
                                "stage3": system if s3 == MODEL else s3, "turns": len(keys),
                                "accuracy": sum(right) / len(keys), "coverage": known / len(keys),
                                "stage1_fallback_turns": sum(bool(by_key[k].get("stage1_fallback")) for k in keys)}
-        if prev is not None:
-            t = paired_mcnemar(right, prev, variant)
-            row["vs_above"] = {"delta": t["delta"], "pvalue": t["pvalue"], "b": t["b"], "c": t["c"]}
+        for name, other in (("vs_above", prev), ("vs_as_it_runs", as_it_runs)):
+            if other is not None and (name == "vs_above" or (s1, s3) != AS_IT_RUNS):
+                t = paired_mcnemar(right, other, variant)
+                row[name] = {"delta": t["delta"], "pvalue": t["pvalue"], "b": t["b"], "c": t["c"]}
         rows.append(row)
         prev = right
     return {"rule": rule, "turns": len(keys), "system": system,
             "items": "scored gold-labelled turns with human claims; unknown counts as wrong", "rows": rows}
+
+
+def _right(records: Sequence[dict[str, Any]] | None, keys: list[tuple[str, int]], rule: str) -> list[bool] | None:
+    if records is None:
+        return None
+    by_key = {M.turn_key(r): r for r in records}
+    return [by_key[k]["verdicts"].get(rule) == by_key[k]["gold_label"] for k in keys]
 
 
 def fallback_summary(records: Sequence[dict[str, Any]], rules: Sequence[str]) -> dict[str, Any]:

@@ -133,12 +133,17 @@ def test_attribution_rows_replace_one_stage_each_and_pay_only_for_what_changes(s
                     assert c["category"] == human["label"]
         if s1 == "sentence splitter":
             assert all([c["text"] for c in r["claims"]] == splitter_claims(r["text"]) for r in recs if r["scored"])
-    for above, below, (s1, s3) in zip(rows, rows[1:], ROWS[1:]):
-        a = [runs[row_name(*ROWS[rows.index(above)])], runs[row_name(s1, s3)]]
-        right = [[{(r["conversation_id"], r["turn_index"]): r for r in recs}[k] for k in keys] for recs in a]
-        b = sum(y["verdicts"]["safe"] == y["gold_label"] and x["verdicts"]["safe"] != x["gold_label"]
-                for x, y in zip(*right))
-        assert below["vs_above"]["b"] == b
+    def only_second_right(first: tuple[str, str], second: tuple[str, str]) -> int:
+        a = [runs[row_name(*first)], runs[row_name(*second)]]
+        pairs = [[{(r["conversation_id"], r["turn_index"]): r for r in recs}[k] for k in keys] for recs in a]
+        return sum(y["verdicts"]["safe"] == y["gold_label"] and x["verdicts"]["safe"] != x["gold_label"]
+                   for x, y in zip(*pairs))
+
+    for k, row in enumerate(rows):
+        if k:
+            assert row["vs_above"]["b"] == only_second_right(ROWS[k - 1], ROWS[k])
+        if ROWS[k] != ("model", "model"):
+            assert row["vs_as_it_runs"]["b"] == only_second_right(("model", "model"), ROWS[k])
     from vista_distill.scoring.run import run_pipeline
 
     one = Counting(BaselineBackend("overlap"))
@@ -263,10 +268,12 @@ def test_a_calibration_that_chose_rules_applies_in_process_and_in_eval(tmp_path,
     assert results["systems"]["student"]["description"]["calibration"]["rules"]["stage3"] == {"rule": "wording rule"}
     table = results["attribution"]["student"]["rows"]["safe"]
     assert [(r["stage1"], r["stage3"]) for r in table["rows"]] == [
-        ("sentence splitter", "student"), ("student", "student"), ("student", "wording rule"),
-        ("human claims", "wording rule"), ("human claims", "student"), ("human claims", "human labels")]
+        ("sentence splitter", "student"), ("student", "student"), ("human claims", "student"),
+        ("human claims", "human labels"), ("human claims", "wording rule"), ("student", "wording rule")]
     # the student's own stage 1 and stage 3 are the calibration's rules: rows that replace them by the rules agree
-    assert table["rows"][0]["accuracy"] == table["rows"][1]["accuracy"] == table["rows"][2]["accuracy"]
+    assert table["rows"][0]["accuracy"] == table["rows"][1]["accuracy"] == table["rows"][5]["accuracy"]
+    assert table["rows"][2]["accuracy"] == table["rows"][4]["accuracy"]
+    assert table["rows"][5]["vs_as_it_runs"]["b"] == table["rows"][5]["vs_as_it_runs"]["c"] == 0
     assert "overlap" in results["attribution"] and "rows" not in results["attribution"]["overlap"]
     rows = [json.loads(ln) for ln in (tmp_path / "out" / "records" / "student.attribution.jsonl").read_text()
             .splitlines()]

@@ -414,8 +414,8 @@ def test_default_demo_human_labels_teacher_and_claim_level_comparison(tmp_path: 
     stages = tables[tables.index("where the student loses its turns"):tables.index("does it read its evidence?")]
     rows = [ln.split()[:2] for ln in stages.splitlines()
             if re.match(r"^\s+(sentence splitter|student|human claims)\s", ln)]
-    assert rows == [["sentence", "splitter"], ["student", "student"], ["student", "student"], ["human", "claims"],
-                    ["human", "claims"], ["human", "claims"]], tables
+    assert rows == [["sentence", "splitter"], ["student", "student"], ["human", "claims"], ["human", "claims"],
+                    ["human", "claims"], ["student", "student"]], tables
     # that table and its progress bar ("eval student, stage by stage") on top of the 82 lines
     assert (proc.stdout + proc.stderr).count("\n") <= 82 + len(stages.splitlines()) + 1, proc.stdout[-3000:]
     material = next(line for line in report.splitlines() if line.startswith("Material:"))
