@@ -280,7 +280,9 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
                                   "labelled dialogues",
                              description="Runs the student's stages 2-3 on the human claims of --dev, compares "
                                          "training's head, threshold and label prior with ones refitted on the file "
-                                         "by cross-validation over its conversations, and saves the choice as "
+                                         "and with each stage's cheap rule (stage 1: the sentence splitter, by turn "
+                                         "accuracy where the turns have gold labels), by cross-validation over its "
+                                         "conversations (a rule wins only by --rule-alpha), and saves the choice as "
                                          "ADAPTERS/calibrations/NAME.json (score --calibration NAME applies it).")
     p.add_argument("--adapters", required=True, help="folder with stage1/ stage2/ stage3/ PEFT adapters")
     p.add_argument("--dev", required=True, help="labelled dialogues: authors' .json or our .jsonl, turns with "

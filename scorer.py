@@ -249,7 +249,8 @@ class VistaScorer:
             chunk_size: conversations per journal chunk.
             attribution: where the conversations have human claims and gold turn labels, also the turn accuracy
                 with a stage answered by its rule or by the humans (:mod:`~vista_distill.scoring.attribution`):
-                ``summary["attribution"]``; requests the rows share with the run are not computed again.
+                ``summary["attribution"]``; requests the rows share with this run's computed chunks are not computed
+                again.
 
         Returns:
             A :class:`ScoreResult`: one turn per assistant turn (context turns have ``scored`` false), the summary.
@@ -273,7 +274,7 @@ class VistaScorer:
 
         from .backends.stage_routing import RequestMemo
 
-        backend = RequestMemo(self.backend) if attribution else self.backend
+        backend = RequestMemo(self.backend, serve=False) if attribution else self.backend   # kept, not served
         start = time.perf_counter()
         stats_before = dict(self.backend.stats)
         try:
@@ -289,15 +290,20 @@ class VistaScorer:
         summary["run"] = self._run_info(batched, wall, len(records), journal_info, stats_before)
         result = ScoreResult(records, summary)
         if evidence and any(c.turns[i].gold_claims for c in conversations for i in c.scored_turns):
-            given, result.evidence_records = run_given_claims(conversations, self.config, self.backend,
-                                                              evidence_seed=0)
-            summary["evidence"] = evidence_metrics(result.evidence_records)
-            from .scoring.baselines_beside import baselines_beside
-
-            summary["baselines"] = baselines_beside(conversations, self.config, given, list(RULES), self.majority)
-        if attribution and (table := self._attribution(conversations, backend, records)) is not None:
-            summary["attribution"] = table
+            self._evidence_beside(conversations, result)
+        if attribution:
+            backend.serve = True
+            if (table := self._attribution(conversations, backend, records)) is not None:
+                summary["attribution"] = table
         return result
+
+    def _evidence_beside(self, conversations: list[Conversation], result: ScoreResult) -> None:
+        """The evidence probes and the cheap rules beside the scorer, on the human claims, into ``result``."""
+        from .scoring.baselines_beside import baselines_beside
+
+        given, result.evidence_records = run_given_claims(conversations, self.config, self.backend, evidence_seed=0)
+        result.summary["evidence"] = evidence_metrics(result.evidence_records)
+        result.summary["baselines"] = baselines_beside(conversations, self.config, given, list(RULES), self.majority)
 
     def _attribution(self, conversations: list[Conversation], backend: Backend,
                      records: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -338,7 +344,8 @@ class VistaScorer:
                   name: str = "default", folds: int = 5, save: bool = True, dev_path: str | Path | None = None,
                   rule_alpha: float = 0.05) -> Calibration:
         """Fit this student's stage 2 head and threshold and its stage 3 label prior to a labelled dev set, choosing
-        by cross-validation over its conversations (:mod:`~vista_distill.scoring.calibrate`), then apply it.
+        by cross-validation over its conversations (:mod:`~vista_distill.scoring.calibrate`), with each stage's cheap
+        rule among the candidates (stage 1 judged by turn accuracy where the turns carry gold labels), then apply it.
 
         Args:
             conversations: dev dialogues with human claims and their categories (as :meth:`score` takes them).
@@ -351,17 +358,18 @@ class VistaScorer:
 
         Returns:
             The :class:`~vista_distill.backends.calibration.Calibration`: per stage the candidates' cross-validated
-            accuracy and the one chosen; a stage whose refit did not do better keeps what it had.
+            accuracy and the one chosen; a stage whose refit did not do better keeps what it had, and a stage whose
+            rule won by the margin is answered by the rule (``rules``).
         """
-        from .backends.stage_routing import StageRouter
+        from .backends.calibration import reset_calibration
         from .scoring.calibrate import choose_stage1, dev_fingerprint, dev_records, fit_calibration
 
-        backend = self.backend
-        if isinstance(backend, StageRouter) and backend.purpose == "calibration":
-            backend = backend.inner
+        backend = self.backend.inner if getattr(self.backend, "purpose", "") == "calibration" else self.backend
         if getattr(backend, "adapter_folder", None) is None or not hasattr(backend, "evidence_features"):
             raise TypeError("calibrate: needs the student in process with its stage adapters "
                             "(VistaScorer.from_pretrained(adapters) or VistaScorer(adapters=...))")
+        backend = reset_calibration(backend)   # fitted against what training left, not an earlier calibration
+        self.backend, self.calibration = backend, None
         convs = as_conversations(conversations)
         records = dev_records(convs, self.config, backend)
         cal = fit_calibration(records, name, dev_fingerprint(convs, dev_path), folds, backend.priors.get("stage3"),
@@ -369,12 +377,13 @@ class VistaScorer:
         cal = choose_stage1(cal, convs, self.config, backend, self.rule, rule_alpha)
         if save:
             cal.save(backend.adapter_folder)
-        self.use_calibration(cal)
+        self.use_calibration(cal, announce=False)   # the caller has the calibration and says what it chose
         return cal
 
-    def use_calibration(self, calibration: str | Calibration) -> None:
+    def use_calibration(self, calibration: str | Calibration, announce: bool = True) -> None:
         """Apply a calibration: a name kept beside the backend's adapters, or a
-        :class:`~vista_distill.backends.calibration.Calibration`."""
+        :class:`~vista_distill.backends.calibration.Calibration` (``announce``: log the stages it gives to a rule,
+        one line)."""
         from .backends.calibration import Calibration, apply_calibration
 
         if not isinstance(calibration, Calibration):
@@ -385,7 +394,7 @@ class VistaScorer:
             calibration = Calibration.load(folder, calibration)
         self.backend = apply_calibration(self.backend, calibration)
         self.calibration = calibration.name
-        if line := calibration.rule_line():
+        if announce and (line := calibration.rule_line()):
             log.warning("%s", line)
 
     def _run_info(self, batched: bool, wall: float, n_records: int, journal_info: dict[str, Any] | None,

@@ -150,16 +150,28 @@ def available(adapter_folder: str | Path) -> list[str]:
     return sorted(p.stem for p in (Path(adapter_folder) / FOLDER).glob("*.json"))
 
 
-def apply_calibration(backend: Backend, calibration: Calibration) -> Backend:
-    """The backend that scores with ``calibration``: its stage 2 head and stage 3 prior put in ``backend`` (in
-    process or served: both keep ``heads`` and ``priors`` by stage; a stage the calibration leaves ``None`` keeps
-    what it had), and, where it chose a rule, ``backend`` behind a :class:`StageRouter` that sends those stages to
-    the rule. A backend a calibration was applied to before is unwrapped first."""
+def reset_calibration(backend: Backend) -> Backend:
+    """``backend`` as training left it: a calibration's router taken off, training's stage 2 heads and stage 3
+    priors put back (kept the first time a calibration is applied), so one calibration never mixes with the one
+    before it."""
     if isinstance(backend, StageRouter) and backend.purpose == "calibration":
         backend = backend.inner
     if not hasattr(backend, "heads") or not hasattr(backend, "priors"):
         raise TypeError(f"{getattr(backend, 'name', type(backend).__name__)}: a calibration applies to the student "
                         "(in process or served), not to this backend")
+    if not hasattr(backend, "trained_heads"):
+        backend.trained_heads, backend.trained_priors = dict(backend.heads), dict(backend.priors)
+    backend.heads, backend.priors = dict(backend.trained_heads), dict(backend.trained_priors)
+    backend.calibration = None
+    return backend
+
+
+def apply_calibration(backend: Backend, calibration: Calibration) -> Backend:
+    """The backend that scores with ``calibration``: its stage 2 head and stage 3 prior put in ``backend`` (in
+    process or served: both keep ``heads`` and ``priors`` by stage; a stage the calibration leaves ``None`` keeps
+    what it had), and, where it chose a rule, ``backend`` behind a :class:`StageRouter` that sends those stages to
+    the rule. A calibration applied before is taken off first (:func:`reset_calibration`)."""
+    backend = reset_calibration(backend)
     if calibration.stage2 is not None:
         backend.heads["stage2"] = calibration.stage2
     if calibration.stage3 is not None:

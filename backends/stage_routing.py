@@ -76,16 +76,20 @@ def request_key(req: Request) -> str:
 class RequestMemo:
     """``backend`` with its answers kept in memory by request: a request asked again is answered with a copy of
     the first answer (backends answer each request the same whatever else is asked, so the answer is the one a
-    second call would give). ``hits`` counts them; progress is told of them as of computed answers."""
+    second call would give). ``hits`` counts them; progress is told of them as of computed answers. The key holds
+    the backend's state that changes answers (its heads, priors, evidence features), so a calibration applied
+    between two calls is never answered from before it. ``serve`` false: answers are kept, every request still
+    computed (a metered run keeps its own cost); set it true for the runs that may reuse them."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, serve: bool = True) -> None:
         self.inner = backend
         self.name = backend.name
+        self.serve = serve
         self.hits = 0
         self._answers: dict[str, Response] = {}
 
     def __getattr__(self, attr: str) -> Any:
-        if attr in ("inner", "_answers"):
+        if attr in ("inner", "_answers", "serve"):
             raise AttributeError(attr)
         return getattr(self.inner, attr)
 
@@ -112,8 +116,18 @@ class RequestMemo:
     def describe(self) -> dict[str, Any]:
         return self.inner.describe()
 
+    def _state(self) -> str:
+        state = {k: getattr(self.inner, k, None) for k in ("heads", "priors", "evidence_features", "routes")}
+        return repr(sorted((k, sorted(v.items()) if isinstance(v, dict) else v) for k, v in state.items()))
+
     def run(self, requests: list[Request]) -> list[Response]:
-        keys = [request_key(r) for r in requests]
+        state = self._state()
+        keys = [state + request_key(r) for r in requests]
+        if not self.serve:
+            answers = self.inner.run(requests)
+            for k, resp in zip(keys, answers):
+                self._answers.setdefault(k, answer_copy(resp))
+            return answers
         missing = [i for i, k in enumerate(keys) if k not in self._answers]
         first = {}
         for i in missing:

@@ -1,18 +1,20 @@
 """python bench/vista_human_dev.py --adapters runs/demo-cpu/checkpoints [--silver runs/demo-cpu/silver] [--tag T]
-python bench/vista_human_dev.py --adapters runs/demo-cpu/checkpoints --calibration [--seeds 5]
+    [--systems student overlap] [--no-evidence]
+python bench/vista_human_dev.py --adapters runs/demo-cpu/checkpoints --calibration [--seeds 5] [--no-curve]
 
 A demo run's student on the VISTA human dev set (``../shared/data/vista_human/dev.json``, validation only: never a
 test), beside the prompted base and the cheap rules (majority, overlap, pmi): the whole pipeline per turn under the
 safe rule (VISTA's gold rule on this set), the turn verdicts each system gives the human claims, stage 2 on the human
-claims part by part, and stage 3's confusion against the human categories.
+claims part by part, stage 3's confusion against the human categories, and where the student loses its turns stage by
+stage (scoring/attribution.py: its stage 1 and stage 3 replaced by their rules and by the human annotation).
 
 Writes bench/results/vista_human_dev/<cpu>[_<tag>].json and .md (the eval run folder goes to /tmp).
 
 With ``--calibration``: what ``vista-distill calibrate`` gives on this set. The student's stages 2-3 run once on the
-human claims; then the calibration's cross-validated choice over the 35 conversations (fixed vs tuned, for the
-student and the overlap rule, with McNemar and stage 3's confusion before and after), and the dev-size curve: a
-calibration fitted on k conversations (``--seeds`` draws each) and judged on the conversations it did not see.
-Writes bench/results/vista_human_dev/calibration_<cpu>.md, .json and .png."""
+human claims; then the calibration's cross-validated choice over the 35 conversations (the student's candidates and
+each stage's rule, stage 1 by turn accuracy on the whole pipeline; McNemar and stage 3's confusion before and after),
+and the dev-size curve: a calibration fitted on k conversations (``--seeds`` draws each) and judged on the
+conversations it did not see. Writes bench/results/vista_human_dev/calibration_<cpu>.md, .json and .png."""
 
 from __future__ import annotations
 
@@ -38,6 +40,8 @@ def main() -> None:
     ap.add_argument("--tag", default="demo")
     ap.add_argument("--dev", type=Path, default=DEV)
     ap.add_argument("--systems", nargs="+", default=SYSTEMS, choices=SYSTEMS)
+    ap.add_argument("--evidence", action=argparse.BooleanOptionalAction, default=True,
+                    help="the evidence probes of student and base (--no-evidence: without them, faster)")
     ap.add_argument("--calibration", action="store_true", help="measure calibrate on the set (see above)")
     ap.add_argument("--seeds", type=int, default=5, help="--calibration: draws per dev-set size")
     ap.add_argument("--curve", action=argparse.BooleanOptionalAction, default=True,
@@ -60,14 +64,15 @@ def evaluate(a: argparse.Namespace) -> dict:
     silver = a.silver or a.adapters.parent / "silver"
     recipe = load_recipe(ROOT / "recipes" / "demo-cpu.yaml",
                          [f"train.output_dir={a.adapters}", f"distill.output_dir={silver}", "eval.max_minutes=null",
-                          "eval.tune_on=[]", "eval.given_claims=true"])
+                          "eval.tune_on=[]", "eval.given_claims=true", f"eval.evidence={str(a.evidence).lower()}"])
     m = harness.machine()
     t0 = time.perf_counter()
     res = run_eval(recipe, input_path=str(a.dev), systems=a.systems, output_dir=f"/tmp/vista-human-dev-{a.tag}",
                    progress=True).results
     given = res.get("given_claims") or {}
     out = {"machine": m, "commit": harness.commit(), "adapters": str(a.adapters),
-           "adapter_steps": adapter_steps(a.adapters), "dev": str(a.dev), "seconds": round(time.perf_counter() - t0),
+           "adapter_steps": adapter_steps(a.adapters), "dev": str(a.dev), "evidence_probes": a.evidence,
+           "seconds": round(time.perf_counter() - t0),
            "material": {k: res["material"][k] for k in ("conversations", "scored_turns", "gold_turns", "human_claims")},
            "systems": {}}
     for name in a.systems:

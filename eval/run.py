@@ -141,6 +141,11 @@ def _journal(out_dir: Path, recipe: Recipe, ordered: list[Conversation], systems
 
     adapters = sorted((str(f), f.stat().st_size, f.stat().st_mtime_ns)
                       for f in backends.adapters_dir().glob("*/adapter_model.safetensors"))
+    if recipe.eval.calibration:   # the calibration applied, by its content (calibrate again under the name: anew)
+        from ..backends.calibration import calibration_path
+
+        cal = calibration_path(backends.adapters_dir(), recipe.eval.calibration)
+        adapters.append((str(cal), cal.read_text(encoding="utf-8") if cal.is_file() else None, 0))
     return Journal(out_dir / "journal.jsonl", run_fingerprint(ordered, recipe, {"systems": systems,
                                                                                   "adapters": adapters},
                                                               recipe.eval.round_size))
@@ -169,6 +174,11 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     writable_dir(out_dir, "evaluation folder", "--output-dir or eval.output_dir")   # before any model loads
 
     backends = ModelLoader(recipe, cache_root=out_dir)
+    if e.calibration and "student" in names:   # a missing or damaged one fails here, before any model loads
+        from ..backends.calibration import Calibration
+
+        if line := Calibration.load(backends.adapters_dir(), e.calibration).rule_line():
+            log.warning("eval student: %s", line)
     order = sorted(names, key=RUN_ORDER.index)
     threads_before = torch.get_num_threads()
     hw = prepare_run(recipe.student.dtype, e.threads if e.threads is not None else threads_before,

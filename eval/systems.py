@@ -233,10 +233,10 @@ def run_system(name: str, recipe: Recipe, conversations: list[Conversation], bac
         return run
     pipeline = name in PIPELINE_SYSTEMS   # the path VistaScorer.score takes (.scoring); others: programs
     attribute = pipeline and recipe.eval.given_claims and name in recipe.eval.attribution and bool(conversations)
-    if attribute:   # the attribution's rows reuse this run's answers (stage 1 above all)
+    if attribute:   # the attribution's rows reuse this run's answers (stage 1 above all); this run computes its own
         from ..backends.stage_routing import RequestMemo
 
-        backend = RequestMemo(backend)
+        backend = RequestMemo(backend, serve=False)
     bar = RequestBar(f"eval {name}", backend, enabled=progress and bool(conversations if pipeline else programs),
                      mininterval=1.0)
     on_issue = bar.on_issue if progress else None
@@ -293,8 +293,6 @@ def _start_system(name: str, recipe: Recipe, conversations: list[Conversation], 
             cal = Calibration.load(backends.adapters_dir(), recipe.eval.calibration)
             backend = apply_calibration(backend, cal)
             description["calibration"] = {"name": cal.name, "rules": cal.rules, "dev": cal.fitted.get("dev")}
-            if line := cal.rule_line():
-                log.warning("eval student: %s", line)
     elif name in CHEAP_BASELINES:
         backend = _baseline_backend(name, recipe, backends)
         cfg = dataclasses.replace(recipe.engine_config("student"), stage2="score", stage3="score", world=False)
@@ -328,6 +326,7 @@ def _run_attribution(run: SystemRun, conversations: list[Conversation], cfg: Any
     from ..scoring.attribution import attributed, attribution_records
 
     t0 = time.perf_counter()
+    backend.serve = True
     bar = RequestBar(f"eval {run.name}, stage by stage", backend,
                      enabled=progress and bool(attributed(conversations)), mininterval=1.0)
     try:

@@ -407,7 +407,9 @@ def _labelled_turn(res: TurnResult, background: list[str], reference: str | None
         yield from _world_stage(res, claims, background, reference, cfg, request)
     background += [c.text for c in claims if c.category in JOINS_BACKGROUND]
     for rule in RULES:
-        res.verdicts[rule], res.vista_scores[rule], reason = turn_verdict(claims, rule)
+        # the authors' code judges a turn stage 1 left empty faithful; the fallback's claims do not change that
+        res.verdicts[rule], res.vista_scores[rule], reason = turn_verdict(
+            [] if rule == AUTHORS and res.stage1_fallback else claims, rule)
         res.unknown_reason = res.unknown_reason or reason
 
 

@@ -23,7 +23,7 @@ from ..backends.cheap_baselines import RULE_NAMES, StageRules
 from ..backends.human_labels import HUMAN_LABELS, LabelsBackend
 from ..backends.stage_routing import RequestMemo, StageRouter
 from ..data.schema import UNKNOWN, Conversation
-from ..pipeline.engine import HUMAN_CLAIMS, MODEL, EngineConfig
+from ..pipeline.engine import FALLBACK, HUMAN_CLAIMS, MODEL, EngineConfig
 from ..runtime.numbers import percent, pvalue
 from . import metrics as M
 from .significance import paired_mcnemar
@@ -64,7 +64,7 @@ def attribution_records(conversations: Sequence[Conversation], config: EngineCon
     ids = {c.id for c in convs}
     out = {}
     for s1, s3 in ROWS:
-        if (s1, s3) == AS_IT_RUNS and records is not None:
+        if (s1, s3) == AS_IT_RUNS and records is not None and config.claims == "model":
             out[row_name(s1, s3)] = [r for r in records if r["conversation_id"] in ids]
             continue
         routes: dict[str, Any] = {}
@@ -107,8 +107,9 @@ def attribution_table(runs: dict[str, list[dict[str, Any]]], rule: str, variant:
         by_key = {M.turn_key(r): r for r in recs}
         right = _right(recs, keys, rule)
         known = sum(by_key[k]["verdicts"].get(rule, UNKNOWN) != UNKNOWN for k in keys)
-        row: dict[str, Any] = {"stage1": system if s1 == MODEL else s1, "stage2": system,
-                               "stage3": system if s3 == MODEL else s3, "turns": len(keys),
+        row: dict[str, Any] = {**{st: _component(nominal, system, by_key, keys, st)
+                                  for st, nominal in (("stage1", s1), ("stage2", MODEL), ("stage3", s3))},
+                               "turns": len(keys),
                                "accuracy": sum(right) / len(keys), "coverage": known / len(keys),
                                "stage1_fallback_turns": sum(bool(by_key[k].get("stage1_fallback")) for k in keys)}
         for name, other in (("vs_above", prev), ("vs_as_it_runs", as_it_runs)):
@@ -121,6 +122,16 @@ def attribution_table(runs: dict[str, list[dict[str, Any]]], rule: str, variant:
             "items": "scored gold-labelled turns with human claims; unknown counts as wrong", "rows": rows}
 
 
+def _component(nominal: str, system: str, by_key: dict, keys: list[tuple[str, int]], stage: str) -> str:
+    """What a row's cell names: the rule or the humans it put there, or the system, with what its records say
+    answered in its place where that was not the model (a calibration's rule, say: ``student (wording rule)``)."""
+    if nominal != MODEL:
+        return nominal
+    said = {w for k in keys for w in (by_key[k].get("answered_by") or {}).get(stage, MODEL).split(", ")}
+    said -= {MODEL, FALLBACK}
+    return f"{system} ({', '.join(sorted(said))})" if said else system
+
+
 def _right(records: Sequence[dict[str, Any]] | None, keys: list[tuple[str, int]], rule: str) -> list[bool] | None:
     if records is None:
         return None
@@ -129,19 +140,20 @@ def _right(records: Sequence[dict[str, Any]] | None, keys: list[tuple[str, int]]
 
 
 def fallback_summary(records: Sequence[dict[str, Any]], rules: Sequence[str]) -> dict[str, Any]:
-    """The turns whose stage 1 gave nothing usable (decomposed by the splitter), and per rule the accuracy and
-    coverage over the gold turns with them and without them."""
-    gold = M.gold_turns(records)
-    without = [r for r in gold if not r.get("stage1_fallback")]
+    """The turns whose stage 1 gave nothing usable (decomposed by the splitter), and per rule, with them and without
+    them: coverage over the scored turns, accuracy over the gold turns with a verdict."""
+    scored = [r for r in records if r.get("scored")]
 
     def fig(rs: list[dict[str, Any]], rule: str) -> dict[str, Any]:
         known = [r for r in rs if r["verdicts"].get(rule, UNKNOWN) != UNKNOWN]
-        return {"turns": len(rs), "coverage": len(known) / len(rs) if rs else None,
-                "accuracy": sum(r["verdicts"].get(rule) == r["gold_label"] for r in known) / len(known)
-                if known else None}
+        gold = M.gold_turns(known)
+        return {"turns": len(rs), "gold_turns": len(M.gold_turns(rs)),
+                "coverage": len(known) / len(rs) if rs else None,
+                "accuracy": sum(r["verdicts"].get(rule) == r["gold_label"] for r in gold) / len(gold) if gold else None}
 
-    return {"turns": sum(bool(r.get("stage1_fallback")) for r in records if r.get("scored")),
-            "by_rule": {rule: {"with": fig(gold, rule), "without": fig(without, rule)} for rule in rules}}
+    without = [r for r in scored if not r.get("stage1_fallback")]
+    return {"turns": len(scored) - len(without),
+            "by_rule": {rule: {"with": fig(scored, rule), "without": fig(without, rule)} for rule in rules}}
 
 
 def attribution_rows(table: dict[str, Any] | None) -> list[list[str]]:

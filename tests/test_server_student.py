@@ -327,10 +327,10 @@ def test_calibrate_fits_saves_loads_and_applies_in_process_and_served(served, tm
     claims = ("Paris has a big zoo.", "I think the Nile is lovely.", "Everest is 9,000 m high.")
     assert [r.label for r in by_rule] == [wording_category(c) for c in claims]
     assert all(r.meta["answered_by"] == "wording rule" for r in by_rule)
-    for r in record:
-        for c in r["claims"]:
-            if c["stage3"] is not None:
-                assert c["category"] == wording_category(c["text"]) and r["answered_by"]["stage3"] == "wording rule"
+    sent_on = [(r, c) for r in record for c in r["claims"] if c["stage3"] is not None]
+    assert sent_on   # some claim reached stage 3, answered there by the rule
+    for r, c in sent_on:
+        assert c["category"] == wording_category(c["text"]) and r["answered_by"]["stage3"] == "wording rule"
     assert local[0].label == target != plain[0].label
     assert served_scorer.backend.priors["stage3"].shift == shift
     for g, lo in zip(got, local):
