@@ -101,7 +101,8 @@ def eval_markdown(out: dict, a: argparse.Namespace) -> list[str]:
     lines = [f"# {a.tag}: the demo's student on the VISTA human dev set", "",
              harness.header(out["machine"], f"adapters `{a.adapters}`; {out['material']['gold_turns']} gold turns, "
                             f"{out['material']['human_claims']} human claims; {out['seconds']} s. Command: "
-                            f"`python bench/vista_human_dev.py --adapters {a.adapters} --tag {a.tag}`."), "",
+                            f"`python bench/vista_human_dev.py --adapters {a.adapters} --tag {a.tag} --systems "
+                            f"{' '.join(a.systems)}{'' if a.evidence else ' --no-evidence'}`."), "",
              "| system | pipeline turns safe | pipeline turns strict | human claims -> turns safe | claims stage 2 | "
              "claims category |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for n, s in out["systems"].items():
@@ -214,7 +215,7 @@ def calibration_markdown(out: dict, cal, a: argparse.Namespace, path: Path) -> l
                           f"the student, McNemar p = {vs['p_value']:.3g} (alpha {f['rule_margin']['alpha']})."]
         if "mcnemar_chosen_vs_as_trained" in f:
             mc = f["mcnemar_chosen_vs_as_trained"]
-            lines[-1] += (f" The best student candidate against as trained: {mc['only_first_right']} only it, "
+            lines[-1] += (f" The chosen against as trained: {mc['only_first_right']} only the chosen, "
                           f"{mc['only_second_right']} only as trained, p = {mc['p_value']:.3g}.")
     s3 = cal.fitted["stage3"]
     if "labels" in s3:
