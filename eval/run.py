@@ -241,6 +241,10 @@ def _validated_systems(recipe: Recipe, systems: Sequence[str] | None) -> list[st
     if no_claim_level:
         raise EvalError(f"eval.claim_level_only: {no_claim_level} run no claim level (stages 2-3 on the human claims); "
                         f"systems that do: {', '.join(PIPELINE_SYSTEMS)}")
+    not_pipelines = [n for n in e.attribution if n not in PIPELINE_SYSTEMS]
+    if not_pipelines:
+        raise EvalError(f"eval.attribution: {not_pipelines} run no VISTA pipeline whose stages could be replaced; "
+                        f"systems that do: {', '.join(PIPELINE_SYSTEMS)}")
     return names
 
 

@@ -287,6 +287,11 @@ def test_a_calibration_that_chose_rules_applies_in_process_and_in_eval(tmp_path,
             .splitlines()]
     assert {r["row"] for r in rows} == {row_name(*r) for r in ROWS}
     assert "## Where the turns are lost, stage by stage" in (tmp_path / "out" / "report.md").read_text()
+    from vista_distill.eval.errors import EvalError
+
+    with pytest.raises(EvalError, match="eval.attribution"):
+        run_eval(load_recipe(EVAL_RECIPE, [*ov, "eval.attribution=[studnet]"]), input_path=str(sample_path), limit=1,
+                 output_dir=tmp_path / "bad", systems=["student"])
 
 
 def test_a_rule_that_wins_goes_into_the_calibration_and_its_held_out_figures():
