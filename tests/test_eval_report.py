@@ -244,6 +244,12 @@ def test_time_budget_evaluates_every_system_on_the_same_rounds(tmp_path, sample_
             {r["conversation_id"] for r in run.given_records if r["scored"] and r["gold_claims"]}
         assert whole.results["systems"][name]["evidence"]["claim_only"]["claims"] > 0
     assert "## Does it read its evidence?" in (whole.out_dir / "report.md").read_text()
+    # the student's stage-by-stage rows ran in both rounds and were joined like the records
+    rows, own = whole.systems["student"].attribution_records, whole.systems["student"].records
+    with_claims = {r["conversation_id"] for r in own if r["scored"] and r["gold_claims"]}
+    assert len(with_claims) == 2 and all({r["conversation_id"] for r in recs} == with_claims for recs in rows.values())
+    table = whole.results["attribution"]["student"]["rows"]["safe"]
+    assert table["turns"] == sum(bool(r["scored"] and r["gold_claims"] and r["gold_label"]) for r in own)
     # the tiny base and student fit side by side: each loaded once for both rounds, not once a round
     assert whole.results["model_loads"] == {"base": 1, "student": 1}
     # a budget spent by the first round: no second one, for either system, and the tests pair what was run
