@@ -307,3 +307,35 @@ def test_a_rule_that_wins_goes_into_the_calibration_and_its_held_out_figures():
     assert cal.rules == {"stage3": {"rule": "wording rule"}} and cal.stage3 is None
     held = held_out_accuracy(cal, claim_rows(records))["stage3"]
     assert (held["as_trained"], held["calibrated"], held["claims"]) == (0.5, 1.0, 16)
+
+
+def test_the_tuned_overlap_rule_takes_stage2_with_its_cut_and_answers_by_it():
+    """72 claims in 12 conversations whose word overlap separates them at a cut below 0.5, while the student's margin
+    and PMI are noise the refitted head leans on: the tuned overlap rule wins out of fold by the margin, the
+    calibration routes stage 2 to it with the cut fitted on all claims, and the rule then answers by that cut."""
+    from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+    from vista_distill.scoring.calibrate import calibrate_stage2, fit_calibration
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for g in range(12):
+        for k in range(6):
+            verified = bool((g + k) % 2)
+            rows.append({"group": f"c{g}", "text": "x", "human": "VERIFIED" if verified else "LACKING EVIDENCE",
+                         "stage2": "UNVERIFIABLE", "stage3": None, "stage3_probs": None,
+                         "features": {"margin": rng.normal(0, 40), "pmi": rng.normal(0, 40),
+                                      "overlap": rng.uniform(0.32, 0.45) if verified else rng.uniform(0.0, 0.2)}})
+    out = calibrate_stage2(rows, folds=4)
+    assert out["chosen"] == "overlap rule, tuned" and out["rule_won"]["rule_accuracy"] == 1.0
+    assert out["rule_won"]["p_value"] < 0.05 and 0.2 <= out["threshold"] < 0.32 + 0.01 and "head" not in out
+    records = [{"conversation_id": r["group"], "gold_claims": [{"text": f"claim {i}", "label": r["human"]}],
+                "claims": [{"text": f"claim {i}", "stage2": {"label": "UNVERIFIABLE", "evidence": r["features"]}}]}
+               for i, r in enumerate(rows)]
+    cal = fit_calibration(records, "ruled", {}, folds=4)
+    assert cal.rules == {"stage2": {"rule": "overlap rule", "threshold": out["threshold"]}} and cal.stage2 is None
+    t2 = get_template("stage2", "compact")
+    ref = "Paris hosts the Louvre museum and the Orsay gallery on the Seine river banks."
+    claim = "The Louvre is near the river Thames in London."   # 2 of its 5 content words in the reference
+    req = Request("stage2", tuple(build_messages(t2, stage2_input([], ref, claim))), labels=t2.labels)
+    assert StageRules(threshold=0.3).run([req])[0].label == "VERIFIED"
+    assert StageRules().run([req])[0].label == "UNVERIFIABLE"   # at least half, without a cut
