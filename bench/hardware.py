@@ -88,38 +88,15 @@ def train_step_s(base, dtype, batch: int, length: int, repeats: int, warmup: boo
     return timed(step, repeats, warmup)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", default=None, help="comma list (default: 1 and every usable core count)")
-    ap.add_argument("--dtypes", default="float32,bfloat16")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--train-repeats", type=int, default=2)
-    ap.add_argument("--prefill-shape", default="2x128", help="batch x tokens of the prefill measurement")
-    ap.add_argument("--train-shape", default="1x128", help="batch x tokens of one LoRA training step")
-    ap.add_argument("--slow-repeats", type=int, default=1,
-                    help="repeats, no warm-up, for precisions the CPU emulates (bf16 on AVX2: ~40x slower)")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
-    a = ap.parse_args()
-
+def measure_rows(a: argparse.Namespace, threads: list[int], dtypes: list, cap, path) -> list[dict]:
+    """Matmul, prefill, decode and a LoRA training step per thread count and precision."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    from vista_distill.backends.model_loading import embedded_gguf, embedded_model_path
     from vista_distill.runtime import hardware
-
-    cores = hardware.usable_cores()
-    threads = [int(t) for t in a.threads.split(",")] if a.threads else sorted({1, cores})
-    dtypes = [getattr(torch, d) for d in a.dtypes.split(",")]
-    cap = hardware.detect("cpu")
-    info = {"lscpu": lscpu(), "cpu": hardware.cpu_model_name(), "cpu_flags": hardware.cpu_flags(),
-            "capability": cap.__dict__, "torch": torch.__version__, "usable_cores": cores,
-            "auto_dtype": hardware.choose_dtype("auto", cap).__dict__,
-            "date": time.strftime("%Y-%m-%d"), "load_before": hardware.load_average()}
-    print(f"{cap.describe()}; auto picks {info['auto_dtype']['dtype']}", flush=True)
 
     pb, pl = (int(x) for x in a.prefill_shape.split("x"))
     tb, tl = (int(x) for x in a.train_shape.split("x"))
-    path = embedded_model_path()
     base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     rows = []
     for n in threads:
@@ -142,12 +119,19 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
 
-    # The embedded GGUF: transformers' own GGUF load (dequantised on every load) vs the cached copy.
+    return rows
+
+
+def measure_gguf(a: argparse.Namespace, threads: list[int], path, pb: int, pl: int) -> list[dict]:
+    """The embedded GGUF: transformers' own GGUF load (dequantised on every load) vs the cached copy."""
+    import torch
+    from transformers import AutoModelForCausalLM, GgufConfig
+
+    from vista_distill.backends.model_loading import embedded_gguf
+
     torch.set_num_threads(max(threads))
     gguf = embedded_gguf()
     gguf_rows = []
-    from transformers import GgufConfig
-
     for label, load in (
         ("GGUF via transformers, packed where a kernel exists (GgufConfig()), float32",
          lambda: AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
@@ -169,22 +153,13 @@ def main() -> int:
                           "threads": max(threads)})
         print(json.dumps(gguf_rows[-1]), flush=True)
         del m
-    info["load_after"] = hardware.load_average()
+    return gguf_rows
 
-    best = max(rows, key=lambda r: r["train_tokens_per_s"])
-    best_fwd = max(rows, key=lambda r: r["prefill_tokens_per_s"])
-    fewshot_stage1_tokens = 3000  # the few-shot stage-1 prompt is ~3k tokens (bench/results/prompt_tokens.md)
-    bound = {"best_prefill_tokens_per_s": best_fwd["prefill_tokens_per_s"],
-             "fewshot_stage1_prompt_s_at_least": round(fewshot_stage1_tokens / best_fwd["prefill_tokens_per_s"], 2),
-             "note": f"a prompt cannot be read faster than this (prefill {a.prefill_shape}, no KV reuse); the few-shot "
-                     "prefix is cached once per stage, so this bounds only the first request and uncached prompts"}
-    result = {**info, "rows": rows, "gguf": gguf_rows, "fastest_training": best, "fastest_prefill": best_fwd,
-              "prefill_bound": bound}
-    label = hardware.short_cpu_label()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"hardware_{label}.json").write_text(json.dumps(result, indent=2) + "\n")
 
+def report_lines(a: argparse.Namespace, info: dict, cap, cores: int, fewshot_stage1_tokens: int) -> list[str]:
+    """The markdown report of the result ``info`` (its rows, GGUF rows, fastest rows and prefill bound)."""
+    rows, gguf_rows, bound = info["rows"], info["gguf"], info["prefill_bound"]
+    best, best_fwd = info["fastest_training"], info["fastest_prefill"]
     flags = " ".join(info["cpu_flags"]) or "none of the listed"
     md = [f"# Precision x threads on {cap.describe()}", "",
           f"`python bench/hardware.py`, {info['date']}; CPU **{info['cpu']}** ({info['lscpu'].get('CPU(s)', '?')} "
@@ -225,6 +200,58 @@ def main() -> int:
            f"Prefill bound: at best {bound['best_prefill_tokens_per_s']} tok/s, a ~{fewshot_stage1_tokens}-token "
            f"few-shot stage-1 prompt takes at least {bound['fewshot_stage1_prompt_s_at_least']} s to read "
            "(the shared few-shot prefix is computed once per stage and reused).", ""]
+    return md
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", default=None, help="comma list (default: 1 and every usable core count)")
+    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--train-repeats", type=int, default=2)
+    ap.add_argument("--prefill-shape", default="2x128", help="batch x tokens of the prefill measurement")
+    ap.add_argument("--train-shape", default="1x128", help="batch x tokens of one LoRA training step")
+    ap.add_argument("--slow-repeats", type=int, default=1,
+                    help="repeats, no warm-up, for precisions the CPU emulates (bf16 on AVX2: ~40x slower)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    a = ap.parse_args()
+
+    import torch
+
+    from vista_distill.backends.model_loading import embedded_model_path
+    from vista_distill.runtime import hardware
+
+    cores = hardware.usable_cores()
+    threads = [int(t) for t in a.threads.split(",")] if a.threads else sorted({1, cores})
+    dtypes = [getattr(torch, d) for d in a.dtypes.split(",")]
+    cap = hardware.detect("cpu")
+    info = {"lscpu": lscpu(), "cpu": hardware.cpu_model_name(), "cpu_flags": hardware.cpu_flags(),
+            "capability": cap.__dict__, "torch": torch.__version__, "usable_cores": cores,
+            "auto_dtype": hardware.choose_dtype("auto", cap).__dict__,
+            "date": time.strftime("%Y-%m-%d"), "load_before": hardware.load_average()}
+    print(f"{cap.describe()}; auto picks {info['auto_dtype']['dtype']}", flush=True)
+
+    pb, pl = (int(x) for x in a.prefill_shape.split("x"))
+    path = embedded_model_path()
+    rows = measure_rows(a, threads, dtypes, cap, path)
+    gguf_rows = measure_gguf(a, threads, path, pb, pl)
+    info["load_after"] = hardware.load_average()
+
+    best = max(rows, key=lambda r: r["train_tokens_per_s"])
+    best_fwd = max(rows, key=lambda r: r["prefill_tokens_per_s"])
+    fewshot_stage1_tokens = 3000  # the few-shot stage-1 prompt is ~3k tokens (bench/results/prompt_tokens.md)
+    bound = {"best_prefill_tokens_per_s": best_fwd["prefill_tokens_per_s"],
+             "fewshot_stage1_prompt_s_at_least": round(fewshot_stage1_tokens / best_fwd["prefill_tokens_per_s"], 2),
+             "note": f"a prompt cannot be read faster than this (prefill {a.prefill_shape}, no KV reuse); the few-shot "
+                     "prefix is cached once per stage, so this bounds only the first request and uncached prompts"}
+    result = {**info, "rows": rows, "gguf": gguf_rows, "fastest_training": best, "fastest_prefill": best_fwd,
+              "prefill_bound": bound}
+    label = hardware.short_cpu_label()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"hardware_{label}.json").write_text(json.dumps(result, indent=2) + "\n")
+
+    md = report_lines(a, result, cap, cores, fewshot_stage1_tokens)
     report = out / f"hardware_{label}.md"
     report.write_text("\n".join(md))
     print("wrote", report)
