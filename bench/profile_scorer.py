@@ -260,6 +260,15 @@ def report(out: dict[str, Any]) -> str:
             f"{p['forward_tokens_per_s']} | {p['bound_s_per_turn']} | {p['wall_over_bound']} | "
             f"{p['load']['mean']:.2f} |"
         )
+    lines += _bound_lines(out)
+    for p in out["pipelines"]:
+        lines += _stage_lines(p)
+    return "\n".join(lines) + "\n"
+
+
+def _bound_lines(out: dict[str, Any]) -> list[str]:
+    """The bound at context and the compute floor, where the profile has them."""
+    lines: list[str] = []
     if all("bound_at_context" in p for p in out["pipelines"]):
         lines += ["", ("Bound at context: each stage's computed tokens priced at the rate of a batched prefill "
                        "(8 x 256 tokens) that continues a cached shared prefix as long as that stage's mean (the "
@@ -293,49 +302,53 @@ def report(out: dict[str, Any]) -> str:
                 lines.append(f"| {p['pipeline']} | {st} | {x['tflop']} | {x['attention_share']:.0%} | {x['floor_s']} | "
                              f"{x['forward_s']:.1f} | {f['floor_s_per_turn']} | {f['floor_over_bound']} | "
                              f"{f['wall_over_floor']} |")
-    for p in out["pipelines"]:
+    return lines
+
+
+def _stage_lines(p: dict[str, Any]) -> list[str]:
+    """One pipeline's per-stage table, its decoding and memory, and its most self time."""
+    lines: list[str] = []
+    lines += [
+        "",
+        f"## {p['pipeline']}: per stage",
+        "",
+        "| stage | requests | twins | prompt tokens | computed prompt tokens | generated | label tokens "
+        "| forward s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for s, d in p["per_stage"].items():
+        lines.append(
+            f"| {s} | {int(d['requests'])} | {int(d.get('twin_requests', 0))} | {int(d['prompt_tokens'])} | "
+            f"{int(d['computed_prompt_tokens'])} | {int(d['generated_tokens'])} | {int(d['label_tokens'])} | "
+            f"{d['forward_s']:.1f} |"
+        )
+    if p.get("merged_adapters"):
+        lines += ["", "Stage adapters merged into copies of the weights (`merge_adapters`)."]
+    d = p.get("decoding")
+    if d:
         lines += [
             "",
-            f"## {p['pipeline']}: per stage",
-            "",
-            "| stage | requests | twins | prompt tokens | computed prompt tokens | generated | label tokens "
-            "| forward s |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"Stage-1 decoding: {d['decode_steps']} steps, {d['decode_rows']} rows, {d['refills']} refills; "
+            f"{d.get('decode_s', 0):.1f} s in decode steps, {d.get('prompt_s', 0):.1f} s in prompt blocks "
+            "(the prompt batches and their copies into freed rows).",
         ]
-        for s, d in p["per_stage"].items():
-            lines.append(
-                f"| {s} | {int(d['requests'])} | {int(d.get('twin_requests', 0))} | {int(d['prompt_tokens'])} | "
-                f"{int(d['computed_prompt_tokens'])} | {int(d['generated_tokens'])} | {int(d['label_tokens'])} | "
-                f"{d['forward_s']:.1f} |"
-            )
-        if p.get("merged_adapters"):
-            lines += ["", "Stage adapters merged into copies of the weights (`merge_adapters`)."]
-        d = p.get("decoding")
-        if d:
-            lines += [
-                "",
-                f"Stage-1 decoding: {d['decode_steps']} steps, {d['decode_rows']} rows, {d['refills']} refills; "
-                f"{d.get('decode_s', 0):.1f} s in decode steps, {d.get('prompt_s', 0):.1f} s in prompt blocks "
-                "(the prompt batches and their copies into freed rows).",
-            ]
-        if p.get("peak_cuda_gib") is not None:
-            lines += ["", f"Peak CUDA memory (torch.cuda.max_memory_allocated, the run and both rate measurements): "
-                          f"{p['peak_cuda_gib']} GiB."]
-        if not p.get("top_self_time"):
-            lines += ["", "Timed without cProfile (`--no-cprofile`)."]
-            continue
-        lines += [
-            "",
-            "Most self time (cProfile):",
-            "",
-            "| function | calls | self s | cumulative s |",
-            "| --- | ---: | ---: | ---: |",
-        ]
-        lines += [
-            f"| `{r['function']}` | {r['calls']} | {r['self_s']} | {r['cumulative_s']} |"
-            for r in p["top_self_time"][:10]
-        ]
-    return "\n".join(lines) + "\n"
+    if p.get("peak_cuda_gib") is not None:
+        lines += ["", f"Peak CUDA memory (torch.cuda.max_memory_allocated, the run and both rate measurements): "
+                      f"{p['peak_cuda_gib']} GiB."]
+    if not p.get("top_self_time"):
+        return lines + ["", "Timed without cProfile (`--no-cprofile`)."]
+    lines += [
+        "",
+        "Most self time (cProfile):",
+        "",
+        "| function | calls | self s | cumulative s |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| `{r['function']}` | {r['calls']} | {r['self_s']} | {r['cumulative_s']} |"
+        for r in p["top_self_time"][:10]
+    ]
+    return lines
 
 
 def add_floor(path: Path) -> None:
