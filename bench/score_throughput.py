@@ -264,6 +264,44 @@ def stage_rows(label: str, per_stage: dict) -> list[str]:
     return rows
 
 
+def _agreement(runs: dict, names: list[str], first: str) -> tuple[dict, list[str]]:
+    """Each config's agreement with the first: the figures, and their table rows."""
+    agree, lines = {}, []
+    for n in names[1:]:
+        a = agreement_detail(runs[first]["records"], runs[n]["records"])
+        agree[n] = a
+        st, nc = a["scored_turns"], a["claims_compared"]
+        s2, cat = a["claims_same_stage2_label"], a["claims_same_category"]
+        lines.append(f"| {n} | {a['turns_same_claims']}/{st} | {s2}/{nc} ({s2 / max(nc, 1):.0%}) | "
+                     f"{cat}/{nc} ({cat / max(nc, 1):.0%}) | {a['turns_same_verdict_safe']}/{st} | "
+                     f"{a['turns_same_verdict_strict']}/{st} |")
+    return agree, lines
+
+
+def _fewshot_lines(runs: dict, fewshot: dict, first: str) -> list[str]:
+    """The few-shot base pipeline's per-stage rows and the tokens per scored claim, few-shot vs compact."""
+    lines: list[str] = []
+    lines += stage_rows("few-shot batched", fewshot["per_stage"])
+    lines += ["", "## Tokens per scored claim: few-shot vs compact prompts", "",
+              "Same inputs; all stages (stage 1 included) divided by the claims of scored turns. "
+              "Few-shot: the paper's Appendix A.1 prompts on the bare base model (a second backend "
+              "object, no adapters), batched with label scoring, prefix cache on; its wall time was "
+              f"{fewshot['wall_s']:.1f} s. "
+              "Computed prompt tokens = prompt tokens less those served from the prefix cache plus those "
+              "encoded to fill it; label tokens = extra forward tokens of label scoring.", "",
+              "| pipeline | scored turns | scored claims | prompt tokens / claim | "
+              "computed prompt tokens / claim | generated tokens / claim | label tokens / claim | "
+              "prefix-cache share |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+              per_claim_rows("few-shot (base model)", fewshot["facts"], fewshot["tokens"])]
+    for n, r in runs.items():
+        lines.append(per_claim_rows(f"compact `{n}`", r["facts"], r["tokens"]))
+    fs = fewshot["tokens"]["prompt_tokens"] / max(fewshot["facts"]["scored_claims"], 1)
+    cp = runs[first]["tokens"]["prompt_tokens"] / max(runs[first]["facts"]["scored_claims"], 1)
+    lines += ["", f"Few-shot / compact prompt tokens per claim: {fs / cp:.1f}x (`{first}`)."]
+    return lines
+
+
 def detailed_report(args: argparse.Namespace, torch: Any, convs: list, runs: dict, fewshot: dict | None,
                     machine: dict, command: str) -> None:
     """Report of a student (or any non-default) comparison, with per-stage and per-claim token counts."""
@@ -316,39 +354,15 @@ def detailed_report(args: argparse.Namespace, torch: Any, convs: list, runs: dic
               "claims with same category | turns with same verdict (safe) | "
               "turns with same verdict (strict) |",
               "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    agree = {}
-    for n in names[1:]:
-        a = agreement_detail(runs[first]["records"], runs[n]["records"])
-        agree[n] = a
-        st, nc = a["scored_turns"], a["claims_compared"]
-        s2, cat = a["claims_same_stage2_label"], a["claims_same_category"]
-        lines.append(f"| {n} | {a['turns_same_claims']}/{st} | {s2}/{nc} ({s2 / max(nc, 1):.0%}) | "
-                     f"{cat}/{nc} ({cat / max(nc, 1):.0%}) | {a['turns_same_verdict_safe']}/{st} | "
-                     f"{a['turns_same_verdict_strict']}/{st} |")
+    agree, rows = _agreement(runs, names, first)
+    lines += rows
     lines += ["", "Per stage (means per request):", "",
               "| config | stage | requests | prompt tokens | computed prompt tokens | generated tokens | "
               "prefix-cache share | forward s |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for n, r in runs.items():
         lines += stage_rows(n, r["per_stage"])
     if fewshot is not None:
-        lines += stage_rows("few-shot batched", fewshot["per_stage"])
-        lines += ["", "## Tokens per scored claim: few-shot vs compact prompts", "",
-                  "Same inputs; all stages (stage 1 included) divided by the claims of scored turns. "
-                  "Few-shot: the paper's Appendix A.1 prompts on the bare base model (a second backend "
-                  "object, no adapters), batched with label scoring, prefix cache on; its wall time was "
-                  f"{fewshot['wall_s']:.1f} s. "
-                  "Computed prompt tokens = prompt tokens less those served from the prefix cache plus those "
-                  "encoded to fill it; label tokens = extra forward tokens of label scoring.", "",
-                  "| pipeline | scored turns | scored claims | prompt tokens / claim | "
-                  "computed prompt tokens / claim | generated tokens / claim | label tokens / claim | "
-                  "prefix-cache share |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-                  per_claim_rows("few-shot (base model)", fewshot["facts"], fewshot["tokens"])]
-        for n, r in runs.items():
-            lines.append(per_claim_rows(f"compact `{n}`", r["facts"], r["tokens"]))
-        fs = fewshot["tokens"]["prompt_tokens"] / max(fewshot["facts"]["scored_claims"], 1)
-        cp = runs[first]["tokens"]["prompt_tokens"] / max(runs[first]["facts"]["scored_claims"], 1)
-        lines += ["", f"Few-shot / compact prompt tokens per claim: {fs / cp:.1f}x (`{first}`)."]
+        lines += _fewshot_lines(runs, fewshot, first)
     result = {"command": command, "input": args.input, "limit": args.limit, "machine": machine,
               "runs": {n: {k: v for k, v in r.items() if k != "records"} for n, r in runs.items()},
               "ratio": {f"{n}_vs_{base}": bw / r["wall_s"] for n, r in runs.items()}, "agreement": agree,
@@ -356,6 +370,41 @@ def detailed_report(args: argparse.Namespace, torch: Any, convs: list, runs: dic
     Path(args.out).write_text("\n".join(lines) + "\n")
     Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=2))
     print("\n".join(lines))
+
+
+def _measured_runs(args: argparse.Namespace, names: list[str], backend: Any,
+                   convs: list) -> tuple[dict, dict | None, Any]:
+    """Each config's run through a token counter (and the few-shot base pipeline's, with --fewshot-tokens), the
+    load sampled throughout."""
+    from vista_distill.backends.transformers import RepeatedLineStop, TransformersBackend
+    from vista_distill.scorer import VistaScorer
+
+    counter = StageCounter(backend)
+    RepeatedLineStop(backend, 0)  # builds the backend's newline-token table once, outside the timed runs
+    runs = {}
+    with LoadSampler() as load:
+        for name in names:
+            batched, cache, mode = CONFIGS[name]
+            scorer = VistaScorer(backend=counter, style=args.style, stage2=mode, stage3=mode)
+            backend.use_prefix_cache = cache
+            backend._prefixes.clear()
+            counter.reset()
+            t0 = time.perf_counter()
+            res = scorer.score(convs, batched=batched)
+            wall = time.perf_counter() - t0
+            runs[name] = {"wall_s": wall, "records": res.records, "facts": run_facts(res.records),
+                          "tokens": counter.totals(), "per_stage": counter.per_stage}
+            print(name, f"{wall:.1f}s", runs[name]["facts"], flush=True)
+        fewshot = None
+        if args.fewshot_tokens:  # a second backend object: the bare base model, no adapters
+            base = StageCounter(TransformersBackend(dtype=args.dtype))
+            RepeatedLineStop(base.inner, 0)
+            t0 = time.perf_counter()
+            res = VistaScorer(backend=base, style="fewshot").score(convs, batched=True)
+            fewshot = {"wall_s": time.perf_counter() - t0, "facts": run_facts(res.records),
+                       "tokens": base.totals(), "per_stage": base.per_stage}
+            print("few-shot", f"{fewshot['wall_s']:.1f}s", fewshot["facts"], flush=True)
+    return runs, fewshot, load
 
 
 def main() -> None:
@@ -391,7 +440,7 @@ def main() -> None:
 
     import torch
 
-    from vista_distill.backends.transformers import RepeatedLineStop, TransformersBackend
+    from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
     from vista_distill.scorer import VistaScorer
 
@@ -416,31 +465,7 @@ def main() -> None:
         legacy_report(args, torch, convs, runs, (load_before, os.getloadavg()))
         return
 
-    counter = StageCounter(backend)
-    RepeatedLineStop(backend, 0)  # builds the backend's newline-token table once, outside the timed runs
-    runs = {}
-    with LoadSampler() as load:
-        for name in names:
-            batched, cache, mode = CONFIGS[name]
-            scorer = VistaScorer(backend=counter, style=args.style, stage2=mode, stage3=mode)
-            backend.use_prefix_cache = cache
-            backend._prefixes.clear()
-            counter.reset()
-            t0 = time.perf_counter()
-            res = scorer.score(convs, batched=batched)
-            wall = time.perf_counter() - t0
-            runs[name] = {"wall_s": wall, "records": res.records, "facts": run_facts(res.records),
-                          "tokens": counter.totals(), "per_stage": counter.per_stage}
-            print(name, f"{wall:.1f}s", runs[name]["facts"], flush=True)
-        fewshot = None
-        if args.fewshot_tokens:  # a second backend object: the bare base model, no adapters
-            base = StageCounter(TransformersBackend(dtype=args.dtype))
-            RepeatedLineStop(base.inner, 0)
-            t0 = time.perf_counter()
-            res = VistaScorer(backend=base, style="fewshot").score(convs, batched=True)
-            fewshot = {"wall_s": time.perf_counter() - t0, "facts": run_facts(res.records),
-                       "tokens": base.totals(), "per_stage": base.per_stage}
-            print("few-shot", f"{fewshot['wall_s']:.1f}s", fewshot["facts"], flush=True)
+    runs, fewshot, load = _measured_runs(args, names, backend, convs)
     machine = {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
                "torch": torch.__version__, "dtype": args.dtype, "platform": platform.platform(),
                "adapters": {s: str(p) for s, p in (adapters or {}).items()}, "load": load.summary(),
