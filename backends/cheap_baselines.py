@@ -75,6 +75,22 @@ decompose = split_claims   # stage 1 of the baselines: the target turn's sentenc
 RULE_NAMES = {"stage1": "sentence splitter", "stage2": "overlap rule", "stage3": "wording rule"}
 
 
+def _sentences_answer(fields: dict[str, str]) -> str:
+    """Stage 1's answer by the sentence splitter: the target turn's sentences as a numbered list."""
+    target = fields.get("TARGET TURN", "").split(": ", 1)[-1]
+    return "\n".join(f"{i}. {c}" for i, c in enumerate(decompose(target), 1))
+
+
+def _overlap_answer(claim: str, reference: str, threshold: float | None = None) -> Response:
+    """Stage 2's answer by the overlap rule, the share of the claim's content words in the reference as
+    P(VERIFIED): VERIFIED at half of them or more, or (``threshold``) above that share."""
+    share = coverage(claim, reference)
+    verified = (overlap_says_verified(claim, reference) if threshold is None
+                else share is not None and share > threshold)
+    label, p = (VERIFIED if verified else UNVERIFIABLE), 0.0 if share is None else share
+    return Response(text=label, label=label, probs={VERIFIED: p, UNVERIFIABLE: 1.0 - p})
+
+
 class StageRules:
     """A :class:`~vista_distill.pipeline.protocol.Backend` answering each stage by its rule: stage 1 the sentence
     splitter, stage 2 the overlap rule (VERIFIED when the reference holds at least half of the claim's content
@@ -97,16 +113,11 @@ class StageRules:
         fields = message_fields(req.messages[-1]["content"])
         claim = fields.get("CLAIM", "")
         if req.stage == "stage1":
-            target = fields.get("TARGET TURN", "").split(": ", 1)[-1]
-            text = "\n".join(f"{i}. {c}" for i, c in enumerate(decompose(target), 1))
-            return Response(text=text, meta={"answered_by": RULE_NAMES["stage1"]})
+            return Response(text=_sentences_answer(fields), meta={"answered_by": RULE_NAMES["stage1"]})
         if req.stage == "stage2":
-            share = coverage(claim, fields.get("REFERENCE TEXT", ""))
-            verified = (overlap_says_verified(claim, fields.get("REFERENCE TEXT", "")) if self.threshold is None
-                        else share is not None and share > self.threshold)
-            label, p = (VERIFIED if verified else UNVERIFIABLE), 0.0 if share is None else share
-            return Response(text=label, label=label, probs={VERIFIED: p, UNVERIFIABLE: 1.0 - p},
-                            meta={"answered_by": RULE_NAMES["stage2"]})
+            resp = _overlap_answer(claim, fields.get("REFERENCE TEXT", ""), self.threshold)
+            resp.meta["answered_by"] = RULE_NAMES["stage2"]
+            return resp
         if req.stage == "stage3":
             label = wording_category(claim)
             return Response(text=label, label=label, probs={lab: float(lab == label) for lab in req.labels or
@@ -153,14 +164,9 @@ class BaselineBackend:
         content = req.messages[-1]["content"]
         fields = message_fields(content)
         if not req.labels:   # stage 1: one claim per sentence
-            target = fields.get("TARGET TURN", "").split(": ", 1)[-1]
-            return Response(text="\n".join(f"{i}. {c}" for i, c in enumerate(decompose(target), 1)))
+            return Response(text=_sentences_answer(fields))
         if req.stage == "stage2" and self.rule == "overlap":
-            claim, reference = fields.get("CLAIM", ""), fields.get("REFERENCE TEXT", "")
-            share = coverage(claim, reference)
-            p = 0.0 if share is None else share
-            label = VERIFIED if overlap_says_verified(claim, reference) else UNVERIFIABLE
-            return Response(text=label, label=label, probs={VERIFIED: p, UNVERIFIABLE: 1.0 - p})
+            return _overlap_answer(fields.get("CLAIM", ""), fields.get("REFERENCE TEXT", ""))
         if req.stage == "stage3":
             label = self.majority.get("stage3") if self.rule == "majority" else LACKING_EVIDENCE
         else:

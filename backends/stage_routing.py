@@ -12,43 +12,22 @@ from typing import Any
 
 from ..pipeline.protocol import Backend, Request, Response
 from .label_memo import answer_copy
+from .wrappers import ReadThrough
 
 
-class StageRouter:
+class StageRouter(ReadThrough):
     """``backend`` answers every request whose stage ``routes`` does not name; the routed stages' requests go to
     their backend (each answer says what gave it, in ``meta["answered_by"]``, where that backend says so). The
     order of the answers is the order of the requests. ``purpose`` says who put it there (``calibration``: a
     calibration's rules, which the next calibration applied replaces)."""
 
     def __init__(self, backend: Backend, routes: Mapping[str, Backend], purpose: str = "") -> None:
-        self.inner = backend
+        super().__init__(backend)
         self.routes = dict(routes)
         self.purpose = purpose
-        self.name = backend.name
 
-    def __getattr__(self, attr: str) -> Any:   # heads, priors, adapters, evidence_features: the wrapped backend's
-        if attr in ("inner", "routes", "purpose"):
-            raise AttributeError(attr)
-        return getattr(self.inner, attr)
-
-    @property
-    def served(self) -> bool:
-        return self.inner.served
-
-    @property
-    def hardware(self) -> Any:
-        return self.inner.hardware
-
-    @property
-    def stats(self) -> dict[str, Any]:
-        return self.inner.stats
-
-    @property
-    def progress(self) -> Callable[[int], None] | None:
-        return self.inner.progress
-
-    @progress.setter
-    def progress(self, fn: Callable[[int], None] | None) -> None:
+    @ReadThrough.progress.setter
+    def progress(self, fn: Callable[[int], None] | None) -> None:   # the routed stages' backends are told too
         self.inner.progress = fn
         for route in self.routes.values():
             route.progress = fn
@@ -73,7 +52,7 @@ def request_key(req: Request) -> str:
                       ensure_ascii=False)
 
 
-class RequestMemo:
+class RequestMemo(ReadThrough):
     """``backend`` with its answers kept in memory by request: a request asked again is answered with a copy of
     the first answer (backends answer each request the same whatever else is asked, so the answer is the one a
     second call would give). ``hits`` counts them; progress is told of them as of computed answers. The key holds
@@ -82,39 +61,10 @@ class RequestMemo:
     computed (a metered run keeps its own cost); set it true for the runs that may reuse them."""
 
     def __init__(self, backend: Backend, serve: bool = True) -> None:
-        self.inner = backend
-        self.name = backend.name
+        super().__init__(backend)
         self.serve = serve
         self.hits = 0
         self._answers: dict[str, Response] = {}
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr in ("inner", "_answers", "serve"):
-            raise AttributeError(attr)
-        return getattr(self.inner, attr)
-
-    @property
-    def served(self) -> bool:
-        return self.inner.served
-
-    @property
-    def hardware(self) -> Any:
-        return self.inner.hardware
-
-    @property
-    def stats(self) -> dict[str, Any]:
-        return self.inner.stats
-
-    @property
-    def progress(self) -> Callable[[int], None] | None:
-        return self.inner.progress
-
-    @progress.setter
-    def progress(self, fn: Callable[[int], None] | None) -> None:
-        self.inner.progress = fn
-
-    def describe(self) -> dict[str, Any]:
-        return self.inner.describe()
 
     def _state(self) -> str:
         state = {k: getattr(self.inner, k, None) for k in ("heads", "priors", "evidence_features", "routes")}

@@ -1,5 +1,6 @@
-"""Wrappers around any backend: answers cached on disk per request (:class:`CachedBackend`) and
-self-consistency votes over sampled answers (:class:`VotingBackend`)."""
+"""Wrappers around any backend: what every wrapper passes through to the backend it wraps (:class:`Wrapper`; with
+every other attribute read through too, :class:`ReadThrough`), answers cached on disk per request
+(:class:`CachedBackend`) and self-consistency votes over sampled answers (:class:`VotingBackend`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,47 @@ from .cache import CallCache, call_key, messages_digest
 from .openai_compat import OpenAIBackend, ServerError
 
 VOTED_STAGES = {stage: LABELS[stage] for stage in ("stage2", "stage3")}   # self-consistency votes on these
+
+
+class Wrapper:
+    """A backend around ``inner``: its name, whether it is served, its hardware, counters and progress are
+    ``inner``'s, and it describes itself as ``inner`` does."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    @property
+    def served(self) -> bool:
+        return self.inner.served
+
+    @property
+    def hardware(self) -> Any:
+        return self.inner.hardware
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.inner.stats
+
+    @property
+    def progress(self) -> Callable[[int], None] | None:
+        return self.inner.progress
+
+    @progress.setter
+    def progress(self, fn: Callable[[int], None] | None) -> None:
+        self.inner.progress = fn
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+
+class ReadThrough(Wrapper):
+    """A :class:`Wrapper` whose every other attribute is read from ``inner`` (its heads, priors, adapters)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "inner" or attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(self.inner, attr)
 
 
 class CachedBackend:
@@ -89,7 +131,7 @@ class CachedBackend:
         return out  # type: ignore[return-value]
 
 
-class VotingBackend:
+class VotingBackend(Wrapper):
     """Self-consistency for stages 2 and 3: ``k`` answers per request, the first the configured
     (greedy) one; the returned answer is the greedy one with ``probs`` = the share of the ``k``
     answers that parse to each label (the engine keeps it as the claim's probabilities)."""
@@ -98,24 +140,11 @@ class VotingBackend:
         if not hasattr(inner, "run_samples"):
             raise ServerError(f"distill.self_consistency_k > 1 needs a sampling teacher (openai); "
                                f"{getattr(inner, 'name', inner)!r} cannot draw samples")
-        self.inner, self.k, self.temperature = inner, k, temperature
-        self.name = inner.name
-        self.served, self.hardware = inner.served, inner.hardware
+        super().__init__(inner)
+        self.k, self.temperature = k, temperature
 
     def describe(self) -> dict[str, Any]:
         return {**self.inner.describe(), "self_consistency": {"k": self.k, "temperature": self.temperature}}
-
-    @property
-    def stats(self) -> dict[str, Any]:
-        return self.inner.stats
-
-    @property
-    def progress(self) -> Callable[[int], None] | None:
-        return self.inner.progress
-
-    @progress.setter
-    def progress(self, fn: Callable[[int], None] | None) -> None:
-        self.inner.progress = fn
 
     def run(self, requests: list[Request]) -> list[Response]:
         out: list[Response | None] = [None] * len(requests)
