@@ -57,8 +57,8 @@ def add_demo_subcommand(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--recipe", default=str(DEMO_RECIPE), help="recipe to run (default: recipes/demo-cpu.yaml)")
     p.add_argument("--max-minutes", type=float, default=None,
                    help="a time budget for the whole demo, which then trains fewer steps and evaluates fewer "
-                        f"dialogues and says so: training {1 - EVAL_SHARE:.0%} of it over the stages, evaluation "
-                        f"at least {EVAL_SHARE:.0%} (default: none, every step and every held-out dialogue)")
+                        f"dialogues and says so: training {1 - EVAL_SHARE:.0%}% of it over the stages, evaluation "
+                        f"at least {EVAL_SHARE:.0%}% (default: none, every step and every held-out dialogue)")
     p.add_argument("overrides", nargs="*", metavar="section.key=value", help="recipe overrides")
     p.set_defaults(func=run_demo)
 

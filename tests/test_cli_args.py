@@ -66,3 +66,14 @@ def test_subcommands_use_plain_parsers_with_the_same_arguments():
     assert (args.limit, recipe.data.root, recipe.eval.seed, recipe.eval.bootstrap) == (2, "/data", 3, 10)
     sub = argparse.ArgumentParser().add_subparsers()
     assert type(add_recipe_subparser(sub, "x")) is argparse.ArgumentParser
+
+
+def test_every_subcommand_prints_its_help():
+    from vista_distill.cli import build_parser
+
+    top = build_parser()
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert {"demo", "score", "eval", "train", "distill", "calibrate"} <= set(commands)
+    for name, parser in commands.items():
+        text = parser.format_help()   # argparse expands '%' in help strings here, not when it is declared
+        assert parser.prog.endswith(name) and "usage:" in text, name
