@@ -2,7 +2,7 @@
 rules safe / strict / authors of pipeline/engine.py), run through the same engine, records, metrics and
 significance tests as the student and the base:
 
-* ``overlap``: stage 2 says VERIFIED when the REFERENCE TEXT holds at least half of the claim's content words
+* ``overlap``: stage 2 says VERIFIED when the reference holds at least half of the claim's content words
   (:func:`pipeline.evidence.overlap_says_verified`, the one place the rule is written), with that share as
   P(VERIFIED); stage 3 says LACKING EVIDENCE;
 * ``majority``: stage 2 and stage 3 always give the most common label of the silver *training* rows
@@ -25,9 +25,8 @@ from typing import Any
 
 from ..data.schema import ABSTENTION, LACKING_EVIDENCE, OUT_OF_SCOPE, UNVERIFIABLE, VERIFIED
 from ..pipeline.evidence import coverage, overlap_says_verified, split_claims
-from ..pipeline.protocol import Request, Response
-from .evidence_head import claim_and_twin
-from .human_labels import message_fields
+from ..pipeline.labels import certain_answer
+from ..pipeline.protocol import Fields, Request, Response
 
 BASELINES = ("overlap", "majority", "pmi")
 
@@ -75,10 +74,9 @@ decompose = split_claims   # stage 1 of the baselines: the target turn's sentenc
 RULE_NAMES = {"stage1": "sentence splitter", "stage2": "overlap rule", "stage3": "wording rule"}
 
 
-def _sentences_answer(fields: dict[str, str]) -> str:
+def _sentences_answer(fields: Fields) -> str:
     """Stage 1's answer by the sentence splitter: the target turn's sentences as a numbered list."""
-    target = fields.get("TARGET TURN", "").split(": ", 1)[-1]
-    return "\n".join(f"{i}. {c}" for i, c in enumerate(decompose(target), 1))
+    return "\n".join(f"{i}. {c}" for i, c in enumerate(decompose((fields.target or "").strip()), 1))
 
 
 def _overlap_answer(claim: str, reference: str, threshold: float | None = None) -> Response:
@@ -110,18 +108,18 @@ class StageRules:
         return {"backend": self.name, "rules": RULE_NAMES, "overlap_threshold": self.threshold}
 
     def _answer(self, req: Request) -> Response:
-        fields = message_fields(req.messages[-1]["content"])
-        claim = fields.get("CLAIM", "")
+        fields = req.fields
+        claim = (fields.claim or "").strip()
         if req.stage == "stage1":
             return Response(text=_sentences_answer(fields), meta={"answered_by": RULE_NAMES["stage1"]})
         if req.stage == "stage2":
-            resp = _overlap_answer(claim, fields.get("REFERENCE TEXT", ""), self.threshold)
+            resp = _overlap_answer(claim, (fields.reference or "").strip(), self.threshold)
             resp.meta["answered_by"] = RULE_NAMES["stage2"]
             return resp
         if req.stage == "stage3":
-            label = wording_category(claim)
-            return Response(text=label, label=label, probs={lab: float(lab == label) for lab in req.labels or
-                                                            (label,)}, meta={"answered_by": RULE_NAMES["stage3"]})
+            resp = certain_answer(wording_category(claim), req.labels)
+            resp.meta["answered_by"] = RULE_NAMES["stage3"]
+            return resp
         return Response(text="", meta={"error": f"no rule answers {req.stage}"})
 
     def run(self, requests: Sequence[Request]) -> list[Response]:
@@ -161,19 +159,18 @@ class BaselineBackend:
         return d
 
     def _answer(self, req: Request) -> Response:
-        content = req.messages[-1]["content"]
-        fields = message_fields(content)
+        fields = req.fields
         if not req.labels:   # stage 1: one claim per sentence
             return Response(text=_sentences_answer(fields))
         if req.stage == "stage2" and self.rule == "overlap":
-            return _overlap_answer(fields.get("CLAIM", ""), fields.get("REFERENCE TEXT", ""))
+            return _overlap_answer((fields.claim or "").strip(), (fields.reference or "").strip())
         if req.stage == "stage3":
             label = self.majority.get("stage3") if self.rule == "majority" else LACKING_EVIDENCE
         else:
             label = self.majority.get(req.stage)
         if label not in req.labels:
             return Response(text="", meta={"error": f"rule {self.rule} has no answer for stage {req.stage}"})
-        return Response(text=label, label=label, probs={lab: float(lab == label) for lab in req.labels})
+        return certain_answer(label, req.labels)
 
     def _no_evidence(self) -> Response:
         """The pmi rule on a claim against an empty reference (the claim-only probe): the claim's PMI is 0 by
@@ -213,8 +210,7 @@ class BaselineBackend:
 
 
 def _empty_reference(req: Request) -> bool:
-    ct = claim_and_twin(req.messages[-1]["content"])
-    return ct is not None and ct[1] == req.messages[-1]["content"]
+    return bool((req.fields.claim or "").strip()) and req.fields.reference == ""
 
 
 __all__ = ["BASELINES", "RULE_NAMES", "BaselineBackend", "StageRules", "decompose", "majority_labels"]

@@ -13,7 +13,8 @@ The head is logistic: ``P(VERIFIED) = sigmoid(w_margin * margin + w_pmi * pmi + 
 ``margin`` the adapter's log-probability of VERIFIED minus UNVERIFIABLE, ``overlap`` the share of the claim's content
 words the reference holds (:func:`pipeline.evidence.coverage`, the overlap rule's own signal). Its numbers are fitted
 after training on the stage's silver validation split (examples the adapter never trained on; the teacher's labels)
-and saved beside the adapter as ``evidence_head.json``; the in-process backend applies it wherever the file is. A
+and saved beside the adapter as ``evidence_head.json``; the label layer (pipeline/labels.py ``weigh_evidence``)
+applies it for every backend that loaded the file. A
 head with ``w_margin = 0`` and no overlap is the ``pmi`` baseline (the base model's PMI alone,
 backends/cheap_baselines.py). Served students apply it where the server returns the prompt's log-probabilities
 (backends/server.py); elsewhere their records say it was not applied.
@@ -23,14 +24,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 HEAD_FILE = "evidence_head.json"
-_REFERENCE = re.compile(r"(REFERENCE TEXT:\n)(.*?)(\n\nCLAIM:\n)(?P<claim>.*)\Z", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -87,42 +86,6 @@ class EvidenceHead:
 
     def says_verified(self, p: float) -> bool:
         return p > self.threshold
-
-
-def claim_and_twin(content: str) -> tuple[str, str] | None:
-    """(the claim, the same stage 2 user message with an empty REFERENCE TEXT), or None for another layout."""
-    m = _REFERENCE.search(content)
-    if m is None or not m["claim"].strip():
-        return None
-    return m["claim"], content[:m.start(2)] + content[m.end(2):]
-
-
-def claim_overlap(content: str) -> float:
-    """The share of the claim's content words that the stage 2 message's REFERENCE TEXT holds (0 for none)."""
-    from ..pipeline.evidence import coverage
-
-    m = _REFERENCE.search(content)
-    return 0.0 if m is None else (coverage(m["claim"], m.group(2)) or 0.0)
-
-
-def weigh_evidence(content: str, own: Any, twin: Any, head: EvidenceHead | None) -> None:
-    """Put the claim's PMI with the reference, the label margin and the claim's word overlap with the reference in
-    ``own.meta["evidence"]`` (``own``/``twin``: the label responses of a stage 2 message and of its empty-reference
-    twin); with ``head``, the probabilities and label it gives."""
-    from ..data.schema import UNVERIFIABLE, VERIFIED
-
-    lp_own, lp_twin = own.meta.get("claim_logprob"), twin.meta.get("claim_logprob")
-    logprobs = own.meta.get("logprobs") or {}
-    if lp_own is None or lp_twin is None or VERIFIED not in logprobs or UNVERIFIABLE not in logprobs:
-        own.meta["evidence"] = {"error": "claim tokens not found in the prompt"}
-        return
-    margin, pmi = logprobs[VERIFIED] - logprobs[UNVERIFIABLE], lp_own - lp_twin
-    own.meta["evidence"] = {"margin": margin, "pmi": pmi, "overlap": claim_overlap(content)}
-    if head is not None:
-        p = head.p_verified(margin, pmi, own.meta["evidence"]["overlap"])
-        own.probs = {VERIFIED: p, UNVERIFIABLE: 1.0 - p}
-        own.label = own.text = VERIFIED if head.says_verified(p) else UNVERIFIABLE
-        own.meta["evidence"]["head"] = True
 
 
 FEATURES = ("margin", "pmi", "overlap")

@@ -10,27 +10,20 @@ fallback they get an empty answer, which the engine records as a parse failure w
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..data.schema import UNVERIFIABLE, VERIFIED, Conversation
 from ..data.vocabulary import WORLD_FALSE, WORLD_TRUE, WORLD_UNKNOWN
+from ..pipeline.labels import certain_answer
 from ..pipeline.protocol import Backend, Request, Response
 
 HUMAN_LABELS = "human labels"   # what records name as having answered a stage from the labels
-_FIELD = re.compile(r"^([A-Z][A-Z ()]+):\n", re.MULTILINE)
 
 
 # Factcheck-GPT's claim factuality (annotators, judged against world evidence) as world-stage labels
 WORLD_FROM_FACTUALITY = {"true": WORLD_TRUE, "false": WORLD_FALSE, "unknown": WORLD_UNKNOWN,
                          "not_enough_evidence": WORLD_UNKNOWN}
-
-
-def message_fields(content: str) -> dict[str, str]:
-    """Split a target message ("TARGET TURN:\\n...\\n\\nCLAIM:\\n...") into its fields."""
-    parts = _FIELD.split(content)
-    return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
 
 
 def _norm(text: str) -> str:
@@ -71,32 +64,23 @@ class LabelsBackend:
         return {"backend": self.name, "fallback": self.fallback.describe() if self.fallback is not None else None}
 
     def _answer(self, req: Request) -> Response | None:
-        fields = message_fields(req.messages[-1]["content"])
-        if req.stage == "stage1" and "TARGET TURN" in fields:
-            target = fields["TARGET TURN"].split(": ", 1)[-1]
-            claims = self.claims.get(_norm(target))
+        f = req.fields
+        if req.stage == "stage1" and f.target is not None:
+            claims = self.claims.get(_norm(f.target))
             if claims is None:
                 return None
             return Response(text="\n".join(f"{i}. {c}" for i, c in enumerate(claims, 1)))
-        if req.stage in ("stage2", "stage3") and "CLAIM" in fields:
-            category = self.categories.get((_norm(fields.get("REFERENCE TEXT", "")), _norm(fields["CLAIM"])))
-            if category is None:
+        if req.stage in ("stage2", "stage3") and f.claim is not None:
+            category = self.categories.get((_norm(f.reference or ""), _norm(f.claim)))
+            if category is None or (req.stage == "stage3" and category == VERIFIED):
                 return None
-            answer = VERIFIED if category == VERIFIED else UNVERIFIABLE
-            if req.stage == "stage3":
-                if category == VERIFIED:
-                    return None
-                answer = category
-            if req.labels:
-                return Response(text=answer, label=answer, probs={lab: float(lab == answer) for lab in req.labels})
-            return Response(text=answer)
-        if req.stage == "world" and "CLAIM" in fields:
-            answer = self.world.get(_norm(fields["CLAIM"]))
+            answer = category if req.stage == "stage3" else VERIFIED if category == VERIFIED else UNVERIFIABLE
+            return certain_answer(answer, req.labels) if req.labels else Response(text=answer)
+        if req.stage == "world" and f.claim is not None:
+            answer = self.world.get(_norm(f.claim))
             if answer is None:
                 return None
-            if req.labels:
-                return Response(text=answer, label=answer, probs={lab: float(lab == answer) for lab in req.labels})
-            return Response(text=answer)
+            return certain_answer(answer, req.labels) if req.labels else Response(text=answer)
         return None
 
     def run(self, requests: list[Request]) -> list[Response]:

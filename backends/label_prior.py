@@ -28,9 +28,6 @@ class LabelPrior:
     shift: dict[str, float]
     fitted: dict[str, Any] = field(default_factory=dict)
 
-    def apply(self, labels: tuple[str, ...] | list[str], scores: list[float]) -> list[float]:
-        return [s + self.shift.get(lab, 0.0) for lab, s in zip(labels, scores)]
-
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / PRIOR_FILE
         path.write_text(json.dumps({"shift": self.shift, "fitted": self.fitted}, indent=2) + "\n")

@@ -31,17 +31,17 @@ applied, and each answer says so (``meta["evidence"]["not_applied"]``).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..data.schema import UNVERIFIABLE, VERIFIED
 from ..data.vocabulary import ALL_STAGES
+from ..pipeline.labels import head_not_applied, label_answers, weigh_evidence
 from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF, render
 from .cache import CallCache, call_key
-from .evidence_head import EvidenceHead, claim_and_twin, claim_overlap
+from .evidence_head import EvidenceHead
 from .label_prior import LabelPrior
 from .list_generation import RepeatedLineStop, list_stop_reason
 from .openai_compat import OpenAIBackend, Retryable, ServerError, redact_url
@@ -208,8 +208,8 @@ class ServerBackend(OpenAIBackend):
         if method != "echo":
             for r, resp in zip(requests, res):
                 if r.stage in self.heads:
-                    resp.meta["evidence"] = {"head": False, "not_applied": f"label method {method}: the server gives "
-                                             "no prompt log-probabilities, so the evidence head was not applied"}
+                    head_not_applied(resp, f"label method {method}: the server gives no prompt log-probabilities, "
+                                           "so the evidence head was not applied")
         return res
 
     def _probe(self, req: Request, prompt: str) -> str:
@@ -226,26 +226,17 @@ class ServerBackend(OpenAIBackend):
         return "generate"
 
     def _scored(self, stage: str, labels: tuple[str, ...], scores: list[float], method: str, **meta: Any) -> Response:
-        raw = scores
-        if stage in self.priors:   # as in process: the label chosen with the training data's prior back
-            scores = self.priors[stage].apply(labels, raw)
-        m = max(scores)
-        exp = [math.exp(s - m) for s in scores]
-        z = sum(exp)
-        best = max(range(len(labels)), key=lambda j: scores[j])
-        return Response(text=labels[best], label=labels[best],
-                        probs={lab: e / z for lab, e in zip(labels, exp)},
-                        meta={"logprobs": dict(zip(labels, raw)), "label_method": method, **meta})
+        prior = self.priors.get(stage)   # as in process: the label chosen with the training data's prior back
+        return label_answers(labels, [scores], prior.shift if prior is not None else None, label_method=method,
+                             **meta)[0]
 
     def _echo(self, requests: list[Request], prompts: list[str]) -> list[Response]:
         jobs = [(r, self.completion(r, p + lab, 1, echo=True, logprobs=1)) for r, p in zip(requests, prompts)
                 for lab in r.labels]
         twins: dict[int, tuple[str, str]] = {}   # request -> (claim, its prompt with an empty reference)
         for i, r in enumerate(requests):
-            ct = claim_and_twin(r.messages[-1]["content"]) if r.stage in self.heads else None
-            if ct is not None:
-                twin = (*r.messages[:-1], {**r.messages[-1], "content": ct[1]})
-                twins[i] = (ct[0], self.prompt(Request(r.stage, twin, labels=r.labels)))
+            if r.stage in self.heads and r.twin:
+                twins[i] = (r.fields.claim, self.prompt(replace(r, messages=r.twin, twin=())))
         jobs += [(requests[i], self.completion(requests[i], tp + requests[i].labels[0], 1, echo=True, logprobs=1))
                  for i, (_, tp) in twins.items()]
         answers = self._echoed(jobs)
@@ -268,20 +259,11 @@ class ServerBackend(OpenAIBackend):
 
     def _weigh_evidence(self, req: Request, resp: Response, own: Response, prompt: str, twin: Response, claim: str,
                         twin_prompt: str) -> None:
-        """The stage's evidence head on the echoed claim log-probabilities (as :mod:`.transformers` does)."""
-        at, at_twin = prompt.rfind(claim), twin_prompt.rfind(claim)
+        """The stage's evidence head on the echoed claim log-probabilities (pipeline/labels.py)."""
+        at, at_twin = prompt.rfind(claim), twin_prompt.rfind(claim)   # where the claim's tokens start (its end)
         lp_own = _echo_mean(own, at, at + len(claim)) if at >= 0 else None
         lp_twin = _echo_mean(twin, at_twin, at_twin + len(claim)) if at_twin >= 0 else None
-        logprobs = resp.meta["logprobs"]
-        if lp_own is None or lp_twin is None or VERIFIED not in logprobs or UNVERIFIABLE not in logprobs:
-            resp.meta["evidence"] = {"head": False, "not_applied": "claim tokens not found in the echoed prompt"}
-            return
-        margin, pmi = logprobs[VERIFIED] - logprobs[UNVERIFIABLE], lp_own - lp_twin
-        overlap = claim_overlap(req.messages[-1]["content"])
-        p = self.heads[req.stage].p_verified(margin, pmi, overlap)
-        resp.probs = {VERIFIED: p, UNVERIFIABLE: 1.0 - p}
-        resp.label = resp.text = VERIFIED if self.heads[req.stage].says_verified(p) else UNVERIFIABLE
-        resp.meta["evidence"] = {"margin": margin, "pmi": pmi, "overlap": overlap, "head": True}
+        weigh_evidence(req.fields, resp, lp_own, lp_twin, self.heads[req.stage])
 
     def _label_pieces(self, label: str) -> list[str]:
         """The label's text split at its token boundaries (the model's tokenizer)."""

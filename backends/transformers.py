@@ -17,11 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..pipeline.labels import label_answers, weigh_evidence
 from ..pipeline.protocol import Request, Response
 from ..pipeline.render import THINKING_OFF
 from .adapters import find_stage_adapters, load_stage_adapters
 from .backend_options import BackendOptions, load_causal_lm
-from .evidence_head import EvidenceHead, claim_and_twin, weigh_evidence
+from .evidence_head import EvidenceHead
 from .forward_paths import (
     GQA_SDPA,
     batches,
@@ -193,13 +194,10 @@ class TransformersBackend:
         if self.heads or self.evidence_features:
             extra = []
             for i, r in enumerate(requests):
-                if r.labels and (self.evidence_features or r.stage in self.heads):
-                    ct = claim_and_twin(r.messages[-1]["content"])
-                    if ct is not None:
-                        j = n_asked + len(extra)
-                        twins[i], claims[i], claims[j] = j, ct[0], ct[0]
-                        extra.append(dataclasses.replace(
-                            r, messages=(*r.messages[:-1], {**r.messages[-1], "content": ct[1]})))
+                if r.labels and r.twin and (self.evidence_features or r.stage in self.heads):
+                    j = n_asked + len(extra)
+                    twins[i], claims[i], claims[j] = j, r.fields.claim, r.fields.claim
+                    extra.append(dataclasses.replace(r, messages=r.twin, twin=()))
             requests = [*requests, *extra]
             self.stats["twin_requests"] += len(extra)
         encoded = [self._encode(r) for r in requests]
@@ -249,7 +247,8 @@ class TransformersBackend:
         if self.progress is not None and any(i < n_asked for i in hits):
             self.progress(sum(i < n_asked for i in hits))
         for i, j in twins.items():
-            weigh_evidence(requests[i].messages[-1]["content"], out[i], out[j], self.heads.get(requests[i].stage))
+            weigh_evidence(requests[i].fields, out[i], out[i].meta.get("claim_logprob"),
+                           out[j].meta.get("claim_logprob"), self.heads.get(requests[i].stage))
         return out[:n_asked]  # type: ignore[return-value]
 
     def _too_long(self, request: Request, prompt_tokens: int) -> str | None:
@@ -384,19 +383,11 @@ class TransformersBackend:
                 lp = torch.log_softmax(o.logits.float(), dim=-1)
                 tgt = torch.tensor(lab[1:], device=self.device)
                 scores[:, j] += lp[:, torch.arange(len(lab) - 1), tgt].sum(-1).cpu()
-        raw = scores
-        if stage in self.priors:   # the training data's label prior back (backends/label_prior.py)
-            scores = raw + torch.tensor([self.priors[stage].shift.get(lab, 0.0) for lab in labels])
-        probs = torch.softmax(scores, dim=-1)
-        results = []
-        for i in range(n):
-            best = int(torch.argmax(scores[i]))
-            meta: dict[str, Any] = {"logprobs": {lab: float(raw[i, j]) for j, lab in enumerate(labels)}}
-            if claim_lp[i] is not None:
-                meta["claim_logprob"] = claim_lp[i]
-            results.append(Response(
-                text=labels[best], label=labels[best],
-                probs={lab: float(probs[i, j]) for j, lab in enumerate(labels)}, meta=meta))
+        prior = self.priors.get(stage)   # the training data's label prior back (backends/label_prior.py)
+        results = label_answers(labels, scores, prior.shift if prior is not None else None)
+        for r, lp in zip(results, claim_lp):
+            if lp is not None:
+                r.meta["claim_logprob"] = lp
         return results
 
     def _continuations(self, label_ids: list[list[int]], longer: list[int], mask, last_pos, cache):

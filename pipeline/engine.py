@@ -55,17 +55,8 @@ from .driver import RETRY_FACTOR, Program, run_programs, run_requests  # noqa: F
 from .evidence import split_claims
 from .knowledge import TurnContext, evidence_for
 from .parsing import claim_key, parse_claim_list, parse_label, strip_think
-from .protocol import Request, Response
-from .templates import (
-    Speakers,
-    build_messages,
-    get_template,
-    stage1_input,
-    stage2_input,
-    stage3_input,
-    stage4_input,
-    world_input,
-)
+from .protocol import Fields, Request, Response
+from .templates import Speakers, get_template, stage_request
 
 
 @dataclass
@@ -274,27 +265,23 @@ def vista_program(conv: Conversation, cfg: EngineConfig,
     built."""
     sp = cfg.speakers
 
-    def request(template, content: str, **kw: Any) -> Request:
-        return Request(template.name, tuple(build_messages(template, content, sp)), **kw)
+    def request(template, fields: Fields, **kw: Any) -> Request:
+        return stage_request(template, fields, sp, **kw)
 
     history = [(t.role, t.text) for t in conv.turns]
     assistant = [i for i, t in enumerate(conv.turns) if t.role == ASSISTANT]
     given = {i for i in assistant if cfg.claims == "gold" and conv.turns[i].gold_claims is not None}
     decompose = [i for i in assistant if i not in given]
     t1 = get_template("stage1", cfg.style)
-    first_inputs = [("stage1", stage1_input(history[:i], conv.turns[i].text, sp)) for i in decompose]
-    first_reqs = [request(t1, text, max_new_tokens=cfg.max_new_tokens["stage1"], stop_on_repeat=True)
-                  for _, text in first_inputs]
+    turn_fields = {i: Fields(target=conv.turns[i].text, history=tuple(history[:i])) for i in assistant}
+    first_reqs = [request(t1, turn_fields[i], max_new_tokens=cfg.max_new_tokens["stage1"], stop_on_repeat=True)
+                  for i in decompose]
     if cfg.stage4:
         t4 = get_template("stage4", cfg.style)
-        stage4_inputs = [("stage4", stage4_input(history[:i], conv.turns[i].text, sp)) for i in assistant]
-        first_inputs += stage4_inputs
-        first_reqs += [request(t4, text, labels=t4.labels, max_new_tokens=cfg.max_new_tokens["stage4"])
-                       for _, text in stage4_inputs]
+        first_reqs += [request(t4, turn_fields[i], labels=t4.labels, max_new_tokens=cfg.max_new_tokens["stage4"])
+                       for i in assistant]
     first = (yield first_reqs) if first_reqs else []
-    first_calls = [
-        Call(stage, -1, text, req, resp) for (stage, text), req, resp in zip(first_inputs, first_reqs, first)
-    ]
+    first_calls = [Call(req.stage, -1, req.messages[-1]["content"], req, resp) for req, resp in zip(first_reqs, first)]
     decompositions = dict(zip(decompose, first[: len(decompose)]))
     stage1_calls = dict(zip(decompose, first_calls[: len(decompose)]))
     contradictions, stage4_calls = first[len(decompose):], first_calls[len(decompose):]
@@ -380,12 +367,12 @@ def _labelled_turn(res: TurnResult, background: list[str], reference: str | None
     t2, t3 = get_template("stage2", cfg.style), get_template("stage3", cfg.style)
     chunks = ([Chunk(background, reference)] if not cfg.context_budget else
               chunk_context(background, reference or "", cfg.context_budget, cfg.count_tokens or approx_tokens))
-    jobs2 = [(j, stage2_input(ch.background, ch.reference, c.text, ch.first_fact))
-             for j, c in enumerate(claims) for ch in chunks]
-    reqs2 = [request(t2, text, labels=t2.labels if cfg.stage2 == "score" else (),
-                     max_new_tokens=cfg.max_new_tokens["stage2"]) for _, text in jobs2]
+    jobs2 = [(j, _claim_fields(c.text, ch)) for j, c in enumerate(claims) for ch in chunks]
+    reqs2 = [request(t2, fields, labels=t2.labels if cfg.stage2 == "score" else (),
+                     max_new_tokens=cfg.max_new_tokens["stage2"]) for _, fields in jobs2]
     s2 = yield reqs2
-    res.calls += [Call("stage2", j, text, req, resp) for (j, text), req, resp in zip(jobs2, reqs2, s2)]
+    res.calls += [Call("stage2", j, req.messages[-1]["content"], req, resp)
+                  for (j, _), req, resp in zip(jobs2, reqs2, s2)]
     for j, c in enumerate(claims):
         answers = [label_result(r, STAGE2_LABELS) for r in s2[j * len(chunks):(j + 1) * len(chunks)]]
         label, c.stage2, c.error = answers[0] if len(chunks) == 1 else combine("stage2", answers)
@@ -393,12 +380,12 @@ def _labelled_turn(res: TurnResult, background: list[str], reference: str | None
             c.category = VERIFIED
     unverifiable = [j for j, c in enumerate(claims) if c.stage2["label"] == UNVERIFIABLE]
     if unverifiable:
-        jobs3 = [(j, stage3_input(ch.background, ch.reference, claims[j].text, ch.first_fact))
-                 for j in unverifiable for ch in chunks]
-        reqs3 = [request(t3, text, labels=t3.labels if cfg.stage3 == "score" else (),
-                         max_new_tokens=cfg.max_new_tokens["stage3"]) for _, text in jobs3]
+        jobs3 = [(j, _claim_fields(claims[j].text, ch)) for j in unverifiable for ch in chunks]
+        reqs3 = [request(t3, fields, labels=t3.labels if cfg.stage3 == "score" else (),
+                         max_new_tokens=cfg.max_new_tokens["stage3"]) for _, fields in jobs3]
         s3 = yield reqs3
-        res.calls += [Call("stage3", j, text, req, resp) for (j, text), req, resp in zip(jobs3, reqs3, s3)]
+        res.calls += [Call("stage3", j, req.messages[-1]["content"], req, resp)
+                      for (j, _), req, resp in zip(jobs3, reqs3, s3)]
         for k3, j in enumerate(unverifiable):
             c = claims[j]
             answers = [label_result(r, STAGE3_LABELS) for r in s3[k3 * len(chunks):(k3 + 1) * len(chunks)]]
@@ -413,6 +400,12 @@ def _labelled_turn(res: TurnResult, background: list[str], reference: str | None
         res.unknown_reason = res.unknown_reason or reason
 
 
+def _claim_fields(claim: str, chunk: Chunk) -> Fields:
+    """The fields of a claim's stage 2 or 3 request against one chunk of the turn's context."""
+    return Fields(claim=claim, reference=chunk.reference, background=tuple(chunk.background),
+                  first_fact=chunk.first_fact)
+
+
 def _world_stage(res: TurnResult, claims: list[ClaimResult], background: list[str], reference: str | None,
                  cfg: EngineConfig, request: Callable[..., Request]) -> Generator[list[Request], list[Response], None]:
     """Ask the world stage about each LACKING EVIDENCE claim (with its evidence passages) and set the turn's
@@ -422,11 +415,13 @@ def _world_stage(res: TurnResult, claims: list[ClaimResult], background: list[st
         tw = get_template("world", cfg.style)
         turn = TurnContext(reference, background) if cfg.world_concurrent else None   # indexed once per turn
         evidence = [evidence_for(claims[j].text, cfg.world_knowledge, cfg.world_top_k, turn) for j in lacking]
-        jobs = [(j, world_input(claims[j].text, [p.text for p in ev])) for j, ev in zip(lacking, evidence)]
-        reqs = [request(tw, text, labels=tw.labels if cfg.stage3 == "score" else (),
-                        max_new_tokens=cfg.max_new_tokens.get("world", 64)) for _, text in jobs]
+        jobs = [(j, Fields(claim=claims[j].text, evidence=tuple(p.text for p in ev)))
+                for j, ev in zip(lacking, evidence)]
+        reqs = [request(tw, fields, labels=tw.labels if cfg.stage3 == "score" else (),
+                        max_new_tokens=cfg.max_new_tokens.get("world", 64)) for _, fields in jobs]
         answers = yield reqs
-        res.calls += [Call("world", j, text, req, resp) for (j, text), req, resp in zip(jobs, reqs, answers)]
+        res.calls += [Call("world", j, req.messages[-1]["content"], req, resp)
+                      for (j, _), req, resp in zip(jobs, reqs, answers)]
         for (j, _), ev, resp in zip(jobs, evidence, answers):
             _label, info, err = label_result(resp, WORLD_LABELS)
             claims[j].world = {**info, "error": err, "evidence": [asdict(p) for p in ev]}

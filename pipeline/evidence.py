@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 ABBREVIATIONS = frozenset((
@@ -151,40 +151,68 @@ def foreign_reference(claim: str, own: str, pool: Sequence[str], rng: random.Ran
     return rng.choice(others) if others else None
 
 
-# ------------------------------------------------------------------------------------- rendered stage 2 calls
-
-_REF = re.compile(r"\A(?P<head>.*REFERENCE TEXT:\n)(?P<reference>.*)(?P<tail>\n\nCLAIM:\n)\Z", re.DOTALL)
+# ------------------------------------------------------------------------------------------- stage 2 calls
 
 
 @dataclass(frozen=True)
 class Stage2Call:
-    """One claim's stage 2 input cut at its reference: ``head + reference + tail + claim``."""
+    """One claim's stage 2 request, its fields and its input in parts: ``head + reference + tail + claim``."""
     claim_index: int
-    claim: str
-    head: str          # the numbered background, up to ``REFERENCE TEXT:``
-    reference: str
-    tail: str
-    request: Any = None   # the engine's Request (its messages end with the rendered input)
+    request: Any   # the engine's Request
+
+    @property
+    def fields(self) -> Any:
+        return self.request.fields
+
+    @property
+    def claim(self) -> str:
+        return self.fields.claim
+
+    @property
+    def reference(self) -> str:
+        return self.fields.reference
+
+    @property
+    def head(self) -> str:
+        """The input up to its reference: the numbered background and the reference's heading."""
+        return self.parts()[0]
+
+    @property
+    def tail(self) -> str:
+        return self.parts()[2]
+
+    def parts(self, reference: str | None = None) -> tuple[str, str, str, str]:
+        from .templates import stage2_parts
+
+        f = self.fields
+        return stage2_parts(f.background, f.reference if reference is None else reference, f.claim, f.first_fact)
 
     def with_reference(self, reference: str) -> str:
-        return self.head + reference + self.tail + self.claim
+        return "".join(self.parts(reference))
+
+    def request_with_reference(self, reference: str) -> Any:
+        """The same request against ``reference``: its fields and its last message (the twin stays: it has none)."""
+        last = {**self.request.messages[-1], "content": self.with_reference(reference)}
+        return replace(self.request, messages=(*self.request.messages[:-1], last),
+                       fields=replace(self.fields, reference=reference))
 
 
 def before_claim(res, call) -> str | None:
     """A stage 2 call's input up to its CLAIM (background and reference as the engine numbered them)."""
-    claim = res.claims[call.claim_index].text
-    head = call.input[: len(call.input) - len(claim)]
-    return head if call.input.endswith(claim) and head.endswith("CLAIM:\n") else None
+    f = call.request.fields
+    if f.claim is None or f.reference is None:
+        return None
+    return "".join(Stage2Call(call.claim_index, call.request).parts()[:3])
 
 
 def stage2_calls(res) -> Iterator[Stage2Call]:
-    """The stage 2 inputs of a TurnResult's claims judged in one call (a reference cut into chunks gives several;
-    those are left out)."""
+    """The stage 2 requests of a TurnResult's claims judged in one call (a reference cut into chunks gives
+    several; those are left out)."""
     per_claim: dict[int, list] = {}
     for call in res.calls:
         if call.stage == "stage2":
             per_claim.setdefault(call.claim_index, []).append(call)
     for i, cs in per_claim.items():
-        m = _REF.match(before_claim(res, cs[0]) or "") if len(cs) == 1 else None
-        if m:
-            yield Stage2Call(i, res.claims[i].text, m["head"], m["reference"], m["tail"], cs[0].request)
+        f = cs[0].request.fields
+        if len(cs) == 1 and f.claim is not None and f.reference is not None:
+            yield Stage2Call(i, cs[0].request)

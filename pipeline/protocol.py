@@ -8,11 +8,27 @@ from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
+class Fields:
+    """What the pipeline knows of a request, as fields: its ``messages`` are these rendered (pipeline/templates.py
+    ``stage_request``), and a backend reads these, never the rendered text."""
+
+    target: str | None = None                    # stages 1 and 4: the assistant turn decomposed
+    history: tuple[tuple[str, str], ...] = ()    # stages 1 and 4: (role, text) of the turns before it
+    claim: str | None = None                     # stages 2, 3 and world
+    reference: str | None = None                 # stages 2 and 3: the turn's reference (or one chunk of it)
+    background: tuple[str, ...] = ()             # stages 2 and 3: the background claims numbered from first_fact
+    first_fact: int = 1
+    evidence: tuple[str, ...] = ()               # world stage: the passages found for the claim
+
+
+@dataclass(frozen=True)
 class Request:
     """One prompt for one stage.
 
-    ``labels`` empty: free generation. ``labels`` given: the backend picks the most likely label
-    (local models score each label's log-likelihood; remote ones may generate and parse).
+    ``labels`` empty: free generation. ``labels`` given: the backend gives each label's log-likelihood (local
+    models score it; remote ones may generate and parse) and the label layer (pipeline/labels.py) picks one.
+    ``twin``: the same prompt's messages with an empty reference (a stage 2 label request with a claim: the
+    evidence head's PMI scores the claim's tokens in both).
     """
 
     stage: str
@@ -21,6 +37,8 @@ class Request:
     max_new_tokens: int = 256
     stop_on_repeat: bool = False  # list outputs: stop once a line repeats an earlier one (degenerate loop); the
     # in-process backend also bans a digit, period or line break right after a list marker ("1.1.1...")
+    fields: Fields = Fields()
+    twin: tuple[dict[str, str], ...] = ()
 
 
 @dataclass

@@ -52,6 +52,7 @@ from .project_prompts import (
     WORLD_JUDGE_INSTRUCTIONS,
     WORLD_JUDGE_LABELS,
 )
+from .protocol import Fields, Request
 
 __all__ = [
     "PROMPTS_VERSION",
@@ -176,14 +177,18 @@ def stage1_input(
     )
 
 
+def stage2_parts(background: Sequence[str], reference: str, claim: str, first_fact: int = 1
+                 ) -> tuple[str, str, str, str]:
+    """Stage 2's user message in four parts, ``head + reference + tail + claim``: the numbered background up to
+    the reference's heading, the reference, the claim's heading, the claim."""
+    return (f"BACKGROUND KNOWLEDGE:\n{_numbered(background, first_fact)}\n\nREFERENCE TEXT:\n", reference,
+            "\n\nCLAIM:\n", claim)
+
+
 def stage2_input(background: Sequence[str], reference: str, claim: str, first_fact: int = 1) -> str:
     """Stage 2 user message: numbered background claims (from ``first_fact``: a later chunk of a long
     background keeps its numbers), the reference text and one claim."""
-    return (
-        f"BACKGROUND KNOWLEDGE:\n{_numbered(background, first_fact)}\n\n"
-        f"REFERENCE TEXT:\n{reference}\n\n"
-        f"CLAIM:\n{claim}"
-    )
+    return "".join(stage2_parts(background, reference, claim, first_fact))
 
 
 def stage3_input(background: Sequence[str], reference: str, claim: str, first_fact: int = 1) -> str:
@@ -343,3 +348,26 @@ def build_messages(
         messages.append({"role": "assistant", "content": sub(ex.output)})
     messages.append({"role": "user", "content": target_input})
     return messages
+
+
+def render_input(stage: str, fields: Fields, speakers: Speakers = DEFAULT_SPEAKERS) -> str:
+    """The user message of a VISTA stage's request from its fields."""
+    if stage in ("stage1", "stage4"):
+        return stage1_input(fields.history, fields.target or "", speakers)
+    if stage in ("stage2", "stage3"):
+        return stage2_input(fields.background, fields.reference or "", fields.claim or "", fields.first_fact)
+    if stage == "world":
+        return world_input(fields.claim or "", fields.evidence)
+    raise ValueError(f"no fields layout for stage {stage!r}")
+
+
+def stage_request(template: PromptTemplate, fields: Fields, speakers: Speakers = DEFAULT_SPEAKERS, *,
+                  labels: Sequence[str] = (), max_new_tokens: int = 256, stop_on_repeat: bool = False) -> Request:
+    """The request of ``template``'s stage on ``fields``, rendered once here: its messages, and for a stage 2
+    label request with a claim the same messages with an empty reference (``Request.twin``)."""
+    messages = tuple(build_messages(template, render_input(template.name, fields, speakers), speakers))
+    twin: tuple[dict[str, str], ...] = ()
+    if template.name == "stage2" and labels and (fields.claim or "").strip() and fields.reference is not None:
+        empty = stage2_input(fields.background, "", fields.claim or "", fields.first_fact)
+        twin = (*messages[:-1], {**messages[-1], "content": empty})
+    return Request(template.name, messages, tuple(labels), max_new_tokens, stop_on_repeat, fields, twin)

@@ -28,7 +28,6 @@ A served system without label probabilities is ranked by its labels (ties count 
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Callable, Container, Sequence
 from typing import Any
@@ -60,11 +59,6 @@ def edited_reference(claim: str, reference: str, rng: random.Random) -> tuple[st
         return None
     at = reference.find(best)
     return reference[:at] + edited[0] + reference[at + len(best):], {**edited[1], "sentence": best}
-
-
-def _with_input(req: Any, text: str) -> Any:
-    last = {**req.messages[-1], "content": text}
-    return dataclasses.replace(req, messages=(*req.messages[:-1], last))
 
 
 def p_verified(stage2: dict[str, Any] | None) -> float | None:
@@ -105,13 +99,13 @@ def probe_requests(results: Sequence[Sequence[Any]], seed: int = 0, reference_pr
             else:
                 records.append({**base, "probe": "deletion", "removed": list(sup.removed),
                                 "coverage_left": sup.coverage_left})
-                requests.append(_with_input(call.request, call.with_reference(sup.remainder)))
+                requests.append(call.request_with_reference(sup.remainder))
         if whole and gold_binary == VERIFIED:
             rng = random.Random(f"foreign:{seed}:{res.conversation_id}:{res.turn_index}:{call.claim}")
             other = foreign_reference(call.claim, call.reference, pool, rng, avoid=call.head)
             if other is not None:
                 records.append({**base, "probe": "foreign", "foreign_reference": other[:200]})
-                requests.append(_with_input(call.request, call.with_reference(other)))
+                requests.append(call.request_with_reference(other))
             rng = random.Random(f"edit:{seed}:{res.conversation_id}:{res.turn_index}:{call.claim}")
             edit = edited_reference(call.claim, call.reference, rng)
             if edit is None:
@@ -119,10 +113,10 @@ def probe_requests(results: Sequence[Sequence[Any]], seed: int = 0, reference_pr
                 skipped[why] = skipped.get(why, 0) + 1
             else:
                 records.append({**base, "probe": "edit", "edit": edit[1]})
-                requests.append(_with_input(call.request, call.with_reference(edit[0])))
+                requests.append(call.request_with_reference(edit[0]))
         if gold_binary is not None:
             records.append({**base, "probe": "claim_only"})
-            requests.append(_with_input(call.request, call.with_reference("")))
+            requests.append(call.request_with_reference(""))
     for why, n in skipped.items():
         probe, _, reason = why.partition(":") if why.startswith("edit:") else ("deletion", "", why)
         records.append({"probe": f"{probe}_skipped", "reason": reason, "claims": n})

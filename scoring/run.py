@@ -25,8 +25,8 @@ from ..pipeline.engine import (
     world_verdict,
 )
 from ..pipeline.knowledge import evidence_for
-from ..pipeline.protocol import Request
-from ..pipeline.templates import build_messages, get_template, stage2_input, world_input
+from ..pipeline.protocol import Fields
+from ..pipeline.templates import get_template, stage_request
 from .evidence import p_verified, run_probes
 
 
@@ -102,9 +102,9 @@ def label_claims(references: Sequence[str], claims: Sequence[str], config: Engin
     if len(references) != len(claims):
         raise ValueError(f"{len(references)} references for {len(claims)} claims: give one reference per claim")
     t2 = get_template("stage2", config.style)
-    requests = [Request(t2.name, tuple(build_messages(t2, stage2_input([], ref, claim), config.speakers)),
-                        labels=t2.labels if config.stage2 == "score" else (),
-                        max_new_tokens=config.max_new_tokens["stage2"]) for ref, claim in zip(references, claims)]
+    requests = [stage_request(t2, Fields(claim=claim, reference=ref), config.speakers,
+                              labels=t2.labels if config.stage2 == "score" else (),
+                              max_new_tokens=config.max_new_tokens["stage2"]) for ref, claim in zip(references, claims)]
     if requests and on_issue is not None:
         on_issue("stage2", len(requests))
     out = []
@@ -128,10 +128,10 @@ def rerun_world(records: Sequence[dict[str, Any]], config: EngineConfig, backend
             for k, c in enumerate(r["claims"]) if c.get("category") == LACKING_EVIDENCE]
     tw = get_template("world", config.style)
     evidence = [evidence_for(out[i]["claims"][k]["text"], config.world_knowledge, config.world_top_k) for i, k in jobs]
-    requests = [Request(tw.name, tuple(build_messages(tw, world_input(out[i]["claims"][k]["text"],
-                                                                      [p.text for p in ev]), config.speakers)),
-                        labels=tw.labels if config.stage3 == "score" else (),
-                        max_new_tokens=config.max_new_tokens.get("world", 64)) for (i, k), ev in zip(jobs, evidence)]
+    requests = [stage_request(tw, Fields(claim=out[i]["claims"][k]["text"], evidence=tuple(p.text for p in ev)),
+                              config.speakers, labels=tw.labels if config.stage3 == "score" else (),
+                              max_new_tokens=config.max_new_tokens.get("world", 64))
+                for (i, k), ev in zip(jobs, evidence)]
     if requests and on_issue is not None:
         on_issue("world", len(requests))
     for (i, k), ev, resp in zip(jobs, evidence, backend.run(requests) if requests else []):

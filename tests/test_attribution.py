@@ -19,7 +19,8 @@ from vista_distill.backends.stage_routing import RequestMemo, StageRouter
 from vista_distill.data.io import SchemaError, read_conversations
 from vista_distill.data.schema import Conversation
 from vista_distill.pipeline.engine import FALLBACK, EngineConfig, run_programs, splitter_claims, vista_program
-from vista_distill.pipeline.protocol import Request, Response
+from vista_distill.pipeline.protocol import Fields, Request, Response
+from vista_distill.pipeline.templates import stage_request
 from vista_distill.scoring.attribution import ROWS, attribution_records, attribution_table, row_name
 from vista_distill.scoring.calibrate import calibrate_stage1, calibrate_stage3, summary_rows
 from vista_distill.scoring.summary import summarize
@@ -313,7 +314,7 @@ def test_the_tuned_overlap_rule_takes_stage2_with_its_cut_and_answers_by_it():
     """72 claims in 12 conversations whose word overlap separates them at a cut below 0.5, while the student's margin
     and PMI are noise the refitted head leans on: the tuned overlap rule wins out of fold by the margin, the
     calibration routes stage 2 to it with the cut fitted on all claims, and the rule then answers by that cut."""
-    from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+    from vista_distill.pipeline.templates import get_template
     from vista_distill.scoring.calibrate import calibrate_stage2, fit_calibration
 
     rng = np.random.default_rng(0)
@@ -336,6 +337,6 @@ def test_the_tuned_overlap_rule_takes_stage2_with_its_cut_and_answers_by_it():
     t2 = get_template("stage2", "compact")
     ref = "Paris hosts the Louvre museum and the Orsay gallery on the Seine river banks."
     claim = "The Louvre is near the river Thames in London."   # 2 of its 5 content words in the reference
-    req = Request("stage2", tuple(build_messages(t2, stage2_input([], ref, claim))), labels=t2.labels)
+    req = stage_request(t2, Fields(reference=ref, claim=claim), labels=t2.labels)
     assert StageRules(threshold=0.3).run([req])[0].label == "VERIFIED"
     assert StageRules().run([req])[0].label == "UNVERIFIABLE"   # at least half, without a cut

@@ -13,8 +13,8 @@ from vista_distill.backends.evidence_head import EvidenceHead
 from vista_distill.data.io import read_conversations
 from vista_distill.pipeline.engine import EngineConfig
 from vista_distill.pipeline.evidence import coverage
-from vista_distill.pipeline.protocol import Request
-from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+from vista_distill.pipeline.protocol import Fields
+from vista_distill.pipeline.templates import get_template, stage_request
 from vista_distill.scoring.run import run_given_claims, run_pipeline
 
 V, U = "VERIFIED", "UNVERIFIABLE"
@@ -90,7 +90,7 @@ def test_pmi_rule_labels_by_the_base_models_pmi_and_leaves_its_heads_alone(embed
     t = get_template("stage2", "compact")
     ref = "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was completed in 1889."
     claims = ["The Eiffel Tower was completed in 1889.", "i love going to the beach in summer , it is so relaxing !"]
-    reqs = [Request("stage2", tuple(build_messages(t, stage2_input([], ref, c))), labels=t.labels) for c in claims]
+    reqs = [stage_request(t, Fields(reference=ref, claim=c), labels=t.labels) for c in claims]
     head = EvidenceHead(w_margin=0.0, w_pmi=5.0, bias=0.0)
     before = dict(embedded_backend.heads)
     out = BaselineBackend("pmi", model=embedded_backend, head=head).run(reqs)
@@ -100,7 +100,7 @@ def test_pmi_rule_labels_by_the_base_models_pmi_and_leaves_its_heads_alone(embed
         assert o.label == (V if pmi > 0 else U) and o.probs[V] == pytest.approx(head.p_verified(0.0, pmi))
     assert out[0].meta["evidence"]["pmi"] > out[1].meta["evidence"]["pmi"]
     # against an empty reference (the claim-only probe) the PMI is 0: the same answer as the model's, without it
-    empty = [Request("stage2", tuple(build_messages(t, stage2_input([], "", c))), labels=t.labels) for c in claims]
+    empty = [stage_request(t, Fields(reference="", claim=c), labels=t.labels) for c in claims]
     shortcut = BaselineBackend("pmi", model=embedded_backend, head=EvidenceHead(w_margin=0.0, w_pmi=5.0, bias=0.3))
     fast = shortcut.run(empty)
     assert shortcut.stats["model_requests"] == 0

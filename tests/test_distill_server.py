@@ -27,8 +27,8 @@ import yaml
 from helpers import SAMPLE, check_export
 
 from vista_distill.backends.openai_compat import OpenAIBackend
-from vista_distill.pipeline.protocol import Request
-from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+from vista_distill.pipeline.protocol import Fields, Request
+from vista_distill.pipeline.templates import get_template, stage_request
 from vista_distill.testing.llama_server import MODEL_ALIAS, LlamaServer, free_port
 
 pytestmark = [pytest.mark.server, pytest.mark.skipif(
@@ -374,11 +374,7 @@ class FaultProxy:
 def test_429_and_503_are_retried_and_a_400_fails_only_its_request(server, monkeypatch):
     monkeypatch.setenv(KEY_ENV, API_KEY)
     template = get_template("stage2", "compact")
-    ok = Request(
-        "stage2",
-        tuple(build_messages(template, stage2_input([], "Paris is in France.", "Paris is in France."))),
-        max_new_tokens=6,
-    )
+    ok = stage_request(template, Fields(reference="Paris is in France.", claim="Paris is in France."), max_new_tokens=6)
     too_long = Request("stage2", ({"role": "user", "content": "word " * 5000},), max_new_tokens=4)
     with FaultProxy(server.base_url, [429, 503]) as proxy:
         backend = OpenAIBackend(MODEL_ALIAS, proxy.base_url, api_key_env=KEY_ENV, concurrency=1, max_retries=3,

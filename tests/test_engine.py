@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from vista_distill.backends.human_labels import LabelsBackend, message_fields
+from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.io import read_conversations
 from vista_distill.data.schema import (
     ABSTENTION,
@@ -67,15 +67,17 @@ def test_background_grows_with_verified_out_of_scope_and_context_claims(sample):
     assert [t.scored for t in turns] == [True, False, True]
     assert [t.background_size for t in turns] == [0, 3, 4]  # 2 verified + 1 out-of-scope, then +1 context claim
     last_stage2 = [r for r in backend.requests if r.stage == "stage2"][-1]
-    fields = message_fields(last_stage2.messages[-1]["content"])
-    assert fields["BACKGROUND KNOWLEDGE"] == (
-        "1. The Eiffel Tower is in Paris.\n"
-        "2. The Eiffel Tower was completed in 1889.\n"
-        "3. The assistant thinks the Eiffel Tower is the most beautiful building in the world.\n"
-        "4. The company of Gustave Eiffel built the Eiffel Tower."
+    assert last_stage2.fields.background == (
+        "The Eiffel Tower is in Paris.",
+        "The Eiffel Tower was completed in 1889.",
+        "The assistant thinks the Eiffel Tower is the most beautiful building in the world.",
+        "The company of Gustave Eiffel built the Eiffel Tower.",
     )
+    assert last_stage2.messages[-1]["content"].startswith(   # the fields, rendered once by the pipeline
+        "BACKGROUND KNOWLEDGE:\n1. The Eiffel Tower is in Paris.\n2. The Eiffel Tower was completed in 1889.\n")
     first_stage2 = [r for r in backend.requests if r.stage == "stage2"][0]
-    assert message_fields(first_stage2.messages[-1]["content"])["BACKGROUND KNOWLEDGE"] == "N/A"
+    assert first_stage2.fields.background == ()
+    assert first_stage2.messages[-1]["content"].startswith("BACKGROUND KNOWLEDGE:\nN/A\n\nREFERENCE TEXT:\n")
 
 
 def test_context_turn_is_not_verified_or_scored(sample):
@@ -86,7 +88,7 @@ def test_context_turn_is_not_verified_or_scored(sample):
     context = turns[1]
     assert context.verdicts == {} and context.claims[0].stage2 is None
     stage2_claims = {
-        message_fields(r.messages[-1]["content"])["CLAIM"] for r in backend.requests if r.stage == "stage2"
+        r.fields.claim for r in backend.requests if r.stage == "stage2"
     }
     assert "The company of Gustave Eiffel built the Eiffel Tower." in stage2_claims  # asked again in the last turn only
     assert sum(r.stage == "stage1" for r in backend.requests) == 3
@@ -103,9 +105,9 @@ def test_abstention_lacking_evidence_and_contradicted_claims_stay_out_of_backgro
     backend = Recording(LabelsBackend([conv]))
     (turns,) = run_programs([vista_program(conv, EngineConfig())], backend)
     last = [r for r in backend.requests if r.stage == "stage2"][-1]
-    assert message_fields(last.messages[-1]["content"])["BACKGROUND KNOWLEDGE"] == "1. Initial fact.\n2. A\n3. E"
+    assert last.fields.background == ("Initial fact.", "A", "E")
     stage3_claims = [
-        message_fields(r.messages[-1]["content"])["CLAIM"] for r in backend.requests if r.stage == "stage3"
+        r.fields.claim for r in backend.requests if r.stage == "stage3"
     ]
     assert stage3_claims == ["B", "C", "D", "E"]  # only UNVERIFIABLE claims reach stage 3
     assert [c.category for c in turns[0].claims] == [VERIFIED, ABSTENTION, LACKING_EVIDENCE, CONTRADICTED, OUT_OF_SCOPE]

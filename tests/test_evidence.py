@@ -11,7 +11,8 @@ from vista_distill.backends.human_labels import LabelsBackend
 from vista_distill.data.io import read_conversations
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
 from vista_distill.pipeline.evidence import support
-from vista_distill.pipeline.templates import stage2_input
+from vista_distill.pipeline.protocol import Fields
+from vista_distill.pipeline.templates import stage2_input, stage_request
 from vista_distill.scorer import VistaScorer
 from vista_distill.scoring.evidence import evidence_metrics, probe_requests
 from vista_distill.scoring.page import write_score_page
@@ -72,8 +73,7 @@ def test_the_overlap_rule_fails_the_edit_probe_and_both_strata():
     import random
 
     from vista_distill.backends.cheap_baselines import BaselineBackend
-    from vista_distill.pipeline.protocol import Request
-    from vista_distill.pipeline.templates import build_messages, get_template
+    from vista_distill.pipeline.templates import get_template
     from vista_distill.scoring.evidence import edited_reference
 
     ref = "The Louvre opened in 1793. It holds about 380,000 objects."
@@ -81,7 +81,7 @@ def test_the_overlap_rule_fails_the_edit_probe_and_both_strata():
     edited, how = edited_reference(claim, ref, random.Random(0))
     assert how["old"] in claim and edited != ref and "380,000 objects" in edited
     t = get_template("stage2", "compact")
-    ask = lambda r, c: Request("stage2", tuple(build_messages(t, stage2_input([], r, c))), labels=t.labels)  # noqa: E731
+    ask = lambda r, c: stage_request(t, Fields(reference=r, claim=c), labels=t.labels)  # noqa: E731
     rule = BaselineBackend("overlap")
     own, after_edit, paraphrased = rule.run([ask(ref, claim), ask(edited, claim),
                                               ask(ref, "The famous Paris museum first admitted visitors in 1793.")])

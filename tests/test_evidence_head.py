@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from vista_distill.backends.evidence_head import EvidenceHead, claim_and_twin, fit
-from vista_distill.pipeline.protocol import Request
-from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+from vista_distill.backends.evidence_head import EvidenceHead, fit
+from vista_distill.pipeline.protocol import Fields, Request
+from vista_distill.pipeline.templates import get_template, stage2_input, stage_request
 
 REF = "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was completed in 1889."
 CLAIMS = ["The Eiffel Tower was completed in 1889.", "i love going to the beach in summer , it is so relaxing !"]
@@ -17,15 +17,19 @@ CLAIMS = ["The Eiffel Tower was completed in 1889.", "i love going to the beach 
 
 def _requests(reference: str = REF) -> list[Request]:
     t = get_template("stage2", "compact")
-    return [Request("stage2", tuple(build_messages(t, stage2_input(["A fact."], reference, c))), labels=t.labels,
-                    max_new_tokens=8) for c in CLAIMS]
+    return [stage_request(t, Fields(claim=c, reference=reference, background=("A fact.",)), labels=t.labels,
+                          max_new_tokens=8) for c in CLAIMS]
 
 
-def test_twin_is_the_same_message_with_an_empty_reference():
-    content = stage2_input(["A fact."], REF, CLAIMS[0])
-    claim, twin = claim_and_twin(content)
-    assert claim == CLAIMS[0] and twin == stage2_input(["A fact."], "", CLAIMS[0])
-    assert claim_and_twin("TARGET TURN:\nx") is None
+def test_twin_is_the_same_request_with_an_empty_reference():
+    t = get_template("stage2", "compact")
+    req = stage_request(t, Fields(claim=CLAIMS[0], reference=REF, background=("A fact.",)), labels=t.labels)
+    assert req.messages[-1]["content"] == stage2_input(["A fact."], REF, CLAIMS[0])
+    assert req.twin[:-1] == req.messages[:-1] and req.twin[-1]["content"] == stage2_input(["A fact."], "", CLAIMS[0])
+    assert stage_request(t, Fields(claim=CLAIMS[0], reference=REF)).twin == ()   # generation: no label to weigh
+    assert stage_request(t, Fields(claim=" ", reference=REF), labels=t.labels).twin == ()   # no claim tokens
+    assert stage_request(get_template("stage3", "compact"), Fields(claim=CLAIMS[0], reference=REF),
+                         labels=("ABSTENTION",)).twin == ()
 
 
 def test_fit_weighs_what_separates_and_saves(tmp_path):

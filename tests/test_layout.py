@@ -401,3 +401,54 @@ def test_one_number_formatter_for_every_table(tmp_path):
     probe.parent.mkdir()
     probe.write_text("def pct(x):\n    return f'{100 * x:.1f}'\n")
     assert _percent_formatting(probe) == ["pkg/probe.py:2"]
+
+
+# the modules that define the prompts' layout and text: the renderer and the prompts themselves
+RENDERER = {"templates.py", "paper_prompts.py", "project_prompts.py"}
+_REGEX_CALLS = {"compile", "search", "match", "fullmatch", "split", "findall", "finditer", "sub", "subn"}
+
+
+def _input_headings() -> set[str]:
+    """The headings the renderer puts in the stages' user messages ("REFERENCE TEXT:", "CLAIM:", ...)."""
+    from vista_distill.pipeline.protocol import Fields
+    from vista_distill.pipeline.templates import render_input
+
+    fields = Fields(target="x", history=(("user", "y"),), claim="c", reference="r", background=("b",), evidence=("e",))
+    return {line for stage in ("stage1", "stage2", "world") for line in render_input(stage, fields).splitlines()
+            if re.fullmatch(r"[A-Z][A-Z ]+:", line)}
+
+
+def _prompt_reading(path: Path, headings: set[str], regexes: bool = True) -> list[str]:
+    """Where a module recovers a request's fields from a rendered prompt: a string holding one of the renderer's
+    headings, or (``regexes``) a regular expression over upper-case headings (``^([A-Z][A-Z ]+):``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for heading in sorted(h for h in headings if h in node.value or h[:-1] + "\\n" in node.value):
+                found.append(f"{path.name}:{node.lineno} holds {heading!r}")
+        if (regexes and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _REGEX_CALLS
+                and getattr(node.func.value, "id", None) == "re" and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                and "[A-Z]" in node.args[0].value and ":" in node.args[0].value):
+            found.append(f"{path.name}:{node.lineno} parses headings with {node.args[0].value[:40]!r}")
+    return sorted(found, key=lambda f: (int(f.split(":")[1].split()[0]), f))
+
+
+def test_no_backend_or_pipeline_module_reads_a_rendered_prompt_for_its_fields():
+    headings = _input_headings()
+    assert {"TARGET TURN:", "REFERENCE TEXT:", "CLAIM:", "BACKGROUND KNOWLEDGE:"} <= headings
+    modules = [p for p in _package_modules() if p.relative_to(ROOT).parts[0] in ("backends", "pipeline")
+               and p.name not in RENDERER]
+    # parsing.py reads the model's answers (a list under a "Claims:" header), never a prompt
+    assert not [f for p in modules for f in _prompt_reading(p, headings, regexes=p.name != "parsing.py")]
+
+
+def test_the_prompt_reading_check_sees_a_regex_and_a_heading_search(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text('import re\n_REF = re.compile(r"(REFERENCE TEXT:\\n)(.*?)(\\n\\nCLAIM:\\n)")\n'
+                     '_FIELD = re.compile(r"^([A-Z][A-Z ()]+):\\n", re.M)\n'
+                     'def claim(content):\n    return content.split("CLAIM:\\n")[-1]\n'
+                     'def fine(request):\n    return request.fields.claim\n')
+    assert _prompt_reading(probe, _input_headings()) == [
+        "probe.py:2 holds 'CLAIM:'", "probe.py:2 holds 'REFERENCE TEXT:'",
+        "probe.py:3 parses headings with '^([A-Z][A-Z ()]+):\\\\n'", "probe.py:5 holds 'CLAIM:'"]

@@ -24,6 +24,9 @@ import pytest
 import yaml
 from helpers import SAMPLE, assert_same_records, score_in_background, score_sample, wait_for_requests
 
+from vista_distill.pipeline.protocol import Fields
+from vista_distill.pipeline.templates import stage_request
+
 pytestmark = [pytest.mark.server, pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
     reason="llama_cpp is not importable: install the server extra (see README) to run the served-student tests")]
@@ -127,15 +130,13 @@ def test_served_adapter_log_likelihoods_match_in_process(served, reference, stag
     from vista_distill.backends.server import server_backend
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
-    from vista_distill.pipeline.protocol import Request
-    from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+    from vista_distill.pipeline.templates import get_template
     from vista_distill.testing.llama_server import LlamaServer
 
     recipe, adapters, written = served
     t = get_template(stage, "compact")
     conv = read_conversations(SAMPLE)[0]
-    reqs = [Request(stage, tuple(build_messages(t, stage2_input([], conv.turns[i].reference or "", c.text))),
-                    labels=t.labels)
+    reqs = [stage_request(t, Fields(reference=conv.turns[i].reference or "", claim=c.text), labels=t.labels)
             for i in conv.scored_turns for c in conv.turns[i].gold_claims or []][:3]
     local = TransformersBackend(None, adapters=adapters, dtype="float32", threads=1).run(reqs)
     with LlamaServer(models=_models(written), n_threads=1) as srv:
@@ -151,14 +152,13 @@ def test_served_head_on_llama_cpp_says_it_was_not_applied(served, reference, tmp
     from helpers import adapters_with_head
 
     from vista_distill.backends.server import server_backend
-    from vista_distill.pipeline.protocol import Request
-    from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+    from vista_distill.pipeline.templates import get_template
     from vista_distill.testing.llama_server import LlamaServer
 
     recipe, adapters, written = served
     with_head = adapters_with_head(adapters, tmp_path / "ad")
     t = get_template("stage2", "compact")
-    reqs = [Request("stage2", tuple(build_messages(t, stage2_input([], "Paris is in France.", c))), labels=t.labels)
+    reqs = [stage_request(t, Fields(reference="Paris is in France.", claim=c), labels=t.labels)
             for c in ("Paris is in France.", "Paris is in Spain.")]
     with LlamaServer(models=_models(written), n_threads=1) as srv:
         backend = server_backend(reference[0], "student", servers=[srv.base_url], adapters=with_head)
@@ -177,13 +177,12 @@ def test_served_label_prior_gives_the_in_process_labels(served, reference, tmp_p
     from vista_distill.backends.label_prior import LabelPrior
     from vista_distill.backends.server import server_backend
     from vista_distill.backends.transformers import TransformersBackend
-    from vista_distill.pipeline.protocol import Request
-    from vista_distill.pipeline.templates import build_messages, get_template, stage3_input
+    from vista_distill.pipeline.templates import get_template
     from vista_distill.testing.llama_server import LlamaServer
 
     recipe, adapters, written = served
     t = get_template("stage3", "compact")
-    reqs = [Request("stage3", tuple(build_messages(t, stage3_input([], ref, c))), labels=t.labels)
+    reqs = [stage_request(t, Fields(reference=ref, claim=c), labels=t.labels)
             for ref, c in (("Paris is the capital of France.", "Paris has a big zoo."),
                            ("The Nile flows north.", "I think the Nile is lovely."),
                            ("Everest is 8,849 m high.", "Everest is 9,000 m high."))]
@@ -275,8 +274,7 @@ def test_calibrate_fits_saves_loads_and_applies_in_process_and_served(served, tm
     from vista_distill.backends.server import server_backend
     from vista_distill.cli import main
     from vista_distill.data.io import read_conversations
-    from vista_distill.pipeline.protocol import Request
-    from vista_distill.pipeline.templates import build_messages, get_template, stage3_input
+    from vista_distill.pipeline.templates import get_template
     from vista_distill.scorer import VistaScorer
     from vista_distill.scoring.calibrate import dev_fingerprint
     from vista_distill.testing.llama_server import LlamaServer
@@ -301,7 +299,7 @@ def test_calibrate_fits_saves_loads_and_applies_in_process_and_served(served, tm
         VistaScorer.from_pretrained(folder, calibration="other", dtype="float32", threads=1)
 
     t = get_template("stage3", "compact")
-    reqs = [Request("stage3", tuple(build_messages(t, stage3_input([], ref, c))), labels=t.labels)
+    reqs = [stage_request(t, Fields(reference=ref, claim=c), labels=t.labels)
             for ref, c in (("Paris is the capital of France.", "Paris has a big zoo."),
                            ("The Nile flows north.", "I think the Nile is lovely."),
                            ("Everest is 8,849 m high.", "Everest is 9,000 m high."))]

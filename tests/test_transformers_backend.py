@@ -12,13 +12,12 @@ from helpers import assert_same_records
 
 from vista_distill.data.io import read_conversations
 from vista_distill.pipeline.engine import EngineConfig, run_programs, vista_program
-from vista_distill.pipeline.protocol import Request
+from vista_distill.pipeline.protocol import Fields, Request
 from vista_distill.pipeline.templates import (
     build_messages,
     get_template,
-    stage1_input,
     stage2_input,
-    stage3_input,
+    stage_request,
 )
 
 REF = ("The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It is 330 metres tall and was "
@@ -28,7 +27,7 @@ CLAIMS = ["The Eiffel Tower is in Paris.", "The Eiffel Tower was built in 1999."
 
 def _stage2(style="fewshot", claim=CLAIMS[0]):
     t = get_template("stage2", style)
-    return Request("stage2", tuple(build_messages(t, stage2_input([], REF, claim))), labels=t.labels)
+    return stage_request(t, Fields(reference=REF, claim=claim), labels=t.labels)
 
 
 def test_label_scoring_returns_a_valid_label_with_probabilities(embedded_backend):
@@ -48,7 +47,7 @@ def test_label_scoring_matches_full_sequence_likelihood(embedded_backend):
 
     b = embedded_backend
     t = get_template("stage3", "compact")
-    req = Request("stage3", tuple(build_messages(t, stage3_input(["A fact."], REF, CLAIMS[1]))), labels=t.labels)
+    req = stage_request(t, Fields(background=tuple(["A fact."]), reference=REF, claim=CLAIMS[1]), labels=t.labels)
     (resp,) = b.run([req])
     prompt = b.tokenizer(render(b.tokenizer, list(req.messages)), add_special_tokens=False)["input_ids"]
     for label in t.labels:
@@ -71,7 +70,7 @@ def test_padded_batch_label_scoring_matches_full_sequence_likelihood(embedded_ba
     b = embedded_backend
     assert b.model.config._attn_implementation == GQA_SDPA
     t = get_template("stage3", "fewshot")
-    reqs = [Request("stage3", tuple(build_messages(t, stage3_input(bg, REF, c))), labels=t.labels)
+    reqs = [stage_request(t, Fields(background=tuple(bg), reference=REF, claim=c), labels=t.labels)
             for bg, c in ((["A fact."], CLAIMS[1]), ([], CLAIMS[2]),
                           (["The tower is painted brown.", "It has three levels."], CLAIMS[0]))]
     assert len({len(b._encode(r)[1]) for r in reqs}) == 3   # three suffix lengths: the batch is padded
@@ -258,7 +257,7 @@ def test_batched_generation_equals_one_at_a_time(embedded_backend):
     hist = [("user", "What do you know about Paris?")]
     targets = ["The Eiffel Tower is in Paris and it is 330 metres tall.", "I love Paris.",
                "Paris is the capital of France, and the Louvre is the most visited museum in the world."]
-    reqs = [Request("stage1", tuple(build_messages(t, stage1_input(hist, x))), max_new_tokens=24) for x in targets]
+    reqs = [stage_request(t, Fields(history=tuple(hist), target=x), max_new_tokens=24) for x in targets]
     batched = embedded_backend.run(reqs)
     single = [embedded_backend.run([r])[0] for r in reqs]
     assert [r.text for r in batched] == [r.text for r in single]
@@ -448,13 +447,11 @@ def test_a_label_prior_beside_an_adapter_moves_its_labels_not_its_log_probabilit
 
     from vista_distill.backends.label_prior import LabelPrior
     from vista_distill.backends.transformers import TransformersBackend
-    from vista_distill.pipeline.templates import build_messages, get_template, stage3_input
+    from vista_distill.pipeline.templates import get_template
 
     t = get_template("stage3", "compact")
     reqs = [
-        Request(
-            "stage3", tuple(build_messages(t, stage3_input([], "Paris is the capital of France.", c))), labels=t.labels
-        )
+        stage_request(t, Fields(reference="Paris is the capital of France.", claim=c), labels=t.labels)
         for c in ("Paris has a big zoo.", "I think Paris is lovely.", "Paris is in Spain.")
     ]
     tiny = str(tiny_smollm2)
@@ -500,8 +497,7 @@ def test_stage_adapters_switch_without_reloading(adapters_dir, tiny_smollm2):
     (again,) = b.run([Request("stage1", msgs, labels=t.labels)])
     assert again.meta["logprobs"]["VERIFIED"] == pytest.approx(probs["stage1"], abs=1e-4)
     # generation through PEFT takes the cache by the keyword this transformers keeps
-    gen = Request("stage1", tuple(build_messages(get_template("stage1"), stage1_input([("user", "Hi")], "Paris."))),
-                  max_new_tokens=8)
+    gen = stage_request(get_template("stage1"), Fields(history=(("user", "Hi"),), target="Paris."), max_new_tokens=8)
     assert b.run([gen])[0].completion_tokens > 0
 
 
@@ -520,12 +516,12 @@ def test_merged_stage_adapters_decode_and_label_as_peft_does(adapters_dir, tiny_
     assert merged_stages(peft.model, "auto", torch.bfloat16) is None   # half precision: only when asked
     t1 = get_template("stage1", "compact")
     hist = [("user", "What do you know about Paris?")]
-    gen = [Request("stage1", tuple(build_messages(t1, stage1_input(hist, x))), max_new_tokens=20, stop_on_repeat=True)
+    gen = [stage_request(t1, Fields(history=tuple(hist), target=x), max_new_tokens=20, stop_on_repeat=True)
            for x in ("The Eiffel Tower is in Paris and it is 330 metres tall.", "I love Paris.",
                      "Paris is the capital of France, and the Louvre is the most visited museum in the world.")]
     t3 = get_template("stage3", "compact")
     reqs = [*gen, _stage2("compact"), _stage2("compact", CLAIMS[1]), _stage2("fewshot", CLAIMS[2]),
-            Request("stage3", tuple(build_messages(t3, stage3_input([], REF, CLAIMS[1]))), labels=t3.labels),
+            stage_request(t3, Fields(reference=REF, claim=CLAIMS[1]), labels=t3.labels),
             dataclasses.replace(_stage2("compact"), stage="stage4")]
     for order in (reqs, reqs[::-1]):
         want, got = peft.run(list(order)), merged.run(list(order))
@@ -681,7 +677,7 @@ def test_a_label_prompt_asked_again_is_answered_from_the_memo(embedded_backend):
     assert b.stats["memo_hits"] == 3 and b.stats["prompt_tokens"] > tokens
 
     t = get_template("stage2", "compact")
-    empty = Request("stage2", tuple(build_messages(t, stage2_input([], "", CLAIMS[0]))), labels=t.labels)
+    empty = stage_request(t, Fields(reference="", claim=CLAIMS[0]), labels=t.labels)
     with_features = TransformersBackend(dtype="float32", batch_size=8, label_memo=16, evidence_features=True)
     (r,) = with_features.run([empty])
     assert with_features.stats == {**with_features.stats, "twin_requests": 1, "memo_hits": 1}

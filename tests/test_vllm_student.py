@@ -26,6 +26,9 @@ from helpers import (
     wait_for_requests,
 )
 
+from vista_distill.pipeline.protocol import Fields
+from vista_distill.pipeline.templates import stage_request
+
 pytestmark = pytest.mark.server
 
 VLLM_ARGS = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "8", "--seed", "0"]
@@ -155,14 +158,12 @@ def test_vllm_generate_labels_are_the_in_process_greedy_answers(vllm_served):
     and stage-3 prompt is the in-process model's greedy answer, matched to a label the same way."""
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
-    from vista_distill.pipeline.protocol import Request
-    from vista_distill.pipeline.templates import build_messages, get_template, stage2_input
+    from vista_distill.pipeline.templates import get_template
 
     recipe, adapters, server = vllm_served
     conv = read_conversations(SAMPLE)[0]
-    reqs = [Request(stage, tuple(build_messages(get_template(stage, "compact"),
-                                                stage2_input([], conv.turns[i].reference or "", c.text))),
-                    labels=get_template(stage, "compact").labels)
+    reqs = [stage_request(get_template(stage, "compact"), Fields(reference=conv.turns[i].reference or "", claim=c.text),
+                          labels=get_template(stage, "compact").labels)
             for stage in ("stage2", "stage3") for i in conv.scored_turns for c in conv.turns[i].gold_claims or []]
     backend = _served_backend(recipe, server, "generate")
     got = backend.run(reqs)

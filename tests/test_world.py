@@ -301,8 +301,8 @@ def test_labels_teacher_answers_the_world_stage_from_factcheck_gpt_factuality():
 
     from vista_distill.backends.human_labels import LabelsBackend
     from vista_distill.data.benchmarks import load_benchmark
-    from vista_distill.pipeline.protocol import Request
-    from vista_distill.pipeline.templates import build_messages, world_input
+    from vista_distill.pipeline.protocol import Fields
+    from vista_distill.pipeline.templates import stage_request
 
     convs = load_benchmark(
         "factcheck-gpt",
@@ -316,11 +316,10 @@ def test_labels_teacher_answers_the_world_stage_from_factcheck_gpt_factuality():
              for c, m in zip(turn.gold_claims, turn.meta["claims"]) if c.label == LACKING_EVIDENCE]
     want = {"true": "TRUE", "false": "FALSE"}
     picked = [next(p for p in pairs if p[1] == f) for f in want]
-    answers = backend.run([Request("world", tuple(build_messages(t, world_input(text, ["some passage"]))),
-                                   labels=t.labels) for text, _ in picked])
+    answers = backend.run([stage_request(t, Fields(claim=text, evidence=("some passage",)), labels=t.labels)
+                           for text, _ in picked])
     assert [a.label for a in answers] == [want[f] for _, f in picked]
-    (unknown,) = backend.run([Request("world", tuple(build_messages(t, world_input("Not a Factcheck-GPT claim."))),
-                                      labels=t.labels)])
+    (unknown,) = backend.run([stage_request(t, Fields(claim="Not a Factcheck-GPT claim."), labels=t.labels)])
     assert unknown.label is None and unknown.meta["error"] == "no gold label for this request"
 
 

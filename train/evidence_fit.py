@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +50,35 @@ def _validation_rows(recipe: Recipe, stage: str, min_labels: int) -> tuple[list[
     return rows, split, str(root / stage)
 
 
+def row_request(row: dict[str, Any], stage: str, labels: Sequence[str]) -> Any:
+    """A silver row's label request. A stage 2 row stores its rendered prompt only, so the claim and the reference
+    the evidence features read, and the prompt with an empty reference, are cut from its last message at the
+    headings the stage 2 layout puts around the reference (pipeline/templates.py ``stage2_parts``)."""
+    from ..pipeline.protocol import Fields, Request
+    from ..pipeline.templates import stage2_parts
+
+    messages = tuple({"role": m["role"], "content": m["content"]} for m in row["prompt"])
+    content = messages[-1]["content"] if messages else ""
+    head, _, tail, _ = stage2_parts((), "", "")
+    heading = head.rsplit("\n\n", 1)[-1]   # "REFERENCE TEXT:\n"
+    start = content.find(heading)
+    end = content.find(tail, start + len(heading)) if start >= 0 else -1
+    if stage != "stage2" or end < 0 or not content[end + len(tail):].strip():
+        return Request(stage, messages, tuple(labels), 8)
+    fields = Fields(claim=content[end + len(tail):], reference=content[start + len(heading):end])
+    twin = {**messages[-1], "content": content[:start + len(heading)] + content[end:]}
+    return Request(stage, messages, tuple(labels), 8, fields=fields, twin=(*messages[:-1], twin))
+
+
 def _score_rows(recipe: Recipe, rows: list[dict[str, Any]], stage: str, adapter_dir: str | Path | None,
                 evidence_features: bool = False) -> list[Any]:
     """The stage's label request of each silver row, scored by the student's model with ``adapter_dir``'s adapter
     (bare with None), whatever head or label prior an earlier fit left beside it left out."""
     from ..backends.transformers import TransformersBackend
-    from ..pipeline.protocol import Request
     from ..pipeline.templates import get_template
 
     labels = get_template(stage, recipe.pipeline.student_prompt_style).labels
-    requests = [Request(stage, tuple({"role": m["role"], "content": m["content"]} for m in row["prompt"]),
-                        labels=labels, max_new_tokens=8) for row in rows]
+    requests = [row_request(row, stage, labels) for row in rows]
     s = recipe.student
     backend = TransformersBackend(s.model, adapters={stage: adapter_dir} if adapter_dir else None, dtype=s.dtype,
                                   load_in_4bit=s.load_in_4bit, batch_size=recipe.eval.batch_size,
@@ -76,6 +95,7 @@ def fit_label_prior(recipe: Recipe, adapter_dir: str | Path, stage: str, weights
     when it labels more validation rows right than the adapter's own scores. Saves ``label_prior.json`` either way
     (an empty shift: not applied) and returns what the choice saw."""
     from ..backends.label_prior import LabelPrior, sampler_shift
+    from ..pipeline.labels import label_answers
 
     t0 = time.perf_counter()
     rows, split, folder = _validation_rows(recipe, stage, min_labels=1)
@@ -85,9 +105,8 @@ def fit_label_prior(recipe: Recipe, adapter_dir: str | Path, stage: str, weights
     own = adjusted = 0
     for o, row in zip(out, rows):   # o.label: the adapter's own choice (no prior was loaded for this fit)
         lp = o.meta["logprobs"]
-        moved = dict(zip(lp, prior.apply(list(lp), list(lp.values()))))
         own += o.label == row["label"]
-        adjusted += max(moved, key=moved.get) == row["label"]
+        adjusted += label_answers(list(lp), [list(lp.values())], prior.shift)[0].label == row["label"]
     n = max(len(rows), 1)
     fitted = {"split": f"silver {split} split", "silver": folder, "examples": len(rows),
               "accuracy_as_trained": round(own / n, 4), "accuracy_with_prior": round(adjusted / n, 4),
