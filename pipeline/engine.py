@@ -367,12 +367,7 @@ def _labelled_turn(res: TurnResult, background: list[str], reference: str | None
     t2, t3 = get_template("stage2", cfg.style), get_template("stage3", cfg.style)
     chunks = ([Chunk(background, reference)] if not cfg.context_budget else
               chunk_context(background, reference or "", cfg.context_budget, cfg.count_tokens or approx_tokens))
-    jobs2 = [(j, _claim_fields(c.text, ch)) for j, c in enumerate(claims) for ch in chunks]
-    reqs2 = [request(t2, fields, labels=t2.labels if cfg.stage2 == "score" else (),
-                     max_new_tokens=cfg.max_new_tokens["stage2"]) for _, fields in jobs2]
-    s2 = yield reqs2
-    res.calls += [Call("stage2", j, req.messages[-1]["content"], req, resp)
-                  for (j, _), req, resp in zip(jobs2, reqs2, s2)]
+    s2 = yield from _claim_requests(res, t2, range(len(claims)), chunks, cfg.stage2 == "score", cfg, request)
     for j, c in enumerate(claims):
         answers = [label_result(r, STAGE2_LABELS) for r in s2[j * len(chunks):(j + 1) * len(chunks)]]
         label, c.stage2, c.error = answers[0] if len(chunks) == 1 else combine("stage2", answers)
@@ -380,12 +375,7 @@ def _labelled_turn(res: TurnResult, background: list[str], reference: str | None
             c.category = VERIFIED
     unverifiable = [j for j, c in enumerate(claims) if c.stage2["label"] == UNVERIFIABLE]
     if unverifiable:
-        jobs3 = [(j, _claim_fields(claims[j].text, ch)) for j in unverifiable for ch in chunks]
-        reqs3 = [request(t3, fields, labels=t3.labels if cfg.stage3 == "score" else (),
-                         max_new_tokens=cfg.max_new_tokens["stage3"]) for _, fields in jobs3]
-        s3 = yield reqs3
-        res.calls += [Call("stage3", j, req.messages[-1]["content"], req, resp)
-                      for (j, _), req, resp in zip(jobs3, reqs3, s3)]
+        s3 = yield from _claim_requests(res, t3, unverifiable, chunks, cfg.stage3 == "score", cfg, request)
         for k3, j in enumerate(unverifiable):
             c = claims[j]
             answers = [label_result(r, STAGE3_LABELS) for r in s3[k3 * len(chunks):(k3 + 1) * len(chunks)]]
@@ -400,10 +390,19 @@ def _labelled_turn(res: TurnResult, background: list[str], reference: str | None
         res.unknown_reason = res.unknown_reason or reason
 
 
-def _claim_fields(claim: str, chunk: Chunk) -> Fields:
-    """The fields of a claim's stage 2 or 3 request against one chunk of the turn's context."""
-    return Fields(claim=claim, reference=chunk.reference, background=tuple(chunk.background),
-                  first_fact=chunk.first_fact)
+def _claim_requests(res: TurnResult, template: Any, which: Sequence[int], chunks: Sequence[Chunk], score: bool,
+                    cfg: EngineConfig, request: Callable[..., Request]
+                    ) -> Generator[list[Request], list[Response], list[Response]]:
+    """Ask ``template``'s stage about the claims ``which`` of a turn, one request per claim and chunk of the
+    context (label requests when ``score``), record the calls and return the answers."""
+    jobs = [(j, Fields(claim=res.claims[j].text, reference=ch.reference, background=tuple(ch.background),
+                       first_fact=ch.first_fact)) for j in which for ch in chunks]
+    reqs = [request(template, fields, labels=template.labels if score else (),
+                    max_new_tokens=cfg.max_new_tokens[template.name]) for _, fields in jobs]
+    answers = yield reqs
+    res.calls += [Call(template.name, j, req.messages[-1]["content"], req, resp)
+                  for (j, _), req, resp in zip(jobs, reqs, answers)]
+    return answers
 
 
 def _world_stage(res: TurnResult, claims: list[ClaimResult], background: list[str], reference: str | None,
