@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..pipeline.labels import answer
 from ..pipeline.parsing import strip_think
 from ..pipeline.protocol import Request, Response
 from .cache import CallCache, call_key, messages_digest
@@ -163,7 +164,12 @@ class OpenAIBackend:
     # ------------------------------------------------------------------ Backend protocol
 
     def run(self, requests: list[Request]) -> list[Response]:
-        return self.generate([(r, self.body(r)) for r in requests])
+        """Every request generated (a label request's answer is parsed by the engine): pipeline/labels.py ``answer``
+        with the one verb this backend has."""
+        return answer(self, requests)
+
+    def generate(self, requests: list[Request]) -> list[Response]:
+        return self.send([(r, self.body(r)) for r in requests])
 
     def run_samples(self, requests: Sequence[Request], k: int, temperature: float) -> list[list[Response]]:
         """``k`` answers per request: the configured call (shared with :meth:`run`) and ``k - 1``
@@ -172,10 +178,10 @@ class OpenAIBackend:
         for r in requests:
             jobs.append((r, self.body(r)))
             jobs += [(r, self.body(r, sample=i, temperature=temperature)) for i in range(1, k)]
-        flat = self.generate(jobs)
+        flat = self.send(jobs)
         return [flat[j * k:(j + 1) * k] for j in range(len(requests))]
 
-    def generate(self, jobs: Sequence[tuple[Request, dict[str, Any]]], in_flight: int | None = None) -> list[Response]:
+    def send(self, jobs: Sequence[tuple[Request, dict[str, Any]]], in_flight: int | None = None) -> list[Response]:
         """Answer ``(request, body)`` jobs from the cache or the server; identical bodies are sent once; at most
         ``in_flight`` at a time over all replicas (default: ``concurrency`` per replica)."""
         out: list[Response | None] = [None] * len(jobs)

@@ -37,8 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.vocabulary import ALL_STAGES
-from ..pipeline.labels import head_not_applied, label_answers, weigh_evidence
-from ..pipeline.protocol import Request, Response
+from ..pipeline.protocol import LabelScores, Request, Response
 from ..pipeline.render import THINKING_OFF, render
 from .cache import CallCache, call_key
 from .evidence_head import EvidenceHead
@@ -100,7 +99,7 @@ class ServerBackend(OpenAIBackend):
 
     def _echoed(self, jobs: list[tuple[Request, dict[str, Any]]]) -> list[Response]:
         """Echo (prompt-logprob) jobs, at most ``echo_concurrency`` in flight over all replicas."""
-        return self.generate(jobs, in_flight=self.echo_concurrency)
+        return self.send(jobs, in_flight=self.echo_concurrency)
 
     def served_name(self, stage: str) -> str:
         return self.stage_models.get(stage, self.model)
@@ -162,54 +161,47 @@ class ServerBackend(OpenAIBackend):
 
     # ------------------------------------------------------------------ Backend protocol
 
-    def run(self, requests: list[Request]) -> list[Response]:
-        out: list[Response | None] = [None] * len(requests)
-        prompts = [self.prompt(r) for r in requests]
-        gen = [i for i, r in enumerate(requests) if not r.labels]
-        if gen:
-            answers = self.generate([(requests[i], self.completion(requests[i], prompts[i], requests[i].max_new_tokens))
-                                     for i in gen])
-            for i, a in zip(gen, answers):
-                text = a.text
-                if requests[i].stop_on_repeat:
-                    text = truncate_repeats(text, self)
-                    # the finish reason and raw text the in-process backend records where its stop rule fires
-                    a.meta["finish_reason"] = list_stop_reason(text) or a.meta.get("finish_reason")
-                    if text != a.text:
-                        a.meta["raw"], a.meta["server_chars"] = text.strip(), len(a.text)
-                a.meta.pop("logprobs_raw", None)
-                out[i] = Response(text=text.strip(), prompt_tokens=a.prompt_tokens,
-                                  completion_tokens=a.completion_tokens, meta=a.meta)
-        lab = [i for i, r in enumerate(requests) if r.labels]
-        if lab:
-            for i, resp in zip(lab, self.choose([requests[i] for i in lab], [prompts[i] for i in lab])):
-                out[i] = resp
-        return out  # type: ignore[return-value]
+    def generate(self, requests: list[Request]) -> list[Response]:
+        """Free generation on the server; with ``stop_on_repeat``, the text cut where the in-process stop rule
+        would have stopped it."""
+        answers = self.send([(r, self.completion(r, self.prompt(r), r.max_new_tokens)) for r in requests])
+        out = []
+        for r, a in zip(requests, answers):
+            text = a.text
+            if r.stop_on_repeat:
+                text = truncate_repeats(text, self)
+                # the finish reason and raw text the in-process backend records where its stop rule fires
+                a.meta["finish_reason"] = list_stop_reason(text) or a.meta.get("finish_reason")
+                if text != a.text:
+                    a.meta["raw"], a.meta["server_chars"] = text.strip(), len(a.text)
+            a.meta.pop("logprobs_raw", None)
+            out.append(Response(text=text.strip(), prompt_tokens=a.prompt_tokens,
+                                completion_tokens=a.completion_tokens, meta=a.meta))
+        return out
 
     # ------------------------------------------------------------------ label scoring
 
-    def choose(self, requests: list[Request], prompts: list[str]) -> list[Response]:
+    def label_logprobs(self, requests: list[Request], claims: list[bool]) -> list[LabelScores]:
+        """Each label's log-probability by the server's method (echo, top_logprobs; generate: matched, none), and
+        where ``claims[i]``, the claim's echoed log-probabilities in the prompt and its twin (echo only)."""
+        prompts = [self.prompt(r) for r in requests]
         if self.method is None:
             self.method = self._probe(requests[0], prompts[0])
             log.info("%s: label scoring by %s", self.name, self.method)
         method = self.method
         if method == "echo":
-            res = self._echo(requests, prompts)
+            res = self._echo(requests, prompts, claims)
         elif method == "top_logprobs":
             res = self._top_logprobs(requests, prompts)
         else:
             res = self._generate_labels(requests, prompts)
         counts = self.stats["label_methods"]
         counts[method] = counts.get(method, 0) + len(res)
-        if method == "generate":
-            for r, resp in zip(requests, res):
-                if r.stage in self.priors:
-                    resp.meta["label_prior"] = "not applied: the server gives no label log-probabilities"
         if method != "echo":
-            for r, resp in zip(requests, res):
-                if r.stage in self.heads:
-                    head_not_applied(resp, f"label method {method}: the server gives no prompt log-probabilities, "
-                                           "so the evidence head was not applied")
+            for asked, scores in zip(claims, res):
+                if asked:
+                    scores.meta["claim_error"] = (f"label method {method}: the server gives no prompt "
+                                                  "log-probabilities, so the evidence head was not applied")
         return res
 
     def _probe(self, req: Request, prompt: str) -> str:
@@ -218,27 +210,20 @@ class ServerBackend(OpenAIBackend):
         a = self._echoed([(req, self.completion(req, prompt + lab, 1, echo=True, logprobs=1))])[0]
         if _echo_logprobs(a, len(prompt), len(prompt + lab)) is not None:
             return "echo"
-        a = self.generate([(req, self.completion(req, prompt, 1, logprobs=self.top_logprobs))])[0]
+        a = self.send([(req, self.completion(req, prompt, 1, logprobs=self.top_logprobs))])[0]
         if (a.meta.get("logprobs_raw") or {}).get("top"):
             return "top_logprobs"
         log.warning("%s: the server returns no logprobs; labels are generated and matched (no probabilities)",
                     self.name)
         return "generate"
 
-    def _scored(self, stage: str, labels: tuple[str, ...], scores: list[float], method: str, **meta: Any) -> Response:
-        prior = self.priors.get(stage)   # as in process: the label chosen with the training data's prior back
-        return label_answers(labels, [scores], prior.shift if prior is not None else None, label_method=method,
-                             **meta)[0]
-
-    def _echo(self, requests: list[Request], prompts: list[str]) -> list[Response]:
+    def _echo(self, requests: list[Request], prompts: list[str], claims: list[bool]) -> list[LabelScores]:
         jobs = [(r, self.completion(r, p + lab, 1, echo=True, logprobs=1)) for r, p in zip(requests, prompts)
                 for lab in r.labels]
-        twins: dict[int, tuple[str, str]] = {}   # request -> (claim, its prompt with an empty reference)
-        for i, r in enumerate(requests):
-            if r.stage in self.heads and r.twin:
-                twins[i] = (r.fields.claim, self.prompt(replace(r, messages=r.twin, twin=())))
+        twins = {i: self.prompt(replace(r, messages=r.twin, twin=())) for i, r in enumerate(requests)
+                 if claims[i] and r.twin}   # request -> its prompt with an empty reference
         jobs += [(requests[i], self.completion(requests[i], tp + requests[i].labels[0], 1, echo=True, logprobs=1))
-                 for i, (_, tp) in twins.items()]
+                 for i, tp in twins.items()]
         answers = self._echoed(jobs)
         twin_answer = dict(zip(twins, answers[len(answers) - len(twins):]))
         out, k = [], 0
@@ -251,19 +236,12 @@ class ServerBackend(OpenAIBackend):
                     raise ServerError(f"{self.role} server stopped returning prompt logprobs (echo) for "
                                        f"{self.served_name(r.stage)!r}; set label_scoring: top_logprobs")
                 scores.append(s)
-            resp = self._scored(r.stage, r.labels, scores, "echo")
+            out.append(LabelScores(scores, meta={"label_method": "echo"}))
             if i in twins:
-                self._weigh_evidence(r, resp, first, p, twin_answer[i], *twins[i])
-            out.append(resp)
+                claim = r.fields.claim or ""
+                out[-1].claim_logprob = _claim_mean(first, p, claim)
+                out[-1].twin_logprob = _claim_mean(twin_answer[i], twins[i], claim)
         return out
-
-    def _weigh_evidence(self, req: Request, resp: Response, own: Response, prompt: str, twin: Response, claim: str,
-                        twin_prompt: str) -> None:
-        """The stage's evidence head on the echoed claim log-probabilities (pipeline/labels.py)."""
-        at, at_twin = prompt.rfind(claim), twin_prompt.rfind(claim)   # where the claim's tokens start (its end)
-        lp_own = _echo_mean(own, at, at + len(claim)) if at >= 0 else None
-        lp_twin = _echo_mean(twin, at_twin, at_twin + len(claim)) if at_twin >= 0 else None
-        weigh_evidence(req.fields, resp, lp_own, lp_twin, self.heads[req.stage])
 
     def _label_pieces(self, label: str) -> list[str]:
         """The label's text split at its token boundaries (the model's tokenizer)."""
@@ -285,7 +263,7 @@ class ServerBackend(OpenAIBackend):
                             (r, self.completion(r, p + "".join(pieces[lab][:j]), 1, logprobs=self.top_logprobs))
                         )
                         where.append((i, k, lab))
-            for (i, k, lab), a in zip(where, self.generate(jobs)):
+            for (i, k, lab), a in zip(where, self.send(jobs)):
                 top = (a.meta.get("logprobs_raw") or {}).get("top") or {}
                 if not top:
                     raise ServerError(f"{self.role} server returned no top_logprobs for "
@@ -296,18 +274,18 @@ class ServerBackend(OpenAIBackend):
                 else:
                     scores[i][k] += min(top.values())
                     bounded[i].add(lab)
-        return [self._scored(r.stage, r.labels, s, "top_logprobs", **({"bounded": sorted(b)} if b else {}))
-                for r, s, b in zip(requests, scores, bounded)]
+        return [LabelScores(s, meta={"label_method": "top_logprobs", **({"bounded": sorted(b)} if b else {})})
+                for s, b in zip(scores, bounded)]
 
-    def _generate_labels(self, requests: list[Request], prompts: list[str]) -> list[Response]:
+    def _generate_labels(self, requests: list[Request], prompts: list[str]) -> list[LabelScores]:
         n = max(len(self.tokenizer(lab, add_special_tokens=False)["input_ids"]) for r in requests for lab in r.labels)
-        answers = self.generate([(r, self.completion(r, p, n + 2)) for r, p in zip(requests, prompts)])
+        answers = self.send([(r, self.completion(r, p, n + 2)) for r, p in zip(requests, prompts)])
         out = []
         for r, a in zip(requests, answers):
             text = a.text.strip()
             match = next((lab for lab in sorted(r.labels, key=len, reverse=True)
                           if text.upper().startswith(lab.upper())), None)
-            out.append(Response(text=text, label=match, meta={"label_method": "generate"}))
+            out.append(LabelScores(None, text=text, label=match, meta={"label_method": "generate"}))
         return out
 
 
@@ -336,6 +314,13 @@ def _echo_logprobs(a: Response, start: int, end: int) -> float | None:
             total += float(v)
             seen = True
     return total if seen else None
+
+
+def _claim_mean(a: Response, prompt: str, claim: str) -> float | None:
+    """The mean echoed log-probability of ``claim``'s tokens where it last occurs in ``prompt`` (the prompt ends
+    with the claim, then the chat template's closing tokens)."""
+    at = prompt.rfind(claim) if claim else -1
+    return _echo_mean(a, at, at + len(claim)) if at >= 0 else None
 
 
 def _echo_mean(a: Response, start: int, end: int) -> float | None:

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..pipeline.labels import label_answers, weigh_evidence
-from ..pipeline.protocol import Request, Response
+from ..pipeline.labels import answer
+from ..pipeline.protocol import LabelScores, Request, Response
 from ..pipeline.render import THINKING_OFF
 from .adapters import find_stage_adapters, load_stage_adapters
 from .backend_options import BackendOptions, load_causal_lm
@@ -186,29 +186,47 @@ class TransformersBackend:
 
     # -- public API ----------------------------------------------------------------------------
     def run(self, requests: list[Request]) -> list[Response]:
-        """Group by (stage, prefix, mode), run in length-sorted batches, return in request order; label requests
-        of a stage with an evidence head (or all, with ``evidence_features``) also run their empty-reference twin."""
+        """The pipeline's verb: generation and label answers (pipeline/labels.py ``answer``, from the two below)."""
+        return answer(self, requests)
+
+    def generate(self, requests: list[Request]) -> list[Response]:
+        """Free generation of each request (greedy; the list stop rules with ``stop_on_repeat``)."""
+        return self._forward(requests, {})   # type: ignore[return-value]
+
+    def label_logprobs(self, requests: list[Request], claims: list[bool]) -> list[LabelScores]:
+        """Each label's summed log-probability; where ``claims[i]``, the claim tokens' mean log-probability in the
+        prompt and in its empty-reference twin (run beside it, answered from the memo when scored before)."""
         n_asked = len(requests)
         twins: dict[int, int] = {}
-        claims: dict[int, str] = {}
-        if self.heads or self.evidence_features:
-            extra = []
-            for i, r in enumerate(requests):
-                if r.labels and r.twin and (self.evidence_features or r.stage in self.heads):
-                    j = n_asked + len(extra)
-                    twins[i], claims[i], claims[j] = j, r.fields.claim, r.fields.claim
-                    extra.append(dataclasses.replace(r, messages=r.twin, twin=()))
-            requests = [*requests, *extra]
-            self.stats["twin_requests"] += len(extra)
+        extra = []
+        for i, r in enumerate(requests):
+            if claims[i] and r.twin:
+                twins[i] = n_asked + len(extra)
+                extra.append(dataclasses.replace(r, messages=r.twin, twin=()))
+        self.stats["twin_requests"] += len(extra)
+        with_claim = {i: requests[i].fields.claim for i in twins} | {j: requests[i].fields.claim
+                                                                      for i, j in twins.items()}
+        out: list[LabelScores] = self._forward([*requests, *extra], with_claim, n_asked)   # type: ignore[assignment]
+        for i, j in twins.items():
+            out[i].twin_logprob = out[j].claim_logprob
+        return out[:n_asked]
+
+    def _forward(self, requests: list[Request], claims: dict[int, str], n_asked: int | None = None
+                 ) -> list[Response | LabelScores]:
+        """Group by (stage, prefix, mode), run in length-sorted batches, return in request order: a Response per
+        generation request, a LabelScores per label request (``claims``: index -> the claim whose tokens' mean
+        log-probability is asked). Progress counts the first ``n_asked`` requests (the others are twins)."""
+        n_asked = len(requests) if n_asked is None else n_asked
         encoded = [self._encode(r) for r in requests]
         groups: dict[tuple, list[int]] = {}
-        out: list[Response | None] = [None] * len(requests)
+        out: list[Any] = [None] * len(requests)
         scored: dict[int, tuple] = {}   # label request -> its key in the memo of label answers
         asked: set[tuple] = set()
         for i, (r, (prefix, suffix)) in enumerate(zip(requests, encoded)):
             if (why := self._too_long(r, len(prefix) + len(suffix))) is not None:
-                out[i] = Response(text="", prompt_tokens=len(prefix) + len(suffix),
-                                  meta={"error": why, "finish_reason": "too_long"})
+                meta = {"error": why, "finish_reason": "too_long"}
+                out[i] = (LabelScores(None, prompt_tokens=len(prefix) + len(suffix), meta=meta) if r.labels else
+                          Response(text="", prompt_tokens=len(prefix) + len(suffix), meta=meta))
                 continue
             if r.labels:   # a prompt scored before or earlier in this call is answered from the memo
                 key = scored[i] = memo_key(r.stage, [*prefix, *suffix], r.labels, i in claims)
@@ -218,38 +236,41 @@ class TransformersBackend:
             groups.setdefault((r.stage, tuple(prefix), r.labels, r.max_new_tokens, r.stop_on_repeat), []).append(i)
         if self.progress is not None and any(r is not None for r in out[:n_asked]):
             self.progress(sum(r is not None for r in out[:n_asked]))
-        for (stage, prefix, labels, max_new, stop_repeat), idx in groups.items():
-            idx.sort(key=lambda i: len(encoded[i][1]))
-            # generation in slots takes the whole group (a row's slot goes to the next request; each counts as it ends)
-            slotted = not labels and self._slots_ok(stage, prefix)
-            with self._adapter_context(stage):
-                # generation in slots takes the whole group; label scoring stops at prefill_tokens padded tokens
-                for chunk in [idx] if slotted else batches(idx, [len(encoded[i][1]) for i in idx], self.batch_size,
-                                                           self.prefill_tokens if labels else None):
-                    suffixes = [encoded[i][1] for i in chunk]
-                    t0 = time.perf_counter()
-                    if labels:
-                        res = self._score_labels(stage, prefix, suffixes, labels, [claims.get(i) for i in chunk])
-                    else:
-                        res = self._generate(stage, prefix, suffixes, max_new, stop_repeat)
-                    self.stats["forward_s"] += time.perf_counter() - t0
-                    if self.progress is not None and not slotted:   # requests asked for, not twins
-                        self.progress(sum(i < n_asked for i in chunk))
-                    for i, r in zip(chunk, res):
-                        r.prompt_tokens = len(prefix) + len(encoded[i][1])
-                        self.stats["prompt_tokens"] += r.prompt_tokens
-                        self.stats["completion_tokens"] += r.completion_tokens
-                        out[i] = r
-                        if i in scored:
-                            self._label_answers.put(scored[i], r)
+        for group, idx in groups.items():
+            self._run_group(group, idx, requests, encoded, claims, out, scored, n_asked)
         hits = self._label_answers.fill(out, scored)
         self.stats["memo_hits"] += len(hits)
         if self.progress is not None and any(i < n_asked for i in hits):
             self.progress(sum(i < n_asked for i in hits))
-        for i, j in twins.items():
-            weigh_evidence(requests[i].fields, out[i], out[i].meta.get("claim_logprob"),
-                           out[j].meta.get("claim_logprob"), self.heads.get(requests[i].stage))
-        return out[:n_asked]  # type: ignore[return-value]
+        return out
+
+    def _run_group(self, group: tuple, idx: list[int], requests: list[Request], encoded: list, claims: dict[int, str],
+                   out: list[Any], scored: dict[int, tuple], n_asked: int) -> None:
+        """One (stage, prefix, labels, budget, stop rule) group's batches, their answers put in ``out``."""
+        stage, prefix, labels, max_new, stop_repeat = group
+        idx.sort(key=lambda i: len(encoded[i][1]))
+        # generation in slots takes the whole group (a row's slot goes to the next request; each counts as it ends)
+        slotted = not labels and self._slots_ok(stage, prefix)
+        with self._adapter_context(stage):
+            # label scoring stops at prefill_tokens padded tokens
+            for chunk in [idx] if slotted else batches(idx, [len(encoded[i][1]) for i in idx], self.batch_size,
+                                                       self.prefill_tokens if labels else None):
+                suffixes = [encoded[i][1] for i in chunk]
+                t0 = time.perf_counter()
+                if labels:
+                    res = self._score_labels(stage, prefix, suffixes, labels, [claims.get(i) for i in chunk])
+                else:
+                    res = self._generate(stage, prefix, suffixes, max_new, stop_repeat)
+                self.stats["forward_s"] += time.perf_counter() - t0
+                if self.progress is not None and not slotted:   # requests asked for, not twins
+                    self.progress(sum(i < n_asked for i in chunk))
+                for i, r in zip(chunk, res):
+                    r.prompt_tokens = len(prefix) + len(encoded[i][1])
+                    self.stats["prompt_tokens"] += r.prompt_tokens
+                    self.stats["completion_tokens"] += getattr(r, "completion_tokens", 0)
+                    out[i] = r
+                    if i in scored:
+                        self._label_answers.put(scored[i], r)
 
     def _too_long(self, request: Request, prompt_tokens: int) -> str | None:
         """Why a prompt cannot run (longer, with its answer, than the model's context), or None: such a request
@@ -335,9 +356,9 @@ class TransformersBackend:
         return shared_prefix(len(prefix)) if on else contextlib.nullcontext()
 
     def _score_labels(self, stage: str, prefix: tuple[int, ...], suffixes: list[list[int]],
-                      labels: tuple[str, ...], claims: Sequence[str | None] | None = None) -> list[Response]:
-        """Pick each request's label by the summed log-probability of the label's tokens; where ``claims`` names
-        a request's claim, also its tokens' mean log-probability (``meta["claim_logprob"]``)."""
+                      labels: tuple[str, ...], claims: Sequence[str | None] | None = None) -> list[LabelScores]:
+        """Each request's summed log-probability of each label's tokens; where ``claims`` names a request's claim,
+        also its tokens' mean log-probability."""
         import torch
 
         label_ids = self._label_ids(labels)
@@ -383,12 +404,7 @@ class TransformersBackend:
                 lp = torch.log_softmax(o.logits.float(), dim=-1)
                 tgt = torch.tensor(lab[1:], device=self.device)
                 scores[:, j] += lp[:, torch.arange(len(lab) - 1), tgt].sum(-1).cpu()
-        prior = self.priors.get(stage)   # the training data's label prior back (backends/label_prior.py)
-        results = label_answers(labels, scores, prior.shift if prior is not None else None)
-        for r, lp in zip(results, claim_lp):
-            if lp is not None:
-                r.meta["claim_logprob"] = lp
-        return results
+        return [LabelScores([float(x) for x in row], claim_logprob=lp) for row, lp in zip(scores, claim_lp)]
 
     def _continuations(self, label_ids: list[list[int]], longer: list[int], mask, last_pos, cache):
         """Log-probability of every label's tokens after its first, for all labels in one forward: the labels'

@@ -16,8 +16,9 @@ teacher (one conversation), ``score`` with the embedded model (one conversation,
 stage), ``train`` of stage 2 for two steps on the labels teacher's silver data, and ``eval`` of the untrained
 adapters, the prompted base, the labels teacher, the LLM judge and FActScore with the human claims given.
 
-Writes ``bench/results/refactor_identity/<tag>.json`` into the checkout the script runs from (``--results`` to
-choose); ``--compare`` writes ``comparison.md`` there and exits 1 when any output differs.
+Writes ``<tag>.json`` (the commit, the machine and one digest per output) under ``--results`` (default
+``/tmp/refactor_identity``, shared by both checkouts); ``--compare`` writes ``bench/results/refactor_identity/
+comparison.md`` in the checkout it runs from, every digest of both sides, and exits 1 when any output differs.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results" / "refactor_identity"
+RESULTS = Path(tempfile.gettempdir()) / "refactor_identity"
+COMPARISON = ROOT / "bench" / "results" / "refactor_identity" / "comparison.md"
 RECIPE = ROOT / "recipes" / "smollm2-135m-cpu.yaml"
 DEMO = ROOT / "recipes" / "demo-cpu.yaml"
 VISTA_FIXTURE = ROOT / "tests" / "fixtures" / "vista_human" / "dev.json"
@@ -180,7 +182,7 @@ def compare(a: dict[str, Any], b: dict[str, Any], tags: tuple[str, str]) -> tupl
     for key in sorted(set(a["digests"]) | set(b["digests"])):
         da, db = a["digests"].get(key), b["digests"].get(key)
         same &= da == db
-        lines.append(f"| {key} | `{(da or '-')[:12]}` | `{(db or '-')[:12]}` | {'yes' if da == db else 'NO'} |")
+        lines.append(f"| {key} | `{(da or '-')[:16]}` | `{(db or '-')[:16]}` | {'yes' if da == db else 'NO'} |")
     lines += ["", f"Commits: {a['commit']} -> {b['commit']}. Machine: {a['machine']}, one torch thread (outputs, not "
               "timings, are compared; timings are left out).", "",
               f"Every one of the {len(a['digests'])} outputs identical: {'yes' if same else 'NO'}."]
@@ -204,7 +206,8 @@ def main() -> int:
     if args.compare:
         a, b = (json.loads((args.results / f"{tag}.json").read_text(encoding="utf-8")) for tag in args.compare)
         text, same = compare(a, b, tuple(args.compare))
-        (args.results / "comparison.md").write_text(text, encoding="utf-8")
+        COMPARISON.parent.mkdir(parents=True, exist_ok=True)
+        COMPARISON.write_text(text, encoding="utf-8")
         print(text)
         return 0 if same else 1
     if not args.tag:

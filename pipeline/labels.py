@@ -11,7 +11,9 @@ turn those numbers into the answer the pipeline reads, the same way for the in-p
 * :func:`weigh_evidence`: the claim's PMI with its reference, the label margin and the claim's word overlap with
   the reference in ``meta["evidence"]`` and, with an evidence head (backends/evidence_head.py), the probability
   and label the head gives; one failure record where the claim's log-probabilities are missing;
-* :func:`certain_answer`: a rule's or an annotator's label, all the probability on it.
+* :func:`certain_answer`: a rule's or an annotator's label, all the probability on it;
+* :func:`answer`: a model backend's ``run`` from its two verbs (``generate``, ``label_logprobs``: pipeline/protocol.py
+  ``ModelBackend``), each label answer made by the functions above.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..data.schema import UNVERIFIABLE, VERIFIED
-from .protocol import Fields, Response
+from .protocol import Fields, LabelScores, Request, Response
 
 
 class Head(Protocol):
@@ -83,3 +85,48 @@ def weigh_evidence(fields: Fields, answer: Response, claim_logprob: float | None
 def head_not_applied(answer: Response, why: str) -> None:
     """The record of an evidence head a backend could not apply (no claim log-probabilities to weigh)."""
     answer.meta["evidence"] = {"error": why}
+
+
+def answer(backend: Any, requests: list[Request]) -> list[Response]:
+    """``backend.run``: generation requests to ``backend.generate``, label requests to ``backend.label_logprobs``
+    (to ``generate`` where the backend has no such verb: a chat model's answer is parsed by the engine), and each
+    label answer chosen here with the stage's label prior and, where the request has a twin and the stage a head
+    (or the backend ``evidence_features``), weighed by its evidence."""
+    out: list[Response | None] = [None] * len(requests)
+    scores = getattr(backend, "label_logprobs", None)
+    gen = [i for i, r in enumerate(requests) if not r.labels or scores is None]
+    if gen:
+        for i, resp in zip(gen, backend.generate([requests[i] for i in gen])):
+            out[i] = resp
+    lab = [i for i, r in enumerate(requests) if r.labels and scores is not None]
+    if lab:
+        heads, priors = getattr(backend, "heads", {}), getattr(backend, "priors", {})
+        asked = [requests[i] for i in lab]
+        weigh = [bool(r.twin) and (getattr(backend, "evidence_features", False) or r.stage in heads) for r in asked]
+        for i, r, w, s in zip(lab, asked, weigh, scores(asked, weigh)):
+            out[i] = labelled(r, s, priors.get(r.stage), heads.get(r.stage), w)
+    return out  # type: ignore[return-value]
+
+
+def labelled(request: Request, scores: LabelScores, prior: Any = None, head: Head | None = None,
+             weigh: bool = False) -> Response:
+    """A label request's answer from its scores: the label chosen with ``prior``'s shift, or the backend's generated
+    text; with ``weigh``, the evidence weighed (by ``head`` when given)."""
+    meta = dict(scores.meta)
+    if scores.logprobs is None:
+        resp = Response(text=scores.text, label=scores.label, prompt_tokens=scores.prompt_tokens, meta=meta)
+        if prior is not None and meta.get("label_method") == "generate":
+            resp.meta["label_prior"] = "not applied: the server gives no label log-probabilities"
+    else:
+        resp = label_answers(request.labels, [scores.logprobs], prior.shift if prior is not None else None,
+                             **meta)[0]
+        resp.prompt_tokens = scores.prompt_tokens
+        if scores.claim_logprob is not None:
+            resp.meta["claim_logprob"] = scores.claim_logprob
+    if weigh:
+        why = resp.meta.pop("claim_error", None)
+        if why is not None:
+            head_not_applied(resp, why)
+        else:
+            weigh_evidence(request.fields, resp, scores.claim_logprob, scores.twin_logprob, head)
+    return resp

@@ -51,6 +51,43 @@ class Response:
     meta: dict = field(default_factory=dict)
 
 
+@dataclass
+class LabelScores:
+    """A model's answer to a label request: each label's summed log-probability (in the request's label order; None
+    where it could not score them: ``meta["error"]`` says why, or ``text`` holds a generated answer the engine
+    parses), and where asked, the claim tokens' mean log-probability in the prompt and in its twin."""
+
+    logprobs: list[float] | None
+    claim_logprob: float | None = None
+    twin_logprob: float | None = None
+    text: str = ""
+    label: str | None = None   # a generated answer matched to a label (no log-probabilities to choose by)
+    prompt_tokens: int = 0
+    meta: dict = field(default_factory=dict)
+
+
+class ModelBackend(Protocol):
+    """A model answers two verbs over structured requests, in request order; what the label log-likelihoods mean
+    (the label prior, the softmax, the evidence head) is the label layer's (pipeline/labels.py ``answer``), which
+    gives a model backend its :meth:`Backend.run`.
+
+    ``heads`` and ``priors`` (stage -> evidence head, label prior: what the adapters' folders hold) are the state
+    the label layer applies; ``evidence_features`` asks for the claim log-probabilities of every stage 2 request
+    with a twin, head or not."""
+
+    heads: dict[str, Any]
+    priors: dict[str, Any]
+
+    def generate(self, requests: list[Request]) -> list[Response]:
+        """Free generation of each request (``max_new_tokens``, and the list stop rules with ``stop_on_repeat``)."""
+        ...
+
+    def label_logprobs(self, requests: list[Request], claims: list[bool]) -> list[LabelScores]:
+        """Each label's log-probability after each request's prompt; where ``claims[i]``, also the claim tokens'
+        mean log-probability in the prompt and in ``requests[i].twin``."""
+        ...
+
+
 class Backend(Protocol):
     """Runs a batch of requests; output i answers request i. Must be deterministic per request,
     whatever else is in the batch, so batched and one-at-a-time runs agree.

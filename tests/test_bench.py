@@ -80,7 +80,7 @@ def test_bench_readme_names_every_script():
     commands = readme_commands()
     scripts = sorted(p.name for p in BENCH.glob("*.py"))
     documented = [s for s in scripts if s not in LIBRARIES]
-    assert len(documented) <= 15, documented
+    assert len(documented) <= 16, documented
     assert sorted(commands) == documented, "every bench script, and only those, has a README section"
     for script, cmds in commands.items():
         assert cmds, f"## {script} has no command"
@@ -89,7 +89,7 @@ def test_bench_readme_names_every_script():
     for lib in LIBRARIES:
         assert f"`{lib}`" in README.read_text()
     results = [p for p in (BENCH / "results").rglob("*") if p.is_file()]
-    assert len(results) <= 60, f"{len(results)} files under bench/results/"
+    assert len(results) <= 64, f"{len(results)} files under bench/results/"
 
 
 @pytest.mark.parametrize("script,args", [(s, c[2:]) for s, cmds in readme_commands().items() for c in cmds],

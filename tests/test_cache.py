@@ -16,7 +16,8 @@ from vista_distill.backends.teacher import build_teacher
 from vista_distill.backends.wrappers import CachedBackend
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
-from vista_distill.pipeline.protocol import Request
+from vista_distill.pipeline.protocol import Fields, Request
+from vista_distill.pipeline.templates import get_template, stage_request
 
 REQUEST = Request("stage2", ({"role": "user", "content": "CLAIM:\nThe Eiffel Tower is in Paris."},), max_new_tokens=8)
 
@@ -67,8 +68,9 @@ def test_cached_backend_asks_again_for_an_unreadable_entry_and_rewrites_it(tmp_p
     cache = CallCache(tmp_path / "calls")
     backend = CachedBackend(LabelsBackend(sample), cache, {"backend": "labels"})
     turn = sample[0].turns[1]
-    req = Request("stage2", ({"role": "user", "content": f"REFERENCE TEXT:\n{turn.reference}\n\nCLAIM:\n"
-                              f"{turn.gold_claims[0].text}"},), labels=("VERIFIED", "UNVERIFIABLE"))
+    req = stage_request(get_template("stage2", "compact"), Fields(claim=turn.gold_claims[0].text,
+                                                                  reference=turn.reference),
+                        labels=("VERIFIED", "UNVERIFIABLE"))
     [first] = backend.run([req])
     key = backend.key(req)
     cache.path(key).write_text('["not", "an", "entry"]')

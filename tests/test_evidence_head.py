@@ -89,7 +89,7 @@ def test_backend_reads_the_claim_logprob_and_applies_the_head(tmp_path):
         cid = feats.tokenizer(claim, add_special_tokens=False)["input_ids"]
         s = max(i for i in range(len(ids)) if ids[i:i + len(cid)] == cid)
         direct = sum(lp[p - 1, ids[p]].item() for p in range(s, s + len(cid))) / len(cid)
-        assert feats._score_labels("stage2", (), [ids], req.labels, [claim])[0].meta["claim_logprob"] == \
+        assert feats._score_labels("stage2", (), [ids], req.labels, [claim])[0].claim_logprob == \
             pytest.approx(direct, abs=1e-4)
     # the reference makes the claim it states more likely than the one it does not
     assert ev[0]["pmi"] > ev[1]["pmi"]

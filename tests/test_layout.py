@@ -426,8 +426,8 @@ def _prompt_reading(path: Path, headings: set[str], regexes: bool = True) -> lis
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             for heading in sorted(h for h in headings if h in node.value or h[:-1] + "\\n" in node.value):
                 found.append(f"{path.name}:{node.lineno} holds {heading!r}")
-        if (regexes and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _REGEX_CALLS
-                and getattr(node.func.value, "id", None) == "re" and node.args
+        if (regexes and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _REGEX_CALLS and getattr(node.func.value, "id", None) == "re" and node.args
                 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
                 and "[A-Z]" in node.args[0].value and ":" in node.args[0].value):
             found.append(f"{path.name}:{node.lineno} parses headings with {node.args[0].value[:40]!r}")
