@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -41,6 +42,71 @@ def last_run(out: Path) -> dict:
     return json.loads((out / "runs.jsonl").read_text().splitlines()[-1])
 
 
+def write_recipe(tmp: Path, out: Path, base_url: str, concurrency: int) -> Path:
+    """A recipe distilling the bundled VISTA sample with the llama.cpp server at ``base_url`` as the teacher."""
+    from vista_distill.testing.llama_server import MODEL_ALIAS
+
+    teacher = {"backend": "openai", "model": MODEL_ALIAS, "base_url": base_url, "prompt_style": "fewshot",
+               "concurrency": concurrency, "max_new_tokens": {"stage1": 64, "stage2": 8, "stage3": 32}}
+    data = {"train": [{"benchmark": "vista-human", "source": str(ROOT / "data/samples/sample_dialogues.json")}]}
+    path = tmp / f"{out.name}.yaml"
+    path.write_text(yaml.safe_dump({"name": "bench-distill", "teacher": teacher, "data": data,
+                                    "distill": {"output_dir": str(out), "validation_fraction": 0.34}}))
+    return path
+
+
+def distill_command(config: Path, extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "vista_distill", "distill", "--config", str(config), "--no-progress", *extra]
+
+
+def uninterrupted(server: Any, cfg: Path, out: Path, extra: list[str]) -> dict[str, Any] | None:
+    """A cold run, then the same run again all from the call cache; None when the cold run fails."""
+    served0 = server.served()
+    t = time.perf_counter()
+    r = subprocess.run(distill_command(cfg, extra), capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stderr[-3000:], file=sys.stderr)
+        return None
+    wall = time.perf_counter() - t
+    manifest = json.loads((out / "manifest.json").read_text())
+    print(r.stdout)
+    cold = {"process_wall_s": round(wall, 1), **last_run(out), "server_answered": server.served() - served0,
+            "filters": manifest["filters"]["report"], "counts": manifest["counts"]}
+    t = time.perf_counter()
+    subprocess.run(distill_command(cfg, extra), capture_output=True, text=True, check=True)
+    cached = {"process_wall_s": round(time.perf_counter() - t, 1), **last_run(out)}
+    return {"uninterrupted": cold, "cached_rerun": cached, "fingerprint": manifest["fingerprint"]}
+
+
+def killed_and_resumed(server: Any, cfg: Path, out: Path, extra: list[str], calls: int) -> dict[str, Any]:
+    """SIGKILL after a fifth, half and four fifths of ``calls``, once in the export phase, then a final run."""
+    cmd = distill_command(cfg, extra)
+    served0 = server.served()
+    processes = []
+    for target in (max(1, calls // 5), calls // 2, (4 * calls) // 5):
+        before = entries(out)
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        while entries(out) < target and p.poll() is None:
+            time.sleep(0.05)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        processes.append({"killed": f"after {target} calls", "calls_completed": entries(out) - before,
+                          "cache_entries_after": entries(out)})
+    before = entries(out)
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "VISTA_DISTILL_DIE_AT": "export:stage2"})
+    processes.append({"killed": "in the export phase (before stage2/ is swapped in)", "exit_code": r.returncode,
+                      "calls_completed": entries(out) - before, "cache_entries_after": entries(out)})
+    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    final = last_run(out)
+    processes.append({"killed": "no (final run)", "calls_completed": final["calls"],
+                      "cache_hits": final["cache_hits"], "cache_entries_after": entries(out)})
+    time.sleep(2)   # requests of a killed client still finish on the server
+    manifest = json.loads((out / "manifest.json").read_text())
+    return {"processes": processes, "calls_total": sum(p["calls_completed"] for p in processes),
+            "uninterrupted_calls": calls, "server_answered": server.served() - served0,
+            "fingerprint": manifest["fingerprint"]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=None, help="first N sample dialogues (default: all 3)")
@@ -49,98 +115,23 @@ def main() -> int:
     args = ap.parse_args()
 
     from vista_distill.backends.model_loading import embedded_gguf
-    from vista_distill.testing.llama_server import MODEL_ALIAS, LlamaServer
+    from vista_distill.testing.llama_server import LlamaServer
 
     tmp = Path(tempfile.mkdtemp(prefix="distill-bench-"))
     extra = ["--limit", str(args.limit)] if args.limit else []
-
-    def recipe(out: Path, base_url: str) -> Path:
-        path = tmp / f"{out.name}.yaml"
-        path.write_text(
-            yaml.safe_dump(
-                {
-                    "name": "bench-distill",
-                    "teacher": {
-                        "backend": "openai",
-                        "model": MODEL_ALIAS,
-                        "base_url": base_url,
-                        "prompt_style": "fewshot",
-                        "concurrency": args.concurrency,
-                        "max_new_tokens": {"stage1": 64, "stage2": 8, "stage3": 32},
-                    },
-                    "data": {
-                        "train": [
-                            {"benchmark": "vista-human", "source": str(ROOT / "data/samples/sample_dialogues.json")}
-                        ]
-                    },
-                    "distill": {"output_dir": str(out), "validation_fraction": 0.34},
-                }
-            )
-        )
-        return path
-
-    def cmd(config: Path) -> list[str]:
-        return [sys.executable, "-m", "vista_distill", "distill", "--config", str(config), "--no-progress", *extra]
-
     result: dict = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                                 "load_average_at_start": os.getloadavg()[0]},
                     "model": embedded_gguf().name, "concurrency": args.concurrency, "limit": args.limit}
     with LlamaServer(n_threads=args.threads, log_path=tmp / "server.log") as server:
         result["server"] = {"n_threads": server.n_threads, "reproducible": server.reproducible}
-        # 1. uninterrupted, cold
-        out1 = tmp / "uninterrupted"
-        cfg1 = recipe(out1, server.base_url)
-        served0 = server.served()
-        t = time.perf_counter()
-        r = subprocess.run(cmd(cfg1), capture_output=True, text=True)
-        if r.returncode != 0:
-            print(r.stderr[-3000:], file=sys.stderr)
+        first = uninterrupted(server, write_recipe(tmp, tmp / "uninterrupted", server.base_url, args.concurrency),
+                              tmp / "uninterrupted", extra)
+        if first is None:
             return 1
-        wall1 = time.perf_counter() - t
-        run1 = last_run(out1)
-        manifest1 = json.loads((out1 / "manifest.json").read_text())
-        result["uninterrupted"] = {"process_wall_s": round(wall1, 1), **run1,
-                                   "server_answered": server.served() - served0,
-                                   "filters": manifest1["filters"]["report"], "counts": manifest1["counts"]}
-        print(r.stdout)
-        # 2. all cached
-        t = time.perf_counter()
-        subprocess.run(cmd(cfg1), capture_output=True, text=True, check=True)
-        result["cached_rerun"] = {"process_wall_s": round(time.perf_counter() - t, 1), **last_run(out1)}
-        # 3. SIGKILL at several points, then resume
-        n = run1["calls"]
-        out3 = tmp / "killed"
-        cfg3 = recipe(out3, server.base_url)
-        served0 = server.served()
-        processes = []
-        for target in (max(1, n // 5), n // 2, (4 * n) // 5):
-            before = entries(out3)
-            p = subprocess.Popen(cmd(cfg3), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
-            while entries(out3) < target and p.poll() is None:
-                time.sleep(0.05)
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-            processes.append({"killed": f"after {target} calls", "calls_completed": entries(out3) - before,
-                              "cache_entries_after": entries(out3)})
-        before = entries(out3)
-        r = subprocess.run(cmd(cfg3), capture_output=True, text=True, env={**os.environ,
-                                                                             "VISTA_DISTILL_DIE_AT": "export:stage2"})
-        processes.append({"killed": "in the export phase (before stage2/ is swapped in)",
-                          "exit_code": r.returncode, "calls_completed": entries(out3) - before,
-                          "cache_entries_after": entries(out3)})
-        r = subprocess.run(cmd(cfg3), capture_output=True, text=True, check=True)
-        final = last_run(out3)
-        processes.append({"killed": "no (final run)", "calls_completed": final["calls"],
-                          "cache_hits": final["cache_hits"], "cache_entries_after": entries(out3)})
-        time.sleep(2)   # requests of a killed client still finish on the server
-        manifest3 = json.loads((out3 / "manifest.json").read_text())
-        result["killed_and_resumed"] = {
-            "processes": processes, "calls_total": sum(p["calls_completed"] for p in processes),
-            "uninterrupted_calls": n, "server_answered": server.served() - served0,
-            "export_identical": manifest3["fingerprint"] == manifest1["fingerprint"],
-            "fingerprint": manifest3["fingerprint"],
-        }
+        result["uninterrupted"], result["cached_rerun"] = first["uninterrupted"], first["cached_rerun"]
+        cfg = write_recipe(tmp, tmp / "killed", server.base_url, args.concurrency)
+        killed = killed_and_resumed(server, cfg, tmp / "killed", extra, first["uninterrupted"]["calls"])
+        result["killed_and_resumed"] = {**killed, "export_identical": killed["fingerprint"] == first["fingerprint"]}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "distill_teacher.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "distill_teacher.md").write_text(report(result))

@@ -26,7 +26,9 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from gpu_random_8b import make_adapters
 from train_throughput import random_model
@@ -58,63 +60,15 @@ def read_bandwidth(device: str, gib: float = 2.0) -> float:
     return 2 * n / sorted(times)[2]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", default="qwen3-8b")
-    ap.add_argument("--recipe", default="recipes/qwen3-8b-lora-80gb.yaml", help="its LoRA settings make the adapters")
-    ap.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the embedded model's)")
-    ap.add_argument("--work", default="/tmp/gpu_decode_step")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--rows", type=int, default=16, help="requests decoded at once (the recipes' eval batch)")
-    ap.add_argument("--tokens", type=int, default=128, help="tokens each request decodes")
-    ap.add_argument("--layers", type=int)
-    ap.add_argument("--hidden", type=int)
-    a = ap.parse_args()
-
+def decode_rows(backend: Any, requests: list[Any], result: dict, path: Path) -> Iterator[dict]:
+    """Each setting's decode of ``requests`` (adapter precision, CUDA graphs, merged adapter, base model): its wall
+    time per decode step and whether its texts are the first and the previous setting's; ``result`` gains each row
+    and is written to ``path`` after each."""
     import torch
 
     from vista_distill.backends.adapters import adapters_in_dtype
-    from vista_distill.backends.transformers import TransformersBackend
-    from vista_distill.pipeline.protocol import Request
-    from vista_distill.runtime.hardware import detect
 
-    work, out = Path(a.work), Path(a.out)
-    work.mkdir(parents=True, exist_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-    model_dir, note = random_model(a.arch, work / f"rand-{a.arch}", a.layers, a.hidden, a.tokenizer)
-    adapters = work / "adapters"
-    if not adapters.exists():
-        make_adapters(model_dir, str(ROOT / a.recipe), adapters)
-    backend = TransformersBackend(model_dir, adapters=adapters, dtype="bfloat16", batch_size=a.rows)
     on_gpu = backend.device.startswith("cuda")
-    requests = [
-        Request(
-            "stage1",
-            (
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": f"Turn: Here is what I know about {TOPICS[i % len(TOPICS)]}."},
-            ),
-            max_new_tokens=a.tokens,
-            stop_on_repeat=True,
-        )
-        for i in range(a.rows)
-    ]
-    weight_bytes = sum(p.numel() * p.element_size() for n, p in backend.model.named_parameters() if "lora_" not in n)
-    result: dict = {
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "device": detect(backend.device).describe(),
-        "torch": torch.__version__,
-        "model": note,
-        "rows": a.rows,
-        "tokens": a.tokens,
-        "weights_gib": round(weight_bytes / 2**30, 2),
-        "command": "python bench/gpu_decode_step.py " + " ".join(sys.argv[1:]),
-        "settings": [],
-    }
-    if on_gpu:
-        bw = read_bandwidth(backend.device)
-        result["read_bandwidth_tb_s"] = round(bw / 1e12, 2)
-        result["weights_stream_ms"] = round(1e3 * weight_bytes / bw, 2)
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     settings = [
         ("eager, float32 adapters", torch.float32, False, ""),
@@ -156,8 +110,13 @@ def main() -> None:
             row["over_weights_stream"] = round(row["ms_per_step"] / result["weights_stream_ms"], 2)
             row["peak_cuda_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
         result["settings"].append(row)
-        print(json.dumps(row), flush=True)
-        (out / "decode_step.json").write_text(json.dumps(result, indent=2) + "\n")
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        yield row
+
+
+def report_lines(result: dict, note: str, rows: int, on_gpu: bool) -> list[str]:
+    """The decode-step table in Markdown."""
+    a = argparse.Namespace(rows=rows, tokens=result["tokens"])
     lines = [
         f"# Stage 1's decode step, {result['device']}",
         "",
@@ -181,6 +140,68 @@ def main() -> None:
     lines += [f"| {r['setting']} | {r['decode_steps']} | {r['ms_per_step']} | {r.get('over_weights_stream', '')} | "
               f"{r['same_text_as_first_setting']}/{a.rows} | {r['same_text_as_previous_setting']}/{a.rows} | "
               f"{r.get('peak_cuda_gib', '')} |" for r in result["settings"]]
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", default="qwen3-8b")
+    ap.add_argument("--recipe", default="recipes/qwen3-8b-lora-80gb.yaml", help="its LoRA settings make the adapters")
+    ap.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the embedded model's)")
+    ap.add_argument("--work", default="/tmp/gpu_decode_step")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rows", type=int, default=16, help="requests decoded at once (the recipes' eval batch)")
+    ap.add_argument("--tokens", type=int, default=128, help="tokens each request decodes")
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--hidden", type=int)
+    a = ap.parse_args()
+
+    import torch
+
+    from vista_distill.backends.transformers import TransformersBackend
+    from vista_distill.pipeline.protocol import Request
+    from vista_distill.runtime.hardware import detect
+
+    work, out = Path(a.work), Path(a.out)
+    work.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    model_dir, note = random_model(a.arch, work / f"rand-{a.arch}", a.layers, a.hidden, a.tokenizer)
+    adapters = work / "adapters"
+    if not adapters.exists():
+        make_adapters(model_dir, str(ROOT / a.recipe), adapters)
+    backend = TransformersBackend(model_dir, adapters=adapters, dtype="bfloat16", batch_size=a.rows)
+    on_gpu = backend.device.startswith("cuda")
+    requests = [
+        Request(
+            "stage1",
+            (
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": f"Turn: Here is what I know about {TOPICS[i % len(TOPICS)]}."},
+            ),
+            max_new_tokens=a.tokens,
+            stop_on_repeat=True,
+        )
+        for i in range(a.rows)
+    ]
+    weight_bytes = sum(p.numel() * p.element_size() for n, p in backend.model.named_parameters() if "lora_" not in n)
+    result: dict = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "device": detect(backend.device).describe(),
+        "torch": torch.__version__,
+        "model": note,
+        "rows": a.rows,
+        "tokens": a.tokens,
+        "weights_gib": round(weight_bytes / 2**30, 2),
+        "command": "python bench/gpu_decode_step.py " + " ".join(sys.argv[1:]),
+        "settings": [],
+    }
+    if on_gpu:
+        bw = read_bandwidth(backend.device)
+        result["read_bandwidth_tb_s"] = round(bw / 1e12, 2)
+        result["weights_stream_ms"] = round(1e3 * weight_bytes / bw, 2)
+    for row in decode_rows(backend, requests, result, out / "decode_step.json"):
+        print(json.dumps(row), flush=True)
+    lines = report_lines(result, note, a.rows, on_gpu)
     (out / "decode_step.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -132,7 +132,7 @@ def run(cmd: list[str], limit: float, log: Path) -> bool:
     return rc == 0
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", default="qwen3-8b")
     ap.add_argument("--recipes", default="recipes/qwen3-8b-lora-80gb.yaml,recipes/qwen3-8b-qlora-24gb.yaml")
@@ -153,7 +153,52 @@ def main() -> None:
     ap.add_argument("--parts", default="train-long,score-gold,score,train-real",
                     help="in order, each for every recipe: train-long, train-real, score (the student pipeline), "
                          "score-gold (the input's human claims instead of stage 1), score-fewshot")
-    a = ap.parse_args()
+    return ap
+
+
+def _save(summary: dict, out: Path, bundle: str | None) -> None:
+    """The summary so far, and the whole folder as ``bundle`` (.tar.gz) when asked."""
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if bundle:
+        with tarfile.open(bundle + ".tmp", "w:gz") as tar:
+            tar.add(out, arcname=out.name)
+        os.replace(bundle + ".tmp", bundle)
+
+
+def _train_part(a: argparse.Namespace, kind: str, model_dir: str, silver: Path, out: Path, summary: dict) -> None:
+    """bench/train_throughput.py for every recipe on ``silver``, its row and check's estimate in the summary."""
+    for recipe in a.recipes.split(","):
+        name = f"train_{Path(recipe).stem}_{kind}"
+        cmd = [sys.executable, str(ROOT / "bench" / "train_throughput.py"), "--recipe", recipe,
+               "--model-dir", model_dir, "--silver", str(silver), "--stage", "stage2", "--steps", str(a.steps),
+               "--warmup", "1", "--variant", f"{kind}={';'.join(a.train_override)}".rstrip("="),
+               "--output", str(out / f"{name}.md")]
+        ok = run(cmd, a.part_limit, out / f"{name}.log")
+        row = json.loads((out / f"{name}.json").read_text())[0] if ok and (out / f"{name}.json").exists() else None
+        summary["parts"][name] = {"ok": ok, "result": row,
+                                  "estimate": estimates(model_dir, recipe, row and row["tokens_per_step"])}
+        _save(summary, out, a.bundle)
+
+
+def _score_part(a: argparse.Namespace, part: str, model_dir: str, work: Path, out: Path, summary: dict) -> None:
+    """bench/profile_scorer.py for every recipe (bf16, or NF4 for a QLoRA recipe) with untrained adapters."""
+    adapters = work / "adapters"
+    if not adapters.exists():
+        make_adapters(model_dir, a.recipes.split(",")[0], adapters)
+    pipelines = "fewshot" if part == "score-fewshot" else "student"
+    gold = part == "score-gold"
+    for recipe in a.recipes.split(","):
+        q = "qlora" in recipe
+        name = f"score_{pipelines}{'_gold' if gold else ''}_{'nf4' if q else 'bf16'}"
+        cmd = [sys.executable, str(ROOT / "bench" / "profile_scorer.py"), "--model", model_dir, "--adapters",
+               str(adapters), "--input", a.input, "--limit", str(a.limit), "--pipelines", pipelines, "--tag", name,
+               "--out", str(out), *(["--load-in-4bit"] if q else []), *(["--claims", "gold"] if gold else [])]
+        summary["parts"][name] = {"ok": run(cmd, a.part_limit, out / f"{name}.log")}
+        _save(summary, out, a.bundle)
+
+
+def main() -> None:
+    a = _parser().parse_args()
 
     import torch
     from transformers import AutoTokenizer
@@ -164,107 +209,30 @@ def main() -> None:
     summary: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "torch": torch.__version__,
                      "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
                      "arch": a.arch, "parts": {}}
-
-    def save() -> None:
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        if a.bundle:
-            with tarfile.open(a.bundle + ".tmp", "w:gz") as tar:
-                tar.add(out, arcname=out.name)
-            os.replace(a.bundle + ".tmp", a.bundle)
-
     t0 = time.perf_counter()
     model_dir = str(work / f"rand-{a.arch}")
     summary["model_note"] = random_model(a.arch, Path(model_dir), a.layers, a.hidden, a.tokenizer)[1]
     summary["model_save_s"] = round(time.perf_counter() - t0, 1)
     print(summary["model_note"], f"saved in {summary['model_save_s']} s", flush=True)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    recipes = a.recipes.split(",")
     silvers = {"real": Path(a.silver)}
-    save()
-
-    py, bench = sys.executable, ROOT / "bench"
+    _save(summary, out, a.bundle)
     for part in a.parts.split(","):
         if part.startswith("train-"):
             kind = part.split("-", 1)[1]
             if kind == "long" and "long" not in silvers:
                 from vista_distill.config import load_recipe
-                max_length = load_recipe(recipes[0]).for_stage("stage2").train.max_length
+
+                max_length = load_recipe(a.recipes.split(",")[0]).for_stage("stage2").train.max_length
                 silvers["long"] = work / "silver-long"
-                summary["long_silver"] = long_silver(
-                    Path(a.silver), silvers["long"], tok, max_length, rows=16 * (a.steps + 1)
-                )
-            for recipe in recipes:
-                name = f"train_{Path(recipe).stem}_{kind}"
-                ok = run(
-                    [
-                        py,
-                        str(bench / "train_throughput.py"),
-                        "--recipe",
-                        recipe,
-                        "--model-dir",
-                        model_dir,
-                        "--silver",
-                        str(silvers[kind]),
-                        "--stage",
-                        "stage2",
-                        "--steps",
-                        str(a.steps),
-                        "--warmup",
-                        "1",
-                        "--variant",
-                        f"{kind}={';'.join(a.train_override)}".rstrip("="),
-                        "--output",
-                        str(out / f"{name}.md"),
-                    ],
-                    a.part_limit,
-                    out / f"{name}.log",
-                )
-                row = (
-                    json.loads((out / f"{name}.json").read_text())[0]
-                    if ok and (out / f"{name}.json").exists()
-                    else None
-                )
-                summary["parts"][name] = {"ok": ok, "result": row,
-                                          "estimate": estimates(model_dir, recipe, row and row["tokens_per_step"])}
-                save()
+                summary["long_silver"] = long_silver(Path(a.silver), silvers["long"], tok, max_length,
+                                                     rows=16 * (a.steps + 1))
+            _train_part(a, kind, model_dir, silvers[kind], out, summary)
         elif part.startswith("score"):
-            adapters = work / "adapters"
-            if not adapters.exists():
-                make_adapters(model_dir, recipes[0], adapters)
-            pipelines = "fewshot" if part == "score-fewshot" else "student"
-            gold = part == "score-gold"
-            for recipe in recipes:
-                q = "qlora" in recipe
-                name = f"score_{pipelines}{'_gold' if gold else ''}_{'nf4' if q else 'bf16'}"
-                ok = run(
-                    [
-                        py,
-                        str(bench / "profile_scorer.py"),
-                        "--model",
-                        model_dir,
-                        "--adapters",
-                        str(adapters),
-                        "--input",
-                        a.input,
-                        "--limit",
-                        str(a.limit),
-                        "--pipelines",
-                        pipelines,
-                        "--tag",
-                        name,
-                        "--out",
-                        str(out),
-                        *(["--load-in-4bit"] if q else []),
-                        *(["--claims", "gold"] if gold else []),
-                    ],
-                    a.part_limit,
-                    out / f"{name}.log",
-                )
-                summary["parts"][name] = {"ok": ok}
-                save()
+            _score_part(a, part, model_dir, work, out, summary)
         print(f"{part} done at {time.perf_counter() - t0:.0f} s", flush=True)
     summary["total_s"] = round(time.perf_counter() - t0, 1)
-    save()
+    _save(summary, out, a.bundle)
     print(json.dumps(summary, indent=1))
 
 

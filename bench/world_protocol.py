@@ -281,11 +281,15 @@ def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> No
     )
 
 
-def step_report() -> None:
-    lines = ["# The world stage's protocol: choices on validation, 3 seeds, FHSumBench dev once", ""]
-    prep = json.loads((OUT / "prepare.json").read_text())
-    base = json.loads((OUT / "validation_base.json").read_text())
-    lines += [
+def _metrics_row(name: str, what: str, m: dict[str, Any], steps: Any = "", train_s: Any = "") -> str:
+    rec = m["recall"]
+    return (f"| {name} | {what} | {steps} | {train_s} | {m['macro_f1']:.3f} | {m['accuracy']:.3f} | "
+            f"{rec['TRUE']} | {rec['FALSE']} | {rec['NOT ENOUGH KNOWLEDGE']} | {m['predicted']} |")
+
+
+def _validation_lines(prep: dict[str, Any], base: dict[str, Any]) -> list[str]:
+    """The validation table: the base model, the majority label and every variant that ran, then the choice."""
+    lines = [
         f"Script: `bench/world_protocol.py`. Machine: {base['machine']['cpu']}; {base['machine']['date'][:10]}.",
         "",
         "## Validation (Factcheck-GPT claim factuality, by dialogue, never FHSumBench)",
@@ -300,33 +304,24 @@ def step_report() -> None:
         "| system | what | steps | train s | macro F1 | accuracy | recall TRUE | recall FALSE | recall NEK "
         "| predicted |",
         "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- |",
+        _metrics_row("base, few-shot (prompted)", "no adapter, our few-shot world prompt", base["base_fewshot"]),
+        _metrics_row("base, compact", "no adapter, the student's prompt", base["base_compact"]),
+        _metrics_row("majority label", base["majority"]["label"], base["majority"]),
     ]
-
-    def row(name: str, what: str, m: dict[str, Any], steps: Any = "", train_s: Any = "") -> str:
-        rec = m["recall"]
-        return (f"| {name} | {what} | {steps} | {train_s} | {m['macro_f1']:.3f} | {m['accuracy']:.3f} | "
-                f"{rec['TRUE']} | {rec['FALSE']} | {rec['NOT ENOUGH KNOWLEDGE']} | {m['predicted']} |")
-
-    lines.append(row("base, few-shot (prompted)", "no adapter, our few-shot world prompt", base["base_fewshot"]))
-    lines.append(row("base, compact", "no adapter, the student's prompt", base["base_compact"]))
-    lines.append(row("majority label", base["majority"]["label"], base["majority"]))
     for name, v in VARIANTS.items():
         p = OUT / f"validation_{name}.json"
         if p.exists():
             d = json.loads(p.read_text())
-            lines.append(row(f"variant {name}", v["what"], d["validation"], d["steps"], d["train_s"]))
-    chosen = chosen_variant()
-    lines += [
-        "",
-        f"Chosen by the criterion: **{chosen}**.",
-        "",
-        "## The chosen variant with three seeds (validation)",
-        "",
-        "| seed | macro F1 | accuracy | predicted |",
-        "| ---: | ---: | ---: | --- |",
-    ]
+            lines.append(_metrics_row(f"variant {name}", v["what"], d["validation"], d["steps"], d["train_s"]))
+    return [*lines, "", f"Chosen by the criterion: **{chosen_variant()}**."]
+
+
+def _seed_lines() -> list[str]:
+    """The chosen variant's three seeds on validation, and their mean and standard deviation."""
     import numpy as np
 
+    lines = ["## The chosen variant with three seeds (validation)", "", "| seed | macro F1 | accuracy | predicted |",
+             "| ---: | ---: | ---: | --- |"]
     f1s = []
     for s in (0, 1, 2):
         p = OUT / f"seed{s}.json"
@@ -336,34 +331,47 @@ def step_report() -> None:
             lines.append(f"| {s} | {m['macro_f1']:.3f} | {m['accuracy']:.3f} | {m['predicted']} |")
     if len(f1s) > 1:
         lines.append(f"| mean ± sd | {np.mean(f1s):.3f} ± {np.std(f1s, ddof=1):.3f} | | |")
+    return lines
+
+
+def _fhsumbench_lines(d: dict[str, Any]) -> list[str]:
+    """FHSumBench dev, touched once: every system's metrics, the student's seeds, paired bootstraps, confusions."""
+    lines = ["## FHSumBench dev, touched once", "",
+             f"{d['sample']}: {d['summaries']} summaries ({d['scored']} scored); the student is the main job's "
+             f"stages 1-3 (`vista-distill demo`, seed 0) with the chosen world adapter; seed 0 through "
+             f"`vista-distill eval`, seeds 1-2 by running the world stage again on seed 0's claims "
+             f"({d['rescore_check']}). {d['claims_at_world_stage']} of {d['claims']} claims reached the world "
+             f"stage; {d['seconds_per_summary']} s per summary (2 threads). World labels (seed 0): "
+             f"{d['world_labels_seed0']}.", "",
+             "| system | macro P | macro R | macro F1 | acc faithful | acc factual | acc non-factual | unknown |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, m in d["metrics"].items():
+        lines.append(f"| {name} | {m['macro_precision']:.4f} | {m['macro_recall']:.4f} | {m['macro_f1']:.4f} | "
+                     + " | ".join(f"{x:.4f}" for x in m["label_accuracy"].values()) + f" | {m['unknown']} |")
+    mean, sd = d["student_macro_f1_mean_sd"]
+    lines += ["", f"Student macro F1, 3 seeds: {mean:.4f} ± {sd:.4f}.", "",
+              "Paired bootstrap over summaries (macro F1 difference, 95% interval, two-sided p):", "",
+              "| comparison | difference | 95% interval | p |", "| --- | ---: | --- | ---: |"]
+    for k, t in d["paired_bootstrap"].items():
+        lines.append(f"| {k} | {t['diff']:+.4f} | [{t['ci95'][0]:+.4f}, {t['ci95'][1]:+.4f}] | {t['p']:.3f} |")
+    lines += ["", *DISCUSSION]
+    for name, m in d["metrics"].items():
+        c = m["confusion"]
+        lines += ["", f"Confusion, {name} (rows gold, columns predicted):", "",
+                  "| gold \\ predicted | " + " | ".join(c["columns (predicted)"]) + " |",
+                  "| --- |" + " ---: |" * len(c["columns (predicted)"])]
+        lines += [f"| {g} | " + " | ".join(map(str, r)) + " |" for g, r in zip(c["rows (gold)"], c["matrix"])]
+    return lines
+
+
+def step_report() -> None:
+    lines = ["# The world stage's protocol: choices on validation, 3 seeds, FHSumBench dev once", ""]
+    prep = json.loads((OUT / "prepare.json").read_text())
+    base = json.loads((OUT / "validation_base.json").read_text())
+    lines += [*_validation_lines(prep, base), "", *_seed_lines()]
     p = OUT / "fhsumbench.json"
     if p.exists():
-        d = json.loads(p.read_text())
-        lines += ["", "## FHSumBench dev, touched once", "",
-                  f"{d['sample']}: {d['summaries']} summaries ({d['scored']} scored); the student is the main job's "
-                  f"stages 1-3 (`vista-distill demo`, seed 0) with the chosen world adapter; seed 0 through "
-                  f"`vista-distill eval`, seeds 1-2 by running the world stage again on seed 0's claims "
-                  f"({d['rescore_check']}). {d['claims_at_world_stage']} of {d['claims']} claims reached the world "
-                  f"stage; {d['seconds_per_summary']} s per summary (2 threads). World labels (seed 0): "
-                  f"{d['world_labels_seed0']}.", "",
-                  "| system | macro P | macro R | macro F1 | acc faithful | acc factual | acc non-factual | unknown |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for name, m in d["metrics"].items():
-            lines.append(f"| {name} | {m['macro_precision']:.4f} | {m['macro_recall']:.4f} | {m['macro_f1']:.4f} | "
-                         + " | ".join(f"{x:.4f}" for x in m["label_accuracy"].values()) + f" | {m['unknown']} |")
-        mean, sd = d["student_macro_f1_mean_sd"]
-        lines += ["", f"Student macro F1, 3 seeds: {mean:.4f} ± {sd:.4f}.", "",
-                  "Paired bootstrap over summaries (macro F1 difference, 95% interval, two-sided p):", "",
-                  "| comparison | difference | 95% interval | p |", "| --- | ---: | --- | ---: |"]
-        for k, t in d["paired_bootstrap"].items():
-            lines.append(f"| {k} | {t['diff']:+.4f} | [{t['ci95'][0]:+.4f}, {t['ci95'][1]:+.4f}] | {t['p']:.3f} |")
-        lines += ["", *DISCUSSION]
-        for name, m in d["metrics"].items():
-            c = m["confusion"]
-            lines += ["", f"Confusion, {name} (rows gold, columns predicted):", "",
-                      "| gold \\ predicted | " + " | ".join(c["columns (predicted)"]) + " |",
-                      "| --- |" + " ---: |" * len(c["columns (predicted)"])]
-            lines += [f"| {g} | " + " | ".join(map(str, r)) + " |" for g, r in zip(c["rows (gold)"], c["matrix"])]
+        lines += ["", *_fhsumbench_lines(json.loads(p.read_text()))]
     (OUT / "README.md").write_text("\n".join(lines) + "\n")
     print(OUT / "README.md")
 

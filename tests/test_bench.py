@@ -12,6 +12,7 @@ benchmark_samples / vista_human_dev (../shared/data, a demo run), fresh_clone (a
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -152,6 +153,31 @@ def test_bench_imports_the_installed_package_and_edits_no_sys_path(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("import sys\nsys.path.insert(0, 'x')\nsys.path = []\n")
     assert _path_edits(probe) == ["probe.py:2: sys.path.insert", "probe.py:3: sys.path"]
+
+
+def _over_limits(path: Path, lines: int = 80, params: int = 8) -> list[str]:
+    """The functions of a script over the product's limits: more than ``lines`` lines or ``params`` parameters
+    (``self`` and ``cls`` not counted; ``*args`` and ``**kwargs`` one each)."""
+    out = []
+    for n in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        a = n.args
+        names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)] + [x.arg for x in (a.vararg, a.kwarg) if x]
+        count = len(names) - (names[:1] in (["self"], ["cls"]))
+        if n.end_lineno - n.lineno + 1 > lines or count > params:
+            out.append(f"{path.name}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines, {count} parameters)")
+    return out
+
+
+def test_bench_functions_stay_within_the_products_limits(tmp_path):
+    """No bench function over 80 lines or 8 parameters; the check can fail on either."""
+    assert not [f for p in sorted(BENCH.glob("*.py")) for f in _over_limits(p)]
+    probe = tmp_path / "probe.py"
+    probe.write_text("def wide(a, b, c, d, e, f, g, h, *i):\n    pass\n\n\nclass C:\n"
+                     "    def ok(self, a, b, c, d, e, f, g, h):\n        pass\n\n\ndef long():\n" + "    x = 1\n" * 80)
+    assert _over_limits(probe) == ["probe.py:1 wide (2 lines, 9 parameters)",
+                                   "probe.py:10 long (81 lines, 0 parameters)"]
 
 
 def test_harness_imports():
