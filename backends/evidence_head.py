@@ -16,8 +16,8 @@ after training on the stage's silver validation split (examples the adapter neve
 and saved beside the adapter as ``evidence_head.json``; the label layer (pipeline/labels.py ``weigh_evidence``)
 applies it for every backend that loaded the file. A
 head with ``w_margin = 0`` and no overlap is the ``pmi`` baseline (the base model's PMI alone,
-backends/cheap_baselines.py). Served students apply it where the server returns the prompt's log-probabilities
-(backends/server.py); elsewhere their records say it was not applied.
+backends/cheap_baselines.py). Served students give the claim's log-probabilities where the server echoes the prompt's
+(backends/server.py); elsewhere their records say the head was not applied.
 """
 
 from __future__ import annotations

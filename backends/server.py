@@ -25,7 +25,8 @@ A stage whose adapter folder carries an evidence head (``evidence_head.json``, :
 it where the server echoes prompt log-probabilities (``echo``): the claim's mean log-probability is read from the
 echoed prompt, once more from an echo of the same prompt with an empty reference, and the head weighs that PMI with
 the label margin and the claim's word overlap, as in process. With ``top_logprobs`` or ``generate`` the head cannot be
-applied, and each answer says so (``meta["evidence"]["not_applied"]``).
+applied, and each answer says so (``meta["evidence"]["error"]``). The label layer (pipeline/labels.py) weighs the
+numbers, as for every backend.
 """
 
 from __future__ import annotations

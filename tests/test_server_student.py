@@ -165,7 +165,7 @@ def test_served_head_on_llama_cpp_says_it_was_not_applied(served, reference, tmp
         got = backend.run(reqs)
     assert backend.heads and backend.method == "top_logprobs"
     for g in got:
-        assert g.meta["evidence"]["head"] is False and "not applied" in g.meta["evidence"]["not_applied"]
+        assert list(g.meta["evidence"]) == ["error"] and "not applied" in g.meta["evidence"]["error"]
 
 
 def test_served_label_prior_gives_the_in_process_labels(served, reference, tmp_path):
