@@ -5,7 +5,7 @@ python bench/demo_protocol.py seed N             # the chosen recipe with train.
 python bench/demo_protocol.py vista-dev          # seed 0's adapters and the base on vista_human/dev.json
 python bench/demo_protocol.py val-models NAME [ADAPTER]   # stage 2 alone on the 200 validation responses
 python bench/demo_protocol.py val-turns NAME [SET]   # the whole pipeline on a validation set (SET: models, the 200
-                                                 # FaithDial responses, or begin-fade) of a VAL_VARIANTS entry
+                                                 # FaithDial responses, or begin-fade) of a val-* variant
                                                  # (trained first unless done) or ``base``
 python bench/demo_protocol.py ref-swap NAME [ADAPTER]   # stage 2 on the 200 responses against own vs foreign snippets
 python bench/demo_protocol.py val-claims NAME    # stages 2-3 of a variant on the 300 validation turns' human claims
@@ -23,11 +23,14 @@ seeds, evaluate on the held-out test material once, and score the VISTA human de
 Material: ``recipes/demo-cpu.yaml`` (bundled FaithDial + Factcheck-GPT, human labels as teacher). Its
 ``data.test_fraction`` holds out the FaithDial test dialogues; of the rest, ``distill.validation_fraction`` of
 the dialogues is the validation split (the silver ``test`` split), and its FaithDial dialogues are the
-validation turns. Variants are judged on validation only:
+validation turns. Variants are judged on validation only, in rounds (``bench/demo_protocol.yaml``, read by
+:func:`load_variants`): each round names the step that measures its variants and a criterion fixed before any of
+them ran:
 
-* claim level: stages 2-3 on the validation dialogues' human claims (stage-2 accuracy, the criterion
-  fixed before any variant ran: highest stage-2 accuracy; ties within one claim go to the simpler variant);
-* turn level: the whole student pipeline on the validation dialogues (strict and safe rules).
+* ``variant NAME``: stages 2-3 on the validation dialogues' human claims (claim level) and the whole student
+  pipeline on those dialogues (turn level, strict and safe rules);
+* ``val-turns``, ``val-claims``, ``val-evidence`` (run folders ``val-NAME``): the whole pipeline, stages 2-3 on the
+  human claims, or stage 2 with the evidence probes, on the validation responses.
 
 Runs go to $PROTOCOL_RUNS (default /tmp/vista-protocol); results (small JSON) to
 bench/results/demo_protocol/. ``PROTOCOL_REUSE=1``: ``val-turns`` evaluates a variant's adapters already trained
@@ -47,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+import yaml
 
 from vista_distill.runtime.numbers import percent as _pct
 
@@ -56,303 +60,48 @@ RECIPE = ROOT / "recipes" / "demo-cpu.yaml"
 RUNS = Path(os.environ.get("PROTOCOL_RUNS", "/tmp/vista-protocol"))
 OUT = ROOT / "bench" / "results" / "demo_protocol"
 
-# What each variant changes against the recipe as written ("chosen" before any result was seen).
-# ``stages``: the adapters it trains itself; the others are the "chosen" variant's.
-VARIANTS: dict[str, dict[str, Any]] = {
-    "chosen": {
-        "overrides": [],
-        "stages": ["stage1", "stage2", "stage3"],
-        "what": "recipes/demo-cpu.yaml as written: lr 5e-4, no class balancing, FaithDial + Factcheck-GPT",
-    },
-    "class-weights": {
-        "overrides": ["train.per_stage.stage2.class_balance=weights", "train.per_stage.stage3.class_balance=weights"],
-        "stages": ["stage2", "stage3"],
-        "what": "class-weighted loss in stages 2 and 3",
-    },
-    "lr-1e-3": {
-        "overrides": ["train.per_stage.stage2.learning_rate=0.001"],
-        "stages": ["stage2"],
-        "what": "stage 2 learning rate 1e-3",
-    },
-    "augment": {
-        "overrides": ["distill.augment_falsified=2"],
-        "stages": ["stage2", "stage3"],
-        "silver": "own",
-        "what": "plus rule-made VERIFIED/CONTRADICTED pairs (LLM-OASIS style, 2 per reference)",
-    },
-    # added 2026-11-24 after the CPU training step became 2.3x faster (train/trainer.py: the fused LM head on
-    # labelled positions only): the same training wall time buys 2.5x the steps
-    "steps-2.5x": {
-        "overrides": [
-            "train.per_stage.stage1.max_steps=20",
-            "train.per_stage.stage2.max_steps=40",
-            "train.per_stage.stage3.max_steps=10",
-        ],
-        "stages": ["stage1", "stage2", "stage3"],
-        "what": "2.5x the steps per stage (20 / 40 / 10), about the old training time at the faster step",
-    },
-    "stage2-48": {
-        "overrides": ["train.per_stage.stage2.max_steps=48"],
-        "stages": ["stage2"],
-        "what": "stage 2 only, 3x its steps (48 = 384 examples, about half an epoch of its 829); "
-        "stages 1 and 3 as the recipe",
-    },
-    "faithdial-only": {
-        "overrides": [],
-        "stages": ["stage2"],
-        "silver": "faithdial",
-        "what": "stage 2 trained on the FaithDial examples only (no Factcheck-GPT)",
-    },
-}
+# The variants, as rounds (bench/demo_protocol.yaml; its header documents every key): VARIANTS are the variants of
+# the rounds the ``variant`` step judges, VAL_VARIANTS those of the val-* steps.
+PROTOCOL = Path(__file__).with_name("demo_protocol.yaml")
+JUDGES = ("variant", "val-turns", "val-evidence", "val-claims")
+ROUND_KEYS = {"name", "judged_by", "criterion", "why", "untrained_from", "variants"}
+REQUIRED = {"what", "why", "overrides", "stages"}
+VAL_ONLY = {"trained_by", "stage2_copied_from", "loader_options", "add_sources"}
+ALLOWED = {"variant": REQUIRED | {"silver", "untrained_from"}}
+ALLOWED["val"] = ALLOWED["variant"] | VAL_ONLY
+SILVER = {"variant": {None, "own", "faithdial-only"}, "val": {None, "own"}}
 
 
-# 2026-11-24: variants judged on the whole pipeline over FaithDial's 200 validation model
-# responses (``val-turns``). Criterion fixed before any of them ran: turn accuracy under the strict rule over all
-# 200 responses (an unknown verdict counts as wrong); within one point (2 responses) the recipe as written stays.
-# ``stages``: what the variant trains itself (the others link to the ``recipe`` run's adapters); ``options``:
-# loader options set on the recipe's data.train entries (by index), which distils its own silver data.
-VAL_VARIANTS: dict[str, dict[str, Any]] = {
-    "recipe": {"overrides": [], "stages": ["stage1", "stage2", "stage3"], "what": "recipes/demo-cpu.yaml as written"},
-    "questions": {
-        "overrides": [],
-        "stages": ["stage1"],
-        "options": {2: {"questions": 0.5}},
-        "what": "stage 1 also on half the Factcheck-GPT sentences rephrased as 'Did you know that ...?' "
-        "questions (same claims)",
-    },
-    # added before any val-turns result was seen: the demo's stage 1 (8 steps of 8) answers free text, not a
-    # numbered claim list, on the test records read while measuring the Intel run (nothing chosen there)
-    "stage1-24": {
-        "overrides": ["train.per_stage.stage1.max_steps=24"],
-        "stages": ["stage1"],
-        "what": "stage 1 trained 3x longer (24 steps of 8)",
-    },
-    "questions-24": {
-        "overrides": ["train.per_stage.stage1.max_steps=24"],
-        "stages": ["stage1"],
-        "options": {2: {"questions": 0.5}},
-        "what": "both: questions and 24 stage-1 steps",
-    },
-    # added after recipe / questions / base had run (stage 1 invents claims unrelated to the turn at 8 steps),
-    # before any result of the longer stage 1 was seen
-    "stage1-64": {
-        "overrides": ["train.per_stage.stage1.max_steps=64"],
-        "stages": ["stage1"],
-        "what": "stage 1 trained 8x longer (64 steps of 8, about 2 epochs of its 262 examples)",
-    },
-    # 2026-11-24: generalisation beyond FaithDial (issue 13 item 5; the human set mixes AIS, BEGIN, FADE and FaithDial).
-    # BEGIN-WoW (CC BY 4.0) and FADE (MIT) bundled in data/samples (begin.py / fade.py build_sample in
-    # data/benchmarks/), each response its one claim, as training-only sources of stages 2 and 3; stage 1 is
-    # stage1-64's. Criterion, fixed before any of these ran: strict-rule turn accuracy over all validation turns pooled
-    # (FaithDial's 200 model responses + BEGIN's 60 + FADE's 40 validation rows, ``val-turns NAME begin-fade`` for the
-    # last two; an unknown verdict counts as wrong); within one point stage1-64 (the recipe as written) stays.
-    "mix": {
-        "overrides": ["train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE]"],
-        "stages": ["stage2", "stage3"],
-        "add_sources": "begin-fade",
-        "links": "val-stage1-64",
-        "what": "stages 2-3 also on BEGIN-WoW (290) and FADE (120 rows) training responses, 48 stage-2 steps",
-    },
-    "mix-96": {
-        "overrides": ["train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE]", "train.per_stage.stage2.max_steps=96"],
-        "stages": ["stage2", "stage3"],
-        "add_sources": "begin-fade",
-        "links": "val-stage1-64",
-        "what": "as mix, 96 stage-2 steps (the added data doubles stage 2's examples)",
-    },
-    # added after mix-96 was chosen, as an ablation only (the choice stands as made): how much of mix-96's gain is
-    # the 96 steps and how much the data
-    "faithdial-96": {
-        "overrides": ["train.per_stage.stage2.max_steps=96", "train.per_stage.stage2.sources=[FaithDial]"],
-        "stages": ["stage2", "stage3"],
-        "links": "val-stage1-64",
-        "what": "the recipe before mix: stage 2 on FaithDial sources, 96 steps",
-    },
-    # 2026-11-24: the held-out test enlarged to half the FaithDial dialogues (data.test_fraction 0.5) and split so that
-    # no test reference is trained on (data.split_by reference; 134 turns; 15 of the old 27 shared a knowledge snippet
-    # with a training response), before anything ran on it, so its training material shrank and the choice between the
-    # two best rows above is made again on that material. Criterion, fixed before either ran: pooled strict-rule turn
-    # accuracy over the 300 validation turns (as for mix); within one point the recipe as written (split50, i.e. mix-96)
-    # stays. Runs go to a fresh $PROTOCOL_RUNS (its own silver data, made by ``prepare``).
-    "split50": {
-        "overrides": [],
-        "stages": ["stage1", "stage2", "stage3"],
-        "what": "recipes/demo-cpu.yaml as written (mix-96) with the test at half the FaithDial dialogues",
-    },
-    "split50-faithdial-96": {
-        "overrides": ["train.per_stage.stage2.sources=[FaithDial]"],
-        "stages": ["stage2", "stage3"],
-        "links": "val-split50",
-        "what": "split50 with stage 2 on the FaithDial sources only (faithdial-96 on the new split)",
-    },
-    # 2026-11-25. Read on validation records (val-split50, the 200 FaithDial model responses): the
-    # student's stage 1 leaves out a response's opinions and personal remarks ("It's hard to not get into them when
-    # you love the original. The adventures continued in six feature films." -> only the film claim), which FaithDial
-    # labels hallucinated, so under the strict rule 42 of 100 hallucinated turns passed as faithful (given claims: 23).
-    # Factcheck-GPT's annotators wrote no claims for such sentences; ``unclaimed: out_of_scope`` gives each its one
-    # OUT-OF-SCOPE claim (34 sentences), so stage 1 sees complete decompositions that keep them. Criterion fixed before
-    # it ran: pooled strict over the 300 validation turns; within one point the recipe as written (split50) stays.
-    "split50-oos": {
-        "overrides": [],
-        "stages": ["stage1", "stage3"],
-        "options": {2: {"unclaimed": "out_of_scope"}},
-        "links": "val-split50",
-        "what": "split50 with Factcheck-GPT's undecomposed (opinion, remark) sentences as one OUT-OF-SCOPE "
-        "claim each: stage 1 and 3 trained again, stage 2 the recipe's",
-    },
-    # Then (split50-oos discarded: pooled strict 57.7): the recipe's stage 2 (val-split50), given the 200 validation
-    # responses' claims against a random other validation response's snippet instead of their own, still said
-    # VERIFIED to 47 of the 100 faithful ones (64 with their own snippet) and to 21 of the 100 hallucinated (24): it
-    # barely reads the reference. ``distill.augment_swapped`` (distill/augment.py) gives half of the training
-    # VERIFIED claims a second, UNVERIFIABLE example against another training dialogue's reference. Share 0.5 fixed
-    # before it ran (1.0 would make two thirds of stage 2's examples UNVERIFIABLE); same criterion as above.
-    "split50-swap": {
-        "overrides": [
-            "distill.augment_swapped=0.5",
-            ("train.per_stage.stage2.sources=[FaithDial,BEGIN,FADE,FaithDial+swapped,BEGIN+swapped,FADE+swapped]"),
-        ],
-        "stages": ["stage2"],
-        "own_silver": True,
-        "links": "val-split50",
-        "what": "split50 with half of stage 2's VERIFIED claims also given, UNVERIFIABLE, another "
-        "training dialogue's reference: stage 2 trained again, stages 1 and 3 the recipe's",
-    },
-    # split50-swap collapsed onto UNVERIFIABLE (pooled strict 49.3; 8 of 100 faithful responses VERIFIED), but
-    # ``ref-swap`` found it ranking a faithful claim's own snippet above a foreign one more often than the recipe's
-    # stage 2 (AUC 0.59 vs 0.535): the added examples moved the prior more than the reading. Next, declared before
-    # it ran: every VERIFIED claim paired (share 1.0, as LLM-OASIS keeps both claims of a pair) and stage 2's loss
-    # weighted by class so that the prior stays even. Same criterion.
-    "split50-swap-weighted": {
-        "overrides": ["distill.augment_swapped=1.0", "train.per_stage.stage2.class_balance=weights"],
-        "stages": ["stage2"],
-        "own_silver": True,
-        "links": "val-split50",
-        "what": "split50 with every stage-2 VERIFIED claim also given, UNVERIFIABLE, another "
-        "training dialogue's reference, and stage 2's loss weighted by class",
-    },
-    # 2026-11-25 (issue 31: students that read their evidence), on a 2-core AMD EPYC with
-    # AVX512-BF16 (bf16). ``val-evidence NAME`` trains the variant's stage 2 (its own silver data) and measures
-    # stage 2 on the 200 FaithDial validation responses' claims with the evidence probes (scoring/evidence.py).
-    # Criterion, fixed before any of these ran: the mean of the own-vs-foreign reference AUC and the deletion flip
-    # rate (the issue's two bars, 0.75 and 0.6), among variants whose stage-2 accuracy on the 200 is at least the
-    # recipe's 70.0 (split50's given-claims accuracy on them, Intel bf16) less 3 points; within 0.02
-    # the simpler variant (fewer changes) wins.
-    "contrast": {
-        "overrides": ["distill.evidence_contrast=0.5"],
-        "stages": ["stage2"],
-        "own_silver": True,
-        "links": "val-split50",
-        "what": "split50 with evidence-contrast rows (deletion, edit, insertion) for half of the training "
-        "claims, prior kept: stage 2 trained again (96 steps, top 8 layers)",
-    },
-    # ran first: its training was stopped by the recipe's 5-minute stage-2 limit at 49 of 96 steps (unit tests ran
-    # beside it); AUC 0.527, flip rate 0.057: no reading. Then, declared before it ran, with the stage time limit
-    # off and a fourth kind (``foreign``: VERIFIED claims whose support cannot be placed in a few sentences, most of
-    # them one-sentence snippets, against another training reference), so that every treated VERIFIED claim gets
-    # its negative and no insertion is cut:
-    "contrast-all": {
-        "overrides": [
-            "distill.evidence_contrast=1.0",
-            "lora.layers_to_transform=null",
-            "train.per_stage.stage2.max_minutes=null",
-        ],
-        "stages": ["stage2"],
-        "own_silver": True,
-        "links": "val-split50",
-        "what": "contrast rows (deletion, edit, foreign, insertion) for every training claim, LoRA on "
-        "all 30 layers, no stage time limit: stage 2 trained again (96 steps)",
-    },
-    # Declared while contrast-all trained, before any head had run: the base model's own likelihood reads the
-    # reference where the adapter does not (on the 200 validation responses, the mean log-probability of a claim's
-    # tokens after its own snippet minus after an empty one ranks own above foreign snippets with AUC 0.93 and
-    # drops for 91% of the 55 deletions; /tmp exploration, nothing chosen on it). The evidence head
-    # (backends/evidence_head.py) weighs that PMI with the adapter's label margin, fitted on the silver validation
-    # split. Same criterion as above.
-    "split50-head": {
-        "overrides": ["train.per_stage.stage2.evidence_head=true", "train.per_stage.stage2.max_minutes=null"],
-        "stages": ["stage2"],
-        "own_silver": True,
-        "links": "val-split50",
-        "what": "the recipe's stage 2 (96 steps, top 8 layers, no contrast rows) with an evidence head",
-    },
-    "contrast-all-head": {
-        "overrides": [
-            "distill.evidence_contrast=1.0",
-            "lora.layers_to_transform=null",
-            "train.per_stage.stage2.evidence_head=true",
-        ],
-        "stages": ["stage2"],
-        "own_silver": True,
-        "from_adapter": "val-contrast-all",
-        "what": "contrast-all's adapter with an evidence head",
-    },
-    # LoRA on all layers trains at about 9 s a step on this CPU (top 8: about 4), which the demo's 20 minutes cannot
-    # hold; so also, declared with the two above: contrast rows for every claim on the recipe's top 8 layers, with
-    # the head.
-    "contrast-head": {
-        "overrides": [
-            "distill.evidence_contrast=1.0",
-            "train.per_stage.stage2.evidence_head=true",
-            "train.per_stage.stage2.max_minutes=null",
-        ],
-        "stages": ["stage2"],
-        "own_silver": True,
-        "links": "val-split50",
-        "what": "contrast rows (all four kinds) for every training claim, top 8 layers, 96 steps, with "
-        "an evidence head",
-    },
-    # 2026-11-27, declared before either ran (issue 46: on a 2-core AMD EPYC with AVX512-BF16 the demo cannot train
-    # every step of the recipe and run its whole test inside 19 minutes). Both train stages 2 and 3 only, every step
-    # (no time limit), on their own silver data as the recipe distils it; stage 1 is not involved. Criterion
-    # (``val-claims NAME``): safe-rule turn accuracy from the human claims (stages 2-3, each validation response its
-    # one claim) pooled over the 300 validation turns (FaithDial's 200 model responses, BEGIN-WoW's 60, FADE's 40);
-    # steps-half is kept unless it is more than 2 points below steps-recipe (the point of it is the demo's time);
-    # stage-2 accuracy reported beside. steps-quarter added while steps-recipe trained, before any result: of the
-    # variants within 2 points of steps-recipe, the one that trains fewest steps is kept.
-    "steps-recipe": {
-        "overrides": ["train.per_stage.stage2.max_minutes=null", "train.per_stage.stage3.max_minutes=null"],
-        "stages": ["stage2", "stage3"],
-        "own_silver": True,
-        "what": "the recipe's stages 2 and 3 as written (96 and 32 steps), every step trained",
-    },
-    "steps-half": {
-        "overrides": [
-            "train.per_stage.stage2.max_minutes=null",
-            "train.per_stage.stage3.max_minutes=null",
-            "train.per_stage.stage2.max_steps=48",
-            "train.per_stage.stage3.max_steps=16",
-        ],
-        "stages": ["stage2", "stage3"],
-        "own_silver": True,
-        "what": "stages 2 and 3 trained half the recipe's steps (48 and 16)",
-    },
-    # Declared after steps-half's result (stage 2 at 48 steps as good as at 96, 77.3 against 77.0 at stage 2; stage 3
-    # at 16 steps broken, safe 50.0 against 77.0) and before steps-quarter ran (stopped: its 8 stage-3 steps could
-    # not be within 2 points): the two stages' step counts are chosen apart, each adapter as trained above.
-    "steps-s2half": {
-        "overrides": [
-            "train.per_stage.stage2.max_minutes=null",
-            "train.per_stage.stage3.max_minutes=null",
-            "train.per_stage.stage2.max_steps=48",
-        ],
-        "stages": ["stage2", "stage3"],
-        "own_silver": True,
-        "adapters_from": {"stage2": "val-steps-half", "stage3": "val-steps-recipe"},
-        "what": "stage 2 trained half the recipe's steps (48), stage 3 all 32 (steps-half's stage 2 adapter, "
-        "steps-recipe's stage 3)",
-    },
-    "steps-quarter": {
-        "overrides": [
-            "train.per_stage.stage2.max_minutes=null",
-            "train.per_stage.stage3.max_minutes=null",
-            "train.per_stage.stage2.max_steps=24",
-            "train.per_stage.stage3.max_steps=8",
-        ],
-        "stages": ["stage2", "stage3"],
-        "own_silver": True,
-        "what": "stages 2 and 3 trained a quarter of the recipe's steps (24 and 8)",
-    },
-}
+class _UniqueKeys(yaml.SafeLoader):
+    """yaml's safe loader, refusing a key given twice in one mapping (plain yaml keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        keys = [self.construct_object(k, deep=deep) for k, _ in node.value]
+        if len(keys) != len(set(keys)):
+            raise ValueError(f"line {node.start_mark.line + 1}: a key given twice in {sorted(map(str, keys))}")
+        return super().construct_mapping(node, deep)
+
+
+def load_variants(path: Path = PROTOCOL) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """``(VARIANTS, VAL_VARIANTS)`` from the rounds in ``path``, each variant with its ``untrained_from`` resolved
+    (its own, else its round's, else ``val-recipe``); a key or value the header does not document is refused."""
+    tables: dict[str, dict[str, dict[str, Any]]] = {"variant": {}, "val": {}}
+    for rnd in yaml.load(path.read_text(), Loader=_UniqueKeys)["rounds"]:
+        if set(rnd) - ROUND_KEYS or rnd.get("judged_by") not in JUDGES:
+            raise ValueError(f"{path.name}: round {rnd.get('name')!r}: keys {sorted(rnd)}, "
+                             f"judged_by {rnd.get('judged_by')!r}")
+        kind = "variant" if rnd["judged_by"] == "variant" else "val"
+        for name, v in rnd["variants"].items():
+            bad = (set(v) - ALLOWED[kind]) | (REQUIRED - set(v))
+            if (bad or v.get("silver") not in SILVER[kind] or name in {**tables["variant"], **tables["val"]}
+                    or not set(v["stages"]) <= {"stage1", "stage2", "stage3"}):
+                raise ValueError(f"{path.name}: variant {name!r}: keys {sorted(bad)}, silver {v.get('silver')!r}, "
+                                 f"stages {v.get('stages')} (or the name taken)")
+            tables[kind][name] = {"untrained_from": rnd.get("untrained_from", "val-recipe"), **v}
+    return tables["variant"], tables["val"]
+
+
+VARIANTS, VAL_VARIANTS = load_variants()
 
 SAMPLES = ROOT / "data" / "samples"
 # the BEGIN / FADE training sources of the mix variants (recipe data.train entries)
@@ -449,7 +198,7 @@ def _train_variant(r, stages: list[str], ckpt: Path, others: Path, reuse: bool =
     trained: dict[str, Any] = {}
     for stage in ("stage1", "stage2", "stage3"):
         if reuse and (ckpt / stage / "adapter_config.json").exists():
-            trained[stage] = "trained by an earlier run"
+            trained[stage] = "already trained in this run folder"
         elif stage in stages:
             s = train_stage(r, stage)
             trained[stage] = {"steps": s["results"]["global_step"], "train_loss": s["results"].get("train_loss"),
@@ -465,7 +214,7 @@ def step_variant(name: str) -> None:
     silver = v.get("silver")
     if silver == "own":
         extra.append(f"distill.output_dir={RUNS / name / 'silver'}")
-    elif silver == "faithdial":
+    elif silver == "faithdial-only":
         extra.append(f"train.silver_dir={RUNS / 'silver-faithdial'}")
     r = recipe(name, extra)
     if silver == "own":
@@ -474,7 +223,7 @@ def step_variant(name: str) -> None:
 
         run_distill(r, progress=False, material=load_material(r))
     t0 = time.perf_counter()
-    trained = _train_variant(r, v["stages"], RUNS / name / "checkpoints", RUNS / "chosen" / "checkpoints")
+    trained = _train_variant(r, v["stages"], RUNS / name / "checkpoints", RUNS / v["untrained_from"] / "checkpoints")
     train_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     res = evaluate(r, name, ["student"], RUNS / "validation.jsonl")
@@ -602,14 +351,15 @@ def step_ref_swap(name: str, adapter: str | None) -> None:
 
 def _variant_recipe(name: str):
     """(recipe, checkpoints folder) of the VAL_VARIANTS entry ``name`` under ``val-NAME``; its own silver data
-    distilled first where it has some (``own_silver``) and none is there yet."""
+    (``silver: own``) distilled first unless it is there already."""
     v = VAL_VARIANTS[name]
     run = f"val-{name}"
     extra = [*v["overrides"]]
-    if v.get("own_silver"):
+    own = v.get("silver") == "own"
+    if own:
         extra.append(f"distill.output_dir={RUNS / run / 'silver'}")
     r = recipe(run, extra)
-    if v.get("own_silver") and not (RUNS / run / "silver" / "manifest.json").exists():
+    if own and not (RUNS / run / "silver" / "manifest.json").exists():
         from vista_distill.data.material import load_material
         from vista_distill.distill.run import run_distill
 
@@ -618,9 +368,10 @@ def _variant_recipe(name: str):
 
 
 def step_val_evidence(name: str) -> None:
-    """Stage 2 of a VAL_VARIANTS entry (trained here first unless its adapter exists; its own silver data where it
-    changes distill settings) or of the prompted base (``base``) on the 200 validation responses' claims, with the
-    evidence probes (scoring/evidence.py): stage-2 accuracy, deletion flip rate, own-vs-foreign AUC, claim-only."""
+    """Stage 2 of a VAL_VARIANTS entry (trained here first unless its adapter exists, or copied from
+    ``stage2_copied_from``; its own silver data where it has ``silver: own``) or of the prompted base (``base``) on
+    the 200 validation responses' claims, with the evidence probes (scoring/evidence.py): stage-2 accuracy, deletion
+    flip rate, own-vs-foreign AUC, claim-only."""
     from vista_distill.backends.transformers import TransformersBackend
     from vista_distill.data.io import read_conversations
     from vista_distill.scorer import VistaScorer
@@ -634,12 +385,13 @@ def step_val_evidence(name: str) -> None:
     else:
         v = VAL_VARIANTS[name]
         r, ckpt = _variant_recipe(name)
-        if v.get("from_adapter") and not (ckpt / "stage2").exists():
+        copied_from = v.get("stage2_copied_from")
+        if copied_from and not (ckpt / "stage2").exists():
             ckpt.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(RUNS / v["from_adapter"] / "checkpoints" / "stage2", ckpt / "stage2",
+            shutil.copytree(RUNS / copied_from / "checkpoints" / "stage2", ckpt / "stage2",
                             ignore=shutil.ignore_patterns("checkpoint-*", "evidence_head.json"))
         wants_head = "train.per_stage.stage2.evidence_head=true" in v["overrides"]
-        if v.get("from_adapter") and wants_head and not (ckpt / "stage2" / "evidence_head.json").exists():
+        if copied_from and wants_head and not (ckpt / "stage2" / "evidence_head.json").exists():
             from vista_distill.train.evidence_fit import fit_evidence_head
 
             trained = {"evidence_head": fit_evidence_head(r.for_stage("stage2"), ckpt / "stage2")}
@@ -754,10 +506,11 @@ def _val_set(name: str) -> Path:
 
 
 def step_val_claims(name: str) -> None:
-    """Stages 2-3 of a VAL_VARIANTS entry (trained here first unless its adapters exist, on its own silver data
-    where it has some) on the human claims of the 300 validation turns (FaithDial's 200 model responses and the
-    BEGIN-WoW / FADE validation rows, :func:`_val_set`), no stage 1 and no probes: stage-2 accuracy and the turn
-    accuracy the claims' labels and categories give under the safe and strict rules."""
+    """Stages 2-3 of a VAL_VARIANTS entry (trained here first unless its adapters exist or ``trained_by`` names
+    them, on its own silver data where it has ``silver: own``) on the human claims of the 300 validation turns
+    (FaithDial's 200 model responses and the BEGIN-WoW / FADE validation rows, :func:`_val_set`), no stage 1 and no
+    probes: stage-2 accuracy and the turn accuracy the claims' labels and categories give under the safe and strict
+    rules."""
     from vista_distill.backends.factory import backend_for
     from vista_distill.data.io import read_conversations
     from vista_distill.scoring.metrics import given_claims_metrics, turn_metrics
@@ -766,7 +519,7 @@ def step_val_claims(name: str) -> None:
 
     v = VAL_VARIANTS[name]
     r, ckpt = _variant_recipe(name)
-    for stage, src in (v.get("adapters_from") or {}).items():   # adapters another variant trained
+    for stage, src in (v.get("trained_by") or {}).items():   # adapters another run trained with these settings
         ckpt.mkdir(parents=True, exist_ok=True)
         if not (ckpt / stage).exists():
             (ckpt / stage).symlink_to(RUNS / src / "checkpoints" / stage)
@@ -798,7 +551,7 @@ def step_val_claims(name: str) -> None:
 def step_val_turns(name: str, val_set: str = "models") -> None:
     """The whole pipeline (stages 1-3, and stages 2-3 on the given claims) on a validation set (``_val_set``): the
     prompted base (``base``) or a VAL_VARIANTS entry, trained here first unless its adapters exist (its own silver
-    data where it changes a loader option or adds sources)."""
+    data where it has ``silver: own``, ``loader_options`` or ``add_sources``), its other stages ``untrained_from``'s."""
     import dataclasses
 
     tag = os.environ.get("VAL_TAG", "")   # a second evaluation of the same adapters (e.g. after a decoding fix)
@@ -813,7 +566,7 @@ def step_val_turns(name: str, val_set: str = "models") -> None:
     v = VAL_VARIANTS[name]
     run = f"val-{name}"
     extra = [*v["overrides"], "eval.given_claims=true"]
-    own_silver = bool(v.get("options") or v.get("add_sources") or v.get("own_silver"))
+    own_silver = bool(v.get("loader_options") or v.get("add_sources") or v.get("silver") == "own")
     if own_silver:
         extra.append(f"distill.output_dir={RUNS / run / 'silver'}")
     r = recipe(run, extra)
@@ -823,7 +576,7 @@ def step_val_turns(name: str, val_set: str = "models") -> None:
         from vista_distill.distill.run import run_distill
 
         sources = list(r.data.train)
-        for i, opts in (v.get("options") or {}).items():
+        for i, opts in (v.get("loader_options") or {}).items():
             sources[i] = dataclasses.replace(sources[i], options={**sources[i].options, **opts})
         if v.get("add_sources") == "begin-fade":
             sources += [DataSource(**s) for s in BEGIN_FADE_TRAIN]
@@ -832,13 +585,13 @@ def step_val_turns(name: str, val_set: str = "models") -> None:
             run_distill(r, progress=False, material=load_material(r))
     t0 = time.perf_counter()
     trained = _train_variant(r, v["stages"], RUNS / run / "checkpoints",
-                             RUNS / v.get("links", "val-recipe") / "checkpoints",
+                             RUNS / v["untrained_from"] / "checkpoints",
                              reuse=bool(tag) or val_set != "models" or os.environ.get("PROTOCOL_REUSE") == "1")
     train_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     res = evaluate(r, f"{run}{tag}", ["student"], data)
     save(f"val_turns_{name}{suffix}", {"variant": name, "what": v["what"], "overrides": v["overrides"],
-                                       "options": v.get("options"), "add_sources": v.get("add_sources"),
+                                       "options": v.get("loader_options"), "add_sources": v.get("add_sources"),
                                        "machine": machine(), "trained": trained, "train_s": round(train_s),
                                        "eval_s": round(time.perf_counter() - t1), **res})
 
