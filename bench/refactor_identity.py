@@ -62,10 +62,15 @@ def _cli(*args: str) -> None:
         raise SystemExit(f"vista-distill {' '.join(args)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
 
 
+def volatile(key: str) -> bool:
+    """A key whose value changes from run to run: a time (``*_s``, ``*_per_s``), the load, a version, a date."""
+    return key in VOLATILE or key.endswith("_s") or key.startswith(("busy_cores", "load_average"))
+
+
 def normalise(obj: Any, tmp: str) -> Any:
     """``obj`` without the keys that change from run to run, paths made relative, floats to six places."""
     if isinstance(obj, dict):
-        return {k: normalise(v, tmp) for k, v in sorted(obj.items()) if k not in VOLATILE}
+        return {k: normalise(v, tmp) for k, v in sorted(obj.items()) if not volatile(k)}
     if isinstance(obj, list):
         return [normalise(v, tmp) for v in obj]
     if isinstance(obj, str):
@@ -201,6 +206,7 @@ def main() -> int:
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two result files")
     ap.add_argument("--results", type=Path, default=RESULTS, help="where result files go")
     ap.add_argument("--no-demo", action="store_true", help="leave out the demo (the tools on the sample only)")
+    ap.add_argument("--keep", action="store_true", help="also keep the normalised outputs (to see what differs)")
     args = ap.parse_args()
     args.results.mkdir(parents=True, exist_ok=True)
     if args.compare:
@@ -217,9 +223,11 @@ def main() -> int:
         if not args.no_demo:
             outputs |= collect_demo(Path(tmp) / "demo")
         found = digests(outputs, tmp)
+        kept_outputs = {k: normalise(v, tmp) for k, v in outputs.items()} if args.keep else None
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
-    kept = {"commit": commit, "machine": _machine(), "digests": found}
+    kept = {"commit": commit, "machine": _machine(), "digests": found,
+            **({"outputs": kept_outputs} if kept_outputs is not None else {})}
     (args.results / f"{args.tag}.json").write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(json.dumps(found, indent=1))
     return 0
