@@ -140,8 +140,8 @@ def main() -> None:
                       f"RSS {runs[-1]['peak_rss_gb']:.2f} GB  losses {[round(x, 4) for x in runs[-1]['losses']]}",
                       flush=True)
         result = {"commit": commit(), "machine": m, "load_avg_1m_end": os.getloadavg()[0], "recipe": a.recipe,
-                  "stage": a.stage, "overrides": a.override, "steps": a.warmup + a.steps, "warmup": a.warmup,
-                  "repeats": a.repeats, "compared": __doc__.split("\n\n")[1].replace("\n", " "),
+                  "silver": a.silver, "stage": a.stage, "overrides": a.override, "steps": a.warmup + a.steps,
+                  "warmup": a.warmup, "repeats": a.repeats, "compared": __doc__.split("\n\n")[1].replace("\n", " "),
                   **summary(runs, a, adapters)}
     print(f"wrote {save(Path(a.out), result_name(m), result)}")
 
