@@ -105,7 +105,7 @@ def run_variant(recipe: str, silver: str, stage: str, overrides: list[str], step
 
         class Clock(TrainerCallback):
             def on_step_end(self, args, state, control, **kw):
-                marks.append((time.perf_counter(), int(trainer._total_train_tokens)))
+                marks.append((time.perf_counter(), trainer.train_tokens))
 
         trainer.add_callback(Clock())
         if torch.cuda.is_available():

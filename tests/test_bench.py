@@ -5,9 +5,10 @@ stop right after a successful parse (the documented flags match the real parser;
 today's package), and every name a script imports from the package inside its functions must resolve; harness.py,
 a library, is imported. Real runs on the embedded SmolLM2-135M, tiny inputs, outputs under tmp_path: hardware.py,
 profile_scorer.py (prefill-bound measurement shrunk) and score_throughput.py (untrained stage adapters),
-train_throughput.py (the bundled sample's labels-teacher silver data). Parse-checked only: gpu_* (a CUDA GPU),
-demo_protocol / world_protocol (hours of CPU), server_student / distill_teacher (a vLLM or llama.cpp server),
-benchmark_samples / vista_human_dev (../shared/data, a demo run), fresh_clone (a fresh clone, minutes).
+train_throughput.py and train_loss_path.py (the bundled sample's labels-teacher silver data). Parse-checked only:
+gpu_* (a CUDA GPU), demo_protocol / world_protocol (hours of CPU), server_student / distill_teacher (a vLLM or
+llama.cpp server), benchmark_samples / vista_human_dev (../shared/data, a demo run), fresh_clone (a fresh clone,
+minutes).
 """
 
 from __future__ import annotations
@@ -270,6 +271,21 @@ def test_train_throughput_runs(tmp_path):
     assert row["variant"] == "small" and row["batch"] == 2 and row["max_length"] == 384
     assert row["tokens_per_s"] > 0 and row["dtype"] == "float32"
     assert "| small |" in out.read_text()
+
+
+@pytest.mark.slow
+def test_train_loss_path_runs(tmp_path):
+    from helpers import distill_sample
+
+    silver = distill_sample(tmp_path / "silver")
+    checked(["bench/train_loss_path.py", "--silver", str(silver), "--steps", "1", "--warmup", "1", "--repeats", "1",
+             "--override", "train.max_length=384", "--override", "train.per_device_train_batch_size=2",
+             "--out", str(tmp_path / "out")])
+    [js] = (tmp_path / "out").glob("*.json")
+    result = json.loads(js.read_text())
+    assert set(result["paths"]) == {"labelled", "trl-chunked_nll"} and result["steps"] == 2
+    assert all(p["tokens_per_s"] > 0 and len(p["losses"]) == 2 for p in result["paths"].values())
+    assert len(result["loss_abs_diff_per_step"]) == 2 and result["adapters"]["tensors"] > 0
 
 
 def test_fresh_clone_names_the_cpu_kind_reads_pytest_and_finds_the_main_command():

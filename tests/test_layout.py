@@ -452,3 +452,106 @@ def test_the_prompt_reading_check_sees_a_regex_and_a_heading_search(tmp_path):
     assert _prompt_reading(probe, _input_headings()) == [
         "probe.py:2 holds 'CLAIM:'", "probe.py:2 holds 'REFERENCE TEXT:'",
         "probe.py:3 parses headings with '^([A-Z][A-Z ()]+):\\\\n'", "probe.py:5 holds 'CLAIM:'"]
+
+
+# The training stack: train/ uses its public names only, so that an upgrade within pyproject.toml's bounds changes
+# nothing silently (a private name may change in any release)
+TRAINING_LIBRARIES = ("trl", "transformers", "peft", "accelerate")
+STRING_ACCESS = {"getattr", "hasattr", "setattr", "delattr"}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _library_bindings(tree: ast.AST) -> tuple[set[str], list[str]]:
+    """The names ``tree`` binds to a training library's modules or objects, and its imports of private names."""
+    bound, hits = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in TRAINING_LIBRARIES:
+                    bound.add((a.asname or a.name).split(".")[0])
+                    hits += [f"{node.lineno}: import {a.name}"] if any(map(_private, a.name.split("."))) else []
+        elif isinstance(node, ast.ImportFrom) and not node.level and \
+                (node.module or "").split(".")[0] in TRAINING_LIBRARIES:
+            private_module = any(map(_private, node.module.split(".")))
+            for a in node.names:
+                bound.add(a.asname or a.name)
+                if private_module or _private(a.name):
+                    hits.append(f"{node.lineno}: from {node.module} import {a.name}")
+    return bound, hits
+
+
+def _root_name(node: ast.AST) -> str | None:
+    """``a`` of ``a.b.c`` (None when the chain starts elsewhere than at a name)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _private_library_names(source: str) -> list[str]:
+    """Where ``source`` uses a private name of trl, transformers, peft or accelerate: an import of one, an attribute
+    of an imported library object (``tu._use_triton``), and in a class deriving from a library class its private
+    methods overridden (``def _get_train_sampler``) and attributes read or written (``self._metrics``,
+    ``super()._x``); and anywhere, a private name passed as a string to getattr/hasattr/setattr/delattr."""
+    tree = ast.parse(source)
+    bound, hits = _library_bindings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr) and _root_name(node.value) in bound:
+            hits.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in STRING_ACCESS and len(node.args) > 1 \
+                and isinstance(node.args[1], ast.Constant) and _private(str(node.args[1].value)):
+            hits.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.ClassDef) and any(_root_name(b) in bound for b in node.bases):
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and _private(sub.name):
+                    hits.append(f"{sub.lineno}: def {sub.name}")
+                elif isinstance(sub, ast.Attribute) and _private(sub.attr) and (
+                        getattr(sub.value, "id", None) == "self" or
+                        (isinstance(sub.value, ast.Call) and getattr(sub.value.func, "id", None) == "super")):
+                    hits.append(f"{sub.lineno}: {ast.unparse(sub)}")
+    return sorted(set(hits), key=lambda h: int(h.split(":")[0]))
+
+
+def test_train_uses_no_private_name_of_trl_or_transformers():
+    """train/ (the trainer above all) stays on the public surface of TRL, transformers, PEFT and accelerate."""
+    hits = {str(p.relative_to(ROOT)): found for p in sorted((ROOT / "train").rglob("*.py"))
+            if (found := _private_library_names(p.read_text()))}
+    assert not hits, hits
+
+
+def test_the_private_name_check_sees_each_kind_of_use():
+    """The check above can fail: each kind of use in a synthetic trainer is found; public names and a class of
+    one's own with private attributes are not."""
+    probe = (
+        "import trl.trainer.utils as tu\n"                                    # 1
+        "from transformers.trainer import _is_peft_model\n"                   # 2
+        "from trl import SFTTrainer\n"                                        # 3
+        "from peft import PeftModel\n"                                        # 4
+        "tu._use_triton = lambda device: True\n"                              # 5
+        "class T(SFTTrainer):\n"                                              # 6
+        "    def _get_train_sampler(self, dataset=None):\n"                   # 7
+        "        return super()._get_train_sampler(dataset)\n"                # 8
+        "    def compute_loss(self, model, inputs, **kw):\n"                  # 9
+        "        self._metrics['train']['x'].append(1.0)\n"                   # 10
+        "        return getattr(self, '_total_train_tokens', 0)\n"            # 11
+        "class Mine:\n"                                                       # 12
+        "    def _helper(self):\n"                                            # 13
+        "        return self._cache, PeftModel.from_pretrained, self.__class__\n"  # 14
+    )
+    assert _private_library_names(probe) == [
+        "2: from transformers.trainer import _is_peft_model", "5: tu._use_triton", "7: def _get_train_sampler",
+        "8: super()._get_train_sampler", "10: self._metrics", "11: getattr(self, '_total_train_tokens', 0)"]
+
+
+def test_the_training_modules_import_trl_only_to_train():
+    """``vista_distill`` and the training entry points (train/run.py, the CLI) load neither TRL nor torch on import:
+    train/trainer.py, which subclasses TRL's trainer, is imported where a stage is prepared."""
+    import subprocess
+    import sys
+
+    code = ("import sys, vista_distill, vista_distill.cli, vista_distill.demo, vista_distill.train.run; "
+            "print(sorted(m for m in ('torch', 'trl', 'transformers', 'peft') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

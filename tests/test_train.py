@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -165,42 +166,59 @@ def test_weighted_loss_equals_trl_loss_for_unit_weights(stage2_run):
     assert abs(skew.item() - ref.item()) > 1e-3
 
 
-def test_cpu_loss_from_labelled_positions_only_equals_the_full_projection(stage2_run):
-    """On CPU the fused LM head keeps only the labelled positions (train/trainer.py); loss, gradients and
-    token accuracy are those of projecting every position (TRL's CPU default), and fewer positions run."""
+def test_cpu_loss_from_labelled_positions_only_equals_the_full_projection(stage2_run, monkeypatch):
+    """On CPU the stage's forward projects only the labelled positions (train/trainer.py StageForward); loss,
+    gradients and token accuracy are those of TRL's own fused head, which projects every position there, and fewer
+    positions run."""
     import torch
-    import trl.kernels.chunked_logprob as kernels
-    import trl.trainer.utils as tu
+    from trl.kernels import ChunkedLogProbFunction
 
-    assert getattr(tu._use_triton, "_vista_cpu_compact", False)   # the trainer switched it on
     trainer, model = stage2_run.trainer, stage2_run.trainer.model
+    assert trainer.label_positions_only   # the default
     model.train()
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(3)])
     batch.pop("class_weight", None)
     seen: list[int] = []
-    fn = tu._ChunkedLogProbFunction
-    original = fn.apply
+    original = ChunkedLogProbFunction.apply
+    monkeypatch.setattr(ChunkedLogProbFunction, "apply", lambda h, *a: seen.append(h.shape[0]) or original(h, *a))
     lora = [p for n, p in model.named_parameters() if p.requires_grad]
 
-    def run(compact):
-        tu_before = tu._use_triton
-        tu._use_triton = compact
-        fn.apply = lambda h, *a: seen.append(h.shape[0]) or original(h, *a)
+    def run(labelled_only: bool):
+        trainer.label_positions_only = labelled_only
         try:
             model.zero_grad(set_to_none=True)
-            out = model(**{k: v for k, v in batch.items()}, fused_lm_head=True)
+            out = model(**dict(batch), fused_lm_head=True)
             out.loss.backward()
             return out.loss.item(), [p.grad.clone() for p in lora], out.is_top1
         finally:
-            tu._use_triton, fn.apply = tu_before, original
+            trainer.label_positions_only = True
 
-    loss_c, grads_c, _ = run(tu._use_triton)
-    loss_f, grads_f, _ = run(kernels._use_triton)   # TRL's own choice: every position on CPU
+    loss_c, grads_c, top_c = run(True)
+    loss_f, grads_f, top_f = run(False)   # TRL's own choice: every position on CPU
     labelled = int((batch["labels"][:, 1:] != -100).sum())
     assert seen == [labelled, batch["labels"][:, 1:].numel()] and labelled < seen[1] / 5
     assert abs(loss_c - loss_f) < 1e-5 * max(1.0, abs(loss_f))
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(grads_c, grads_f))
+    assert torch.equal(top_c, top_f)
     model.zero_grad(set_to_none=True)
+
+
+def test_weighted_stage_refuses_the_settings_that_would_drop_its_weights(stage2_run):
+    from vista_distill.train.trainer import check_weighted
+
+    trainer = stage2_run.trainer
+    assert "class_weight" in trainer.train_dataset.column_names and not trainer.args.remove_unused_columns
+    check_weighted(trainer.args, trainer.train_dataset)   # the recipe's own settings pass
+    for field, value, what in [("remove_unused_columns", True, "remove_unused_columns=true"),
+                               ("packing", True, "padding_free/packing"), ("loss_type", "dft", "loss_type 'dft'"),
+                               ("label_smoothing_factor", 0.1, "label_smoothing_factor")]:
+        before = getattr(trainer.args, field)
+        setattr(trainer.args, field, value)
+        try:
+            with pytest.raises(TrainError, match=rf"class_balance=weights does not combine with .*{re.escape(what)}"):
+                check_weighted(trainer.args, trainer.train_dataset)
+        finally:
+            setattr(trainer.args, field, before)
 
 
 def test_over_long_examples_are_dropped_not_truncated(silver, tokenizer):
@@ -436,6 +454,7 @@ def test_qlora_trains_a_4bit_model_on_cpu(tmp_path, silver):
     """QLoRA end to end on a tiny random model of the SmolLM2 architecture (4-bit NF4 on CPU), with the
     class-balanced sampler."""
     import torch
+    from accelerate.data_loader import get_sampler
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from vista_distill.backends.model_loading import resolve_model
@@ -453,7 +472,9 @@ def test_qlora_trains_a_4bit_model_on_cpu(tmp_path, silver):
     run = prepare_stage(recipe, "stage3")
     q_proj = run.trainer.model.base_model.model.model.layers[0].self_attn.q_proj
     assert type(q_proj.base_layer).__name__ == "Linear4bit"
-    assert isinstance(run.trainer._get_train_sampler(), BalancedSampler)
+    sampler = get_sampler(run.trainer.get_train_dataloader())   # the weighted draw, seeded like the run
+    assert isinstance(sampler, BalancedSampler) and sampler.seed == run.trainer.args.seed
+    assert sampler.weights == list(run.trainer.sample_weights) and len(set(sampler.weights)) > 1
     del run
     summary = train_stage(recipe, "stage3")
     assert summary["hyperparameters"]["load_in_4bit"] is True and summary["results"]["global_step"] == 2

@@ -153,6 +153,8 @@ def build_sft_config(recipe: Recipe, output_dir: str | Path, eos_token: str, has
         "eval_steps": t.eval_steps if t.eval_steps > 0 else None, "eval_on_start": evaluate and not resuming,
         "seed": t.seed, "completion_only_loss": True, "eos_token": eos_token, "model_init_kwargs": init_kwargs,
         "report_to": "none", "dataloader_num_workers": 0, "logging_first_step": True,
+        # every column reaches the collator (TRL's reads its own keys): train/trainer.py's weights keep class_weight
+        "remove_unused_columns": False,
         # the quiet terminal (progress.quiet_libraries): no per-step bar, the loss lines only
         "disable_tqdm": bool(os.environ.get("VISTA_DISTILL_QUIET")),
     }

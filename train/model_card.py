@@ -66,7 +66,7 @@ def stage_summary(run: Any, result: Any, runtime: float) -> dict[str, Any]:
         "results": {
             "global_step": trainer.state.global_step, "planned_steps": trainer.state.max_steps,
             "train_runtime_s": runtime,
-            "train_tokens": int(getattr(trainer, "_total_train_tokens", 0)),
+            "train_tokens": trainer.train_tokens,
             "final_train_loss": train_losses[-1][1] if train_losses else None,
             "first_eval_step": evals[0][0] if evals else None,
             "first_eval_loss": evals[0][1] if evals else None,

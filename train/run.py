@@ -51,7 +51,6 @@ from .silver_data import (
     silver_fingerprint,
     silver_root,
 )
-from .trainer import trainer_class
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +108,7 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
     from transformers import AutoTokenizer
 
     from ..backends.model_loading import resolve_model
+    from .trainer import VistaSFTTrainer  # TRL: imported where a stage is prepared, not with this module
 
     if stage not in DISTILLED_STAGES:
         raise TrainError(f"unknown stage {stage!r}; expected one of {list(DISTILLED_STAGES)}")
@@ -154,7 +154,7 @@ def prepare_stage(recipe: Recipe, stage: str) -> StageRun:
     args = build_sft_config(recipe, out, eot, has_eval=eval_ds is not None, resuming=resume is not None,
                             precision=precision)
     with quiet_peft_wrap():
-        trainer = trainer_class()(
+        trainer = VistaSFTTrainer(
             model=model_path, args=args, train_dataset=train_ds, eval_dataset=eval_ds, processing_class=tokenizer,
             peft_config=build_lora_config(recipe), sample_weights=sample_weights,
             sort_steps=bool(micro_batches(recipe)),
