@@ -5,25 +5,24 @@ system and benchmark, one panel per rule; a diamond marks the accuracy on the tu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..scoring.metrics import OVERALL
+from .results import Calibration, Results
 
 PLOTS = ("accuracy.png", "confusion_stage3.png", "calibration.png")
 
 
-def ok_systems(results: dict[str, Any]) -> list[str]:
+def ok_systems(results: Results | Mapping[str, Any]) -> list[str]:
     """The systems that ran the whole pipeline (a claim-level-only one, ``eval.claim_level_only``, has no turn
     metrics: its figures are in the claim-level tables)."""
-    return [n for n, s in results["systems"].items() if s["status"] == "ok" and results["metrics"].get(n)]
+    return Results.of(results).ok_systems()
 
 
-def benchmark_groups(results: dict[str, Any]) -> list[str]:
-    groups: list[str] = []
-    for m in results["metrics"].values():
-        groups += [g for g in m if g not in groups]
-    return [g for g in groups if g != OVERALL] + [OVERALL]
+def benchmark_groups(results: Results | Mapping[str, Any]) -> list[str]:
+    return Results.of(results).benchmark_groups()
 
 
 def _no_data(ax: Any, text: str) -> None:
@@ -32,13 +31,14 @@ def _no_data(ax: Any, text: str) -> None:
     ax.set_yticks([])
 
 
-def plot_accuracy(results: dict[str, Any], path: Path) -> None:
+def plot_accuracy(results: Results | Mapping[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    rules = results["settings"]["rules"]
-    ok, groups = ok_systems(results), benchmark_groups(results)
-    colours = {n: f"C{i}" for i, n in enumerate(results["systems"])}
+    results = Results.of(results)
+    rules = results.rules
+    ok, groups = results.ok_systems(), results.benchmark_groups()
+    colours = {n: f"C{i}" for i, n in enumerate(results.systems)}
     fig, axes = plt.subplots(1, len(rules), figsize=(max(7.0, 0.5 * len(groups) * max(1, len(ok))) * len(rules)
                                                      / 1.6, 4.6), squeeze=False, sharey=True)
     for ax, rule in zip(axes[0], rules):
@@ -50,15 +50,14 @@ def plot_accuracy(results: dict[str, Any], path: Path) -> None:
         for k, name in enumerate(ok):
             vals, lo, hi = [], [], []
             for g in groups:
-                ci = results["bootstrap"][name][rule].get(g, {}).get("accuracy", {})
-                a = ci.get("accuracy")
+                ci = results.interval(name, rule, g)
+                a = ci.accuracy
                 vals.append(np.nan if a is None else a)
-                lo.append(0 if a is None else a - ci["low"])
-                hi.append(0 if a is None else ci["high"] - a)
+                lo.append(0 if a is None else a - ci.low)
+                hi.append(0 if a is None else ci.high - a)
             pos = x + (k - (len(ok) - 1) / 2) * width
             ax.bar(pos, vals, width, yerr=[lo, hi], capsize=2, color=colours[name], label=name)
-            common = [results["metrics"][name].get(g, {}).get("turn", {}).get(rule, {}).get("accuracy_common")
-                      for g in groups]
+            common = [results.turn(name, g, rule).accuracy_common for g in groups]
             ax.plot(pos, [np.nan if c is None else c for c in common], "D", ms=4, mfc="white", mec="black",
                     ls="none", label="accuracy on the turns every system covered" if k == 0 else None, zorder=4)
             for xp, v in zip(pos, vals):
@@ -77,12 +76,13 @@ def plot_accuracy(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def plot_confusion(results: dict[str, Any], path: Path) -> None:
+def plot_confusion(results: Results | Mapping[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    items = [(n, results["metrics"][n][OVERALL]["claim"]["confusion"]) for n in ok_systems(results)
-             if (results["metrics"][n][OVERALL].get("claim") or {}).get("confusion")]
+    results = Results.of(results)
+    claims = [(n, results.group(n, OVERALL).claim) for n in results.ok_systems()]
+    items = [(n, c.confusion) for n, c in claims if c and c.confusion]
     fig, axes = plt.subplots(1, max(1, len(items)), figsize=(4.6 * max(1, len(items)), 4.4), squeeze=False)
     if not items:
         _no_data(axes[0][0], "no system produced stage 3 categories on matched human claims")
@@ -106,19 +106,21 @@ def plot_confusion(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def plot_calibration(results: dict[str, Any], path: Path) -> None:
+def plot_calibration(results: Results | Mapping[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    colours = {n: f"C{i}" for i, n in enumerate(results["systems"])}
+    results = Results.of(results)
+    colours = {n: f"C{i}" for i, n in enumerate(results.systems)}
     fig, ax = plt.subplots(figsize=(5, 4.6))
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect", zorder=5)
     drawn = 0
-    for name in ok_systems(results):
-        cal = (results["metrics"][name][OVERALL].get("claim") or {}).get("stage2_calibration") or {}
-        curve = cal.get("curve")
+    for name in results.ok_systems():
+        claim = results.group(name, OVERALL).claim
+        cal = (claim.stage2_calibration if claim else None) or Calibration()
+        curve = cal.curve
         if curve:
             ax.plot(curve["mean_predicted"], curve["fraction_verified"], "o-", ms=4, color=colours[name],
-                    label=f"{name} (ECE {cal['ece']:.3f}, n {cal['n']})")
+                    label=f"{name} (ECE {cal.ece:.3f}, n {cal.n})")
             drawn += 1
     if not drawn:
         ax.text(0.5, 0.5, "no stage 2 probabilities on matched claims", ha="center", fontsize=8)

@@ -4,11 +4,14 @@ accuracy over the turns every system covered, and the markdown table (stage_rule
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..runtime.numbers import number as _number
 from ..runtime.numbers import percent as _percent
 from ..runtime.numbers import pvalue as _pvalue
+
+if TYPE_CHECKING:
+    from .results import TurnMetrics
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -17,11 +20,11 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _common(turn: dict[str, Any]) -> str:
+def _common(turn: TurnMetrics) -> str:
     """Accuracy over the turns every system covered, with their number."""
-    if turn.get("n_common") is None:
+    if turn.n_common is None:
         return "–"
-    return f"{_percent(turn.get('accuracy_common'))} ({turn['n_common']})"
+    return f"{_percent(turn.accuracy_common)} ({turn.n_common})"
 
 
 __all__ = ["_common", "_number", "_percent", "_pvalue", "markdown_table"]

@@ -406,3 +406,17 @@ def test_a_claim_level_only_system_runs_no_stage1_while_the_claims_are_given(tmp
     with pytest.raises(EvalError, match="eval.claim_level_only"):
         run_eval(load_recipe(EVAL_RECIPE, [*ov, "eval.claim_level_only=[teacher]"]), input_path=str(sample_path),
                  limit=1, output_dir=tmp_path / "bad", systems=["student"])
+
+
+def test_results_json_round_trips_through_the_types(run):
+    """eval/results.py reads a real results.json and writes it back byte for byte; report.md is its rendering."""
+    from vista_distill.eval.report import render_markdown
+    from vista_distill.eval.results import Results
+
+    text = (run.out_dir / "results.json").read_text()
+    d = json.loads(text)
+    typed = Results.from_dict(d)
+    assert typed.to_dict() == d
+    assert json.dumps(typed.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n" == text
+    assert render_markdown(typed, PLOTS) == (run.out_dir / "report.md").read_text() == render_markdown(d, PLOTS)
+    assert typed.metrics["teacher"]["overall"].turn["safe"].accuracy == 1.0
