@@ -5,9 +5,9 @@
 level with the human claims given, the three-way verdicts, each system's status, efficiency and evidence probes.
 ``Results.from_dict(d).to_dict() == d`` key for key and in order, so ``results.json`` on disk stays as it was:
 a key a part does not declare is kept in its ``extra``, a section the run did not write stays ``None`` and is not
-written back. A mistyped name raises ``AttributeError`` where a dict walk printed '–'. The stage rules,
-attribution and tuning sections stay plain dicts (``stage_rules.py``, ``tuning.py`` read them). The generic
-:class:`Part` and the metric and comparison parts are in :mod:`.result_parts`.
+written back. A mistyped name raises ``AttributeError`` where a dict walk printed '–'; the tuning section too
+(:class:`Tuning`). The stage rules and attribution sections stay plain dicts (``stage_rules.py`` reads them). The
+generic :class:`Part` and the metric and comparison parts are in :mod:`.result_parts`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from .result_parts import (
     Part,
     TurnMetrics,
     _f,
+    list_of,
     map_of,
     part,
 )
@@ -250,12 +251,47 @@ class ClaimMatching(Part):
     threshold: float | None = _f()
 
 
+@dataclass
+class TunedSystem(Part):
+    """``tuned.systems.<name>``: the stage 2 cut-off tuned on the dev split, fixed and tuned on the test claims
+    (or only ``reason`` where it could not be tuned)."""
+
+    reason: str | None = _f()
+    threshold: float | None = _f()
+    dev_claims: int | None = _f()
+    dev_accuracy_tuned: float | None = _f()
+    dev_accuracy_fixed: float | None = _f()
+    test_claims: int | None = _f()
+    fixed: float | None = _f()
+    tuned: float | None = _f()
+    delta: float | None = _f()
+    pvalue: float | None = _f()
+    b: int | None = _f()
+    c: int | None = _f()
+
+
+@dataclass
+class TuningDev(Part):
+    sources: list[dict[str, Any]] | None = _f()
+    conversations: int | None = _f()
+
+
+@dataclass
+class Tuning(Part):
+    """``tuned`` (eval/tuning.py): fixed against tuned stage 2, and the tuned student against each tuned system."""
+
+    method: str | None = _f()
+    dev: TuningDev | None = _f(part(TuningDev))
+    systems: dict[str, TunedSystem] | None = _f(map_of(part(TunedSystem)))
+    student_vs_tuned: list[McNemarPair] | None = _f(list_of(part(McNemarPair)))
+
+
 BOOTSTRAP = map_of(map_of(map_of(map_of(part(Interval)))))   # {system: {rule: {group: {metric: interval}}}}
 
 
 @dataclass
 class Results(Part):
-    """The whole of ``results.json``. ``stage_rules``, ``attribution`` and ``tuned`` stay plain dicts."""
+    """The whole of ``results.json``. ``stage_rules`` and ``attribution`` stay plain dicts."""
 
     recipe: str | None = _f()
     recipe_path: str | None = _f()
@@ -272,7 +308,7 @@ class Results(Part):
     given_claims: GivenClaims | None = _f(part(GivenClaims))
     stage_rules: dict[str, Any] | None = _f()
     attribution: dict[str, Any] | None = _f()
-    tuned: dict[str, Any] | None = _f()
+    tuned: Tuning | None = _f(part(Tuning))
     fingerprint: str | None = _f()
     wall_s: float | None = _f()
     hardware: Hardware | None = _f(part(Hardware))
@@ -341,5 +377,6 @@ __all__ = [
     "Calibration", "ClaimMatching", "ClaimMetrics", "CommonCoverage", "CommonGroup", "Comparison", "Description",
     "Efficiency", "EvidenceProbes", "GivenClaims", "GroupMetrics", "Hardware", "Interval", "MajorityClaim",
     "MajorityGroup", "MajorityTurn", "Material", "McNemarPair", "Part", "Results", "Settings", "Significance",
-    "StageParts", "SystemEntry", "TimeBudget", "TrainingOverlap", "TurnMetrics", "World", "WorldMetrics",
+    "StageParts", "SystemEntry", "TimeBudget", "TrainingOverlap", "TunedSystem", "Tuning", "TuningDev",
+    "TurnMetrics", "World", "WorldMetrics",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ from ..data.material import load_source
 from ..data.schema import CLAIM_CATEGORIES, VERIFIED, Conversation
 from ..scoring.significance import paired_mcnemar
 from .errors import EvalError
+from .result_parts import McNemarPair
+from .results import Results
 from .systems import ModelLoader, SystemRun, run_system
 
 log = logging.getLogger(__name__)
@@ -149,32 +151,31 @@ def _student_pairs(tuned_correct: dict[str, dict[tuple[str, int, int], bool]], v
     return out
 
 
-def tuned_markdown(results: dict[str, Any]) -> list[str]:
+def tuned_markdown(results: Results | Mapping[str, Any]) -> list[str]:
     """report.md's section: fixed and tuned side by side."""
     from .report_format import _percent, _pvalue, markdown_table
 
-    section = results.get("tuned")
+    section = Results.of(results).tuned
     if not section:
         return []
-    rows = [[n, s.get("reason", "")] if "reason" in s else
-            [n, f"{s['threshold']:.2f}", s["dev_claims"], _percent(s["dev_accuracy_fixed"]),
-             _percent(s["dev_accuracy_tuned"]), s["test_claims"], _percent(s["fixed"]), _percent(s["tuned"]),
-             _pvalue(s["pvalue"])] for n, s in section["systems"].items()]
-    sources = ", ".join(str(s.get("source")) for s in section["dev"].get("sources", []))
+    rows = [[n, s.reason] if s.reason is not None else
+            [n, f"{s.threshold:.2f}", s.dev_claims, _percent(s.dev_accuracy_fixed), _percent(s.dev_accuracy_tuned),
+             s.test_claims, _percent(s.fixed), _percent(s.tuned), _pvalue(s.pvalue)]
+            for n, s in section.systems.items()]
+    sources = ", ".join(str(s.get("source")) for s in section.dev.sources or [])
     return ["## Stage 2 fixed and tuned (threshold tuned on the dev split)", "",
-            f"Dev split: {sources} ({section['dev'].get('conversations')} dialogues). {section['method']}.", "",
+            f"Dev split: {sources} ({section.dev.conversations} dialogues). {section.method}.", "",
             markdown_table(["system", "tuned cut-off", "dev claims", "dev fixed", "dev tuned", "test claims",
                             "test fixed", "test tuned", "p (McNemar)"], rows), "",
-            *_pairs_markdown(section.get("student_vs_tuned") or [])]
+            *_pairs_markdown(section.student_vs_tuned or [])]
 
 
-def _pairs_markdown(pairs: list[dict[str, Any]]) -> list[str]:
+def _pairs_markdown(pairs: list[McNemarPair]) -> list[str]:
     from .report_format import _percent, _pvalue, markdown_table
 
     if not pairs:
         return []
-    rows = [[p["system_2"], p["n"], _percent(p["delta"], signed=True, missing="-"), _pvalue(p["pvalue"])]
-            for p in pairs]
+    rows = [[p.system_2, p.n, _percent(p.delta, signed=True, missing="-"), _pvalue(p.pvalue)] for p in pairs]
     return ["Both tuned: the student against each rule on the same human claims.", "",
             markdown_table(["other (tuned)", "claims", "student - other (points)", "p (McNemar)"], rows), ""]
 
