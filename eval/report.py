@@ -385,10 +385,9 @@ def render_markdown(results: Results | dict[str, Any], plots: Sequence[str]) -> 
     from .stage_rules import attribution_markdown, stage_rules_markdown
     from .tuning import tuned_markdown
     typed = Results.of(results)
-    raw = typed.to_dict()   # the stage rules and attribution sections read the dict
     sections = [_header_markdown(typed), _systems_markdown(typed), _turn_markdown(typed),
                 _teacher_student_markdown(typed), _per_benchmark_markdown(typed), _claim_markdown(typed),
-                _given_claims_markdown(typed), stage_rules_markdown(raw), attribution_markdown(raw),
+                _given_claims_markdown(typed), stage_rules_markdown(typed), attribution_markdown(typed),
                 tuned_markdown(typed),
                 _evidence_markdown(typed), _world_markdown(typed), _significance_markdown(typed),
                 _speed_markdown(typed), _reproducibility_markdown(typed, plots)]

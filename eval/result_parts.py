@@ -182,3 +182,68 @@ class McNemarPair(Part):
 
 
 PAIRS = map_of(map_of(list_of(part(McNemarPair))))   # {rule or level: {group: [pair, ...]}}
+
+
+# -- each stage beside its rule, and the attribution (eval/stage_rules.py) ---------------------------------
+
+@dataclass
+class StageSystem(Part):
+    """``stage_rules.<stage2|stage3>.systems.<name>``: the system's accuracy beside the stage's rule's, McNemar."""
+
+    n: int | None = _f()
+    system_accuracy: float | None = _f()
+    rule_accuracy: float | None = _f()
+    pvalue: float | None = _f()
+
+
+@dataclass
+class Stage1System(Part):
+    """``stage_rules.stage1.systems.<name>``: claim F1 against the human claims, the system's and the rule's."""
+
+    human_claims: int | None = _f()
+    f1: float | None = _f()
+    rule: dict[str, Any] | None = _f()
+
+
+@dataclass
+class StageSection(Part):
+    rule: str | None = _f()
+    items: str | None = _f()
+    reason: str | None = _f()
+    systems: dict[str, Any] | None = _f()
+
+
+@dataclass
+class Stage1Section(StageSection):
+    systems: dict[str, Stage1System] | None = _f(map_of(part(Stage1System)))
+
+
+@dataclass
+class Stage23Section(StageSection):
+    systems: dict[str, StageSystem] | None = _f(map_of(part(StageSystem)))
+
+
+@dataclass
+class StageRules(Part):
+    """``stage_rules``: each model-backed system against the rule of each stage."""
+
+    rules: dict[str, str] | None = _f()
+    stage1: Stage1Section | None = _f(part(Stage1Section))
+    stage2: Stage23Section | None = _f(part(Stage23Section))
+    stage3: Stage23Section | None = _f(part(Stage23Section))
+
+
+@dataclass
+class Fallback(Part):
+    """``attribution.<name>.stage1_fallback``: the turns stage 1 left to the sentence splitter."""
+
+    turns: int | None = _f()
+    by_rule: dict[str, dict[str, Any]] | None = _f()
+
+
+@dataclass
+class AttributionEntry(Part):
+    """``attribution.<name>``: the rows under each rule (scoring/attribution.py reads each table)."""
+
+    rows: dict[str, dict[str, Any]] | None = _f()
+    stage1_fallback: Fallback | None = _f(part(Fallback))

@@ -6,8 +6,8 @@ level with the human claims given, the three-way verdicts, each system's status,
 ``Results.from_dict(d).to_dict() == d`` key for key and in order, so ``results.json`` on disk stays as it was:
 a key a part does not declare is kept in its ``extra``, a section the run did not write stays ``None`` and is not
 written back. A mistyped name raises ``AttributeError`` where a dict walk printed '–'; the tuning section too
-(:class:`Tuning`). The stage rules and attribution sections stay plain dicts (``stage_rules.py`` reads them). The
-generic :class:`Part` and the metric and comparison parts are in :mod:`.result_parts`.
+(:class:`Tuning`). The generic :class:`Part`, the metric and comparison parts and the stage rules and attribution
+(:class:`StageRules`, :class:`AttributionEntry`) are in :mod:`.result_parts`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from typing import Any
 from ..scoring.metrics import OVERALL
 from .result_parts import (
     PAIRS,
+    AttributionEntry,
     Calibration,
     ClaimMetrics,
     GroupMetrics,
     Interval,
     McNemarPair,
     Part,
+    StageRules,
     TurnMetrics,
     _f,
     list_of,
@@ -291,7 +293,7 @@ BOOTSTRAP = map_of(map_of(map_of(map_of(part(Interval)))))   # {system: {rule: {
 
 @dataclass
 class Results(Part):
-    """The whole of ``results.json``. ``stage_rules`` and ``attribution`` stay plain dicts."""
+    """The whole of ``results.json``."""
 
     recipe: str | None = _f()
     recipe_path: str | None = _f()
@@ -306,8 +308,8 @@ class Results(Part):
     bootstrap: dict[str, dict[str, dict[str, dict[str, Interval]]]] | None = _f(BOOTSTRAP)
     world: World | None = _f(part(World))
     given_claims: GivenClaims | None = _f(part(GivenClaims))
-    stage_rules: dict[str, Any] | None = _f()
-    attribution: dict[str, Any] | None = _f()
+    stage_rules: StageRules | None = _f(part(StageRules))
+    attribution: dict[str, AttributionEntry] | None = _f(map_of(part(AttributionEntry)))
     tuned: Tuning | None = _f(part(Tuning))
     fingerprint: str | None = _f()
     wall_s: float | None = _f()

@@ -14,7 +14,7 @@ Stages 2 and 3 come from the given-claims runs (``eval.given_claims``), stage 1 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..backends.cheap_baselines import decompose, wording_category
@@ -22,6 +22,8 @@ from ..data.schema import CLAIM_CATEGORIES, VERIFIED, Conversation
 from ..pipeline.evidence import overlap_says_verified
 from ..scoring import metrics as M
 from ..scoring.significance import paired_mcnemar
+from .result_parts import Fallback, StageRules
+from .results import Results
 from .systems import CHEAP_BASELINES, FIVE_LABEL_SYSTEMS, SystemRun
 
 RULES = {"stage1": "sentence splitter", "stage2": "overlap rule (half the claim's content words in the reference)",
@@ -113,34 +115,35 @@ def stage_rules_section(runs: dict[str, SystemRun], conversations: Sequence[Conv
                                                         "sent to stage 3", "systems": s3}}
 
 
-def stage_rule_rows(section: dict[str, Any] | None) -> list[tuple[str, str, int, float | None, float | None,
-                                                                   float | None]]:
+def stage_rule_rows(section: StageRules | Mapping[str, Any] | None) -> list[tuple[str, str, int, float | None,
+                                                                                  float | None, float | None]]:
     """(stage, system, items, the system's figure, the rule's, McNemar p) per stage and system: claim F1 against the
     human claims at stage 1 (no paired test), accuracy at stages 2 and 3."""
     if not section:
         return []
+    section = section if isinstance(section, StageRules) else StageRules.from_dict(section)
     rows: list[tuple[str, str, int, float | None, float | None, float | None]] = []
-    for name, s in section["stage1"]["systems"].items():
-        rows.append(("1 claims F1", name, s["human_claims"], s["f1"], s["rule"]["f1"], None))
-    for stage, label in (("stage2", "2 verified?"), ("stage3", "3 category")):
-        for name, s in section[stage]["systems"].items():
-            rows.append((label, name, s["n"], s["system_accuracy"], s["rule_accuracy"], s["pvalue"]))
+    for name, s in section.stage1.systems.items():
+        rows.append(("1 claims F1", name, s.human_claims, s.f1, s.rule["f1"], None))
+    for stage, label in ((section.stage2, "2 verified?"), (section.stage3, "3 category")):
+        for name, t in stage.systems.items():
+            rows.append((label, name, t.n, t.system_accuracy, t.rule_accuracy, t.pvalue))
     return rows
 
 
-def stage_rules_markdown(results: dict[str, Any]) -> list[str]:
+def stage_rules_markdown(results: Results | Mapping[str, Any]) -> list[str]:
     """report.md's section of the stage rules."""
     from .report_format import _percent, _pvalue, markdown_table
 
-    section = results.get("stage_rules")
+    section = Results.of(results).stage_rules
     rows = stage_rule_rows(section)
     if not rows:
         return []
-    rules = section["rules"]
+    rules = section.rules
     return ["## Stage by stage, beside each stage's rule", "",
             f"Stage 1 against the {rules['stage1']}: claim F1 against the human claims, matched as at the claim "
             f"level, on the turns whose human claims are a full decomposition"
-            f"{' (' + section['stage1']['reason'] + ')' if section['stage1'].get('reason') else ''}. "
+            f"{' (' + section.stage1.reason + ')' if section.stage1.reason else ''}. "
             f"Stage 2 against the {rules['stage2']} and stage 3 against the {rules['stage3']}: accuracy on the same "
             "human claims (stage 3: those unverifiable by their label that the system sent to stage 3), McNemar "
             "pairing them.", "",
@@ -150,25 +153,30 @@ def stage_rules_markdown(results: dict[str, Any]) -> list[str]:
                             for stage, name, n, a, b, p in rows]), ""]
 
 
-def attribution_markdown(results: dict[str, Any]) -> list[str]:
+def _fallback_line(name: str, f: Fallback) -> str:
+    from .report_format import _percent
+
+    return (f"{name}: stage 1 gave no usable claim on {f.turns} scored turn(s), which the sentence "
+            "splitter decomposed; over the gold turns, with them and without: " + "; ".join(
+                f"{rule} accuracy {_percent(v['with']['accuracy'])} / {_percent(v['without']['accuracy'])}, "
+                f"coverage {_percent(v['with']['coverage'])} / {_percent(v['without']['coverage'])}"
+                for rule, v in f.by_rule.items()) + ".")
+
+
+def attribution_markdown(results: Results | Mapping[str, Any]) -> list[str]:
     """report.md's section of the attribution (results.json ``attribution``; scoring/attribution.py): per system
     the rows under each turn rule, then the turns its stage 1 left to the splitter."""
     from ..scoring.attribution import ROW_HEADER, attribution_rows
-    from .report_format import _percent, markdown_table
+    from .report_format import markdown_table
 
-    section = results.get("attribution") or {}
+    section = Results.of(results).attribution or {}
     out: list[str] = []
     for name, entry in section.items():
-        for rule, table in (entry.get("rows") or {}).items():
+        for rule, table in (entry.rows or {}).items():
             out += [f"### {name}, {rule} rule: {table['turns']} turns", "",
                     markdown_table(ROW_HEADER, attribution_rows(table)), ""]
-    fb = [(n, e["stage1_fallback"]) for n, e in section.items() if (e.get("stage1_fallback") or {}).get("turns")]
-    for name, f in fb:
-        out.append(f"{name}: stage 1 gave no usable claim on {f['turns']} scored turn(s), which the sentence "
-                   "splitter decomposed; over the gold turns, with them and without: " + "; ".join(
-                       f"{rule} accuracy {_percent(v['with']['accuracy'])} / {_percent(v['without']['accuracy'])}, "
-                       f"coverage {_percent(v['with']['coverage'])} / {_percent(v['without']['coverage'])}"
-                       for rule, v in f["by_rule"].items()) + ".")
+    out += [_fallback_line(n, e.stage1_fallback) for n, e in section.items()
+            if e.stage1_fallback and e.stage1_fallback.turns]
     if not out:
         return []
     return ["## Where the turns are lost, stage by stage", "",
