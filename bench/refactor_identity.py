@@ -1,7 +1,8 @@
 """Outputs before and after a refactor: the demo's run folder and the command-line tools on the bundled sample.
 
 Runs the command-line tools (stable across refactors) with fixed seeds and one torch thread, drops what changes from
-run to run (wall times, latencies, timestamps, temporary paths, versions), and files one digest per output:
+run to run (wall times, latencies, the load, peak memory, timestamps, temporary paths, versions: report.md's "Speed
+and cost" section with them), and files one digest per output:
 
     git worktree add /tmp/before/vista_distill <old commit>     # a folder named for the package, so that
     python /tmp/before/vista_distill/bench/refactor_identity.py --tag before   # `python -m vista_distill` runs it
@@ -48,6 +49,7 @@ VOLATILE = {"wall_s", "latency_s", "created", "started", "finished", "timestamp"
             "code_version", "git", "python", "torch", "transformers", "peft", "trl", "platform", "hostname",
             "efficiency", "hardware", "environment", "versions", "threads", "elapsed_s", "cpu", "load", "forward_s",
             "turns_per_s", "load_s", "train_runtime_s", "claim_level_wall_s", "seconds", "minutes", "fingerprint"}
+MEASURED_SECTIONS = ("## Speed and cost",)
 # report.md lines that carry a time, a path or a version
 VOLATILE_LINE = re.compile(r"(\d+(\.\d+)? ?(s|min|minutes|seconds)\b|turns/s|/tmp/|commit|version|Python \d)", re.I)
 
@@ -80,11 +82,23 @@ def normalise(obj: Any, tmp: str) -> Any:
     return obj
 
 
+def markdown_lines(lines: list[str]) -> list[str]:
+    """A report's lines without those that carry a time, a path or a version, and without its measurements of the
+    machine (the "Speed and cost" section: wall times, turns per second, peak memory)."""
+    out, measured = [], False
+    for line in lines:
+        if line.startswith("## "):
+            measured = line.startswith(MEASURED_SECTIONS)
+        if not measured and not VOLATILE_LINE.search(line):
+            out.append(line)
+    return out
+
+
 def _load(path: Path) -> Any:
     if path.suffix == ".jsonl":
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if path.suffix == ".md":
-        return [line for line in path.read_text(encoding="utf-8").splitlines() if not VOLATILE_LINE.search(line)]
+        return markdown_lines(path.read_text(encoding="utf-8").splitlines())
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -174,7 +188,8 @@ def collect_tools(t: Path) -> dict[str, Any]:
 
 def digests(outputs: dict[str, Any], tmp: str) -> dict[str, str]:
     """One sha256 per output, over its normalised form."""
-    return {key: hashlib.sha256(json.dumps(normalise(value, tmp), sort_keys=True).encode()).hexdigest()
+    return {key: hashlib.sha256(json.dumps(normalise(markdown_lines(value) if key.endswith(".md") else value, tmp),
+                                           sort_keys=True).encode()).hexdigest()
             for key, value in outputs.items()}
 
 
@@ -211,6 +226,9 @@ def main() -> int:
     args.results.mkdir(parents=True, exist_ok=True)
     if args.compare:
         a, b = (json.loads((args.results / f"{tag}.json").read_text(encoding="utf-8")) for tag in args.compare)
+        for side in (a, b):   # digested anew where the outputs were kept (today's normalisation)
+            if "outputs" in side:
+                side["digests"] = digests(side["outputs"], "<tmp>")
         text, same = compare(a, b, tuple(args.compare))
         COMPARISON.parent.mkdir(parents=True, exist_ok=True)
         COMPARISON.write_text(text, encoding="utf-8")
