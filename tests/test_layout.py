@@ -1,8 +1,8 @@
 """The package's shape (docs/layout.md): the root holds the public API and entry points only, no module is over
-450 lines (the paper's verbatim prompts excepted) and no function over 80, and imports point down the layers: a
-package imports only from packages below it, except inside ``if TYPE_CHECKING:`` (annotations); the scoring path
-(``scorer.py``, ``scoring/``) imports nothing from ``eval/``, and the product imports nothing from ``testing/`` (the
-test servers)."""
+450 lines (the paper's verbatim prompts excepted), no function over 80 lines nor over 8 parameters, and imports point
+down the layers: a package imports only from packages below it, except inside ``if TYPE_CHECKING:`` (annotations);
+the scoring path (``scorer.py``, ``scoring/``) imports nothing from ``eval/``, and the product imports nothing from
+``testing/`` (the test servers)."""
 
 from __future__ import annotations
 
