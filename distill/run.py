@@ -223,7 +223,7 @@ class _Export:
     data: dict[str, Any]
     candidates: list[silver.Candidate]
     contrast_made: dict[str, Any]
-    material: dict[str, Any]
+    data_report: dict[str, Any]
 
 
 def _data_report(material: Material, train: list[Conversation], limit: int | None) -> dict[str, Any]:
@@ -251,7 +251,7 @@ def _manifest(recipe: Recipe, teacher: Teacher, cfg: Any, settings: silver.Filte
         "engine": {"style": cfg.style, "stage2": cfg.stage2, "stage3": cfg.stage3, "max_claims": cfg.max_claims,
                    "max_new_tokens": cfg.max_new_tokens, "speakers": asdict(cfg.speakers)},
         "filters": {"settings": asdict(settings), "report": silver.filter_report(candidates, stages)},
-        "data": export.material,
+        "data": export.data_report,
         "counts": silver.stage_counts(data),
         # what the teacher computed in on this machine (threads and timings are in runs.jsonl)
         "hardware": ({k: hw.to_dict()[k] for k in ("dtype", "dtype_reason", "device", "device_name", "cpu")}
