@@ -122,9 +122,9 @@ def run_demo(args: argparse.Namespace) -> int:
         why = f": evaluation's part of the demo's {args.max_minutes:g} (--max-minutes)"
     t = _step(4, f"eval: {' vs '.join(recipe.eval.systems)} on the held-out dialogues"
                  + (f" (time budget {budget:g} min{why})" if budget else ""))
-    from .eval.run import run_eval
+    from .eval.run import EvalProgress, run_eval
 
-    result = run_eval(recipe, progress=True, material=material)
+    result = run_eval(recipe, material=material, progress=EvalProgress(bars=True))
     times["eval"] = time.perf_counter() - t
 
     total = time.perf_counter() - started

@@ -16,7 +16,7 @@ from .pipeline.protocol import Backend
 from .runtime.progress import RequestBar
 from .scoring.evidence import evidence_metrics
 from .scoring.results import ClaimLabel, ScoredTurn, ScoreResult
-from .scoring.run import label_claims, run_given_claims, run_pipeline
+from .scoring.run import Chunking, label_claims, run_given_claims, run_pipeline
 from .scoring.summary import summarize
 
 log = logging.getLogger(__name__)
@@ -87,17 +87,16 @@ class VistaScorer:
             apply to it, and giving any of them with it is a ``TypeError`` naming them.
         rule: the turn rule of the summary's headline: ``safe``, ``strict`` or ``authors`` (every record holds all
             three).
-        dtype: ``auto``, ``bfloat16``, ``float16`` or ``float32`` (docs/hardware.md).
-        threads: torch CPU threads: ``auto`` (the cores not busy with other work), a number, or ``None`` (as the
-            process is set).
-        batch_size: requests per forward pass.
-        load_in_4bit: NF4 weights through bitsandbytes.
-        chat_template_kwargs: chat-template variables, e.g. ``{"enable_thinking": False}``.
-        attn_implementation: transformers' ``attn_implementation``.
         calibration: the name of a calibration kept beside the adapters (:meth:`calibrate`, ``vista-distill
             calibrate``); ``None``: what training fitted.
-        **pipeline: the pipeline's settings, the fields of :class:`~vista_distill.pipeline.engine.EngineConfig` by
-            name, the one way to set them: ``style`` (``fewshot`` / ``compact``), ``speakers``, ``stage2`` and
+        **options: the in-process model's loading options and the pipeline's settings, by name. Loading
+            (:data:`LOADING_DEFAULTS`): ``dtype`` (``auto``, ``bfloat16``, ``float16`` or ``float32``:
+            docs/hardware.md), ``threads`` (torch CPU threads: ``auto``, the cores not busy with other work, a
+            number, or ``None``, as the process is set), ``batch_size`` (requests per forward pass),
+            ``load_in_4bit`` (NF4 weights through bitsandbytes), ``chat_template_kwargs`` (chat-template variables,
+            e.g. ``{"enable_thinking": False}``), ``attn_implementation`` (transformers'). The pipeline's settings,
+            the one way to set them, are the fields of :class:`~vista_distill.pipeline.engine.EngineConfig`:
+            ``style`` (``fewshot`` / ``compact``), ``speakers``, ``stage2`` and
             ``stage3`` (``score`` / ``generate``), ``stage4``, ``max_claims``, ``claims`` (``model`` / ``gold``),
             ``context_budget``, ``count_tokens``, ``max_new_tokens`` (merged into the default budgets:
             ``{"stage1": 64}`` changes stage 1's only), ``world``, ``world_knowledge``, ``world_concurrent``,
@@ -114,24 +113,17 @@ class VistaScorer:
         adapters: str | Path | Mapping[str, str | Path] | None = None,
         backend: Backend | None = None,
         rule: str = "safe",
-        dtype: str = "auto",
-        threads: int | str | None = "auto",
-        batch_size: int = 16,
-        load_in_4bit: bool = False,
-        chat_template_kwargs: Mapping[str, Any] | None = None,
-        attn_implementation: str | None = None,
         calibration: str | None = None,
-        **pipeline: Any,
+        **options: Any,
     ) -> None:
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
         self.rule = rule
+        given = {"model": model, "adapters": adapters, **options}
+        loading = {name: given.pop(name, default) for name, default in LOADING_DEFAULTS.items()}
         # trained adapters (given here or loaded in the given backend) read the compact prompts they were trained on
         trained = adapters or getattr(backend, "adapters", None)
-        self.config = pipeline_config(EngineConfig(style="compact" if trained else "fewshot"), pipeline)
-        loading = {"model": model, "adapters": adapters, "dtype": dtype, "threads": threads,
-                   "batch_size": batch_size, "load_in_4bit": load_in_4bit,
-                   "chat_template_kwargs": chat_template_kwargs, "attn_implementation": attn_implementation}
+        self.config = pipeline_config(EngineConfig(style="compact" if trained else "fewshot"), given)
         if backend is not None:
             reject_with_backend("VistaScorer", loading)
         else:
@@ -175,8 +167,7 @@ class VistaScorer:
     @classmethod
     def from_recipe(cls, recipe: Recipe, *, adapters: str | Path | Mapping[str, str | Path] | None = None,
                     role: str | None = None, backend: Backend | None = None, rule: str = "safe",
-                    style: str | None = None, batch_size: int = 16, threads: int | str | None = "auto",
-                    calibration: str | None = None, **pipeline: Any) -> VistaScorer:
+                    calibration: str | None = None, **options: Any) -> VistaScorer:
         """A scorer with a recipe's model and pipeline, as ``eval`` and ``vista-distill score`` build it.
 
         Args:
@@ -189,16 +180,17 @@ class VistaScorer:
             backend: a backend in place of the recipe's model (``adapters``, ``batch_size`` and ``threads`` cannot
                 apply to it: a ``TypeError``).
             rule: as :class:`VistaScorer`.
-            style: the prompt style over the recipe's; ``None``: the recipe's.
-            batch_size: requests per forward pass of the in-process model.
-            threads: torch CPU threads of the in-process model (``auto``, a number, ``None``).
             calibration: as :class:`VistaScorer` (kept beside the adapters, in process or served).
-            **pipeline: EngineConfig fields over the recipe's, as :class:`VistaScorer` (``max_new_tokens`` merged
-                into the recipe's budgets).
+            **options: ``batch_size`` (16) and ``threads`` (``auto``, a number, ``None``) of the in-process model,
+                ``style`` (the prompt style over the recipe's; ``None``: the recipe's), and EngineConfig fields over
+                the recipe's, as :class:`VistaScorer` (``max_new_tokens`` merged into the recipe's budgets).
         """
         from .backends.factory import backend_for
 
         role = role or ("student" if adapters else "base")
+        batch_size, threads = options.pop("batch_size", 16), options.pop("threads", "auto")
+        style = options.pop("style", None)   # None: the recipe's
+        pipeline = {**options, **({"style": style} if style else {})}
         if backend is not None:
             reject_with_backend("VistaScorer.from_recipe", {"adapters": adapters, "batch_size": batch_size,
                                                             "threads": threads})
@@ -206,8 +198,7 @@ class VistaScorer:
             backend = backend_for(recipe, "student" if role == "student" else "base", adapters=adapters,
                                   batch_size=batch_size or 16, threads=threads)
         scorer = cls(backend=backend, rule=rule, calibration=calibration)
-        scorer.config = pipeline_config(recipe.engine_config(role), {**pipeline, **({"style": style} if style else {})},
-                                        "VistaScorer.from_recipe")
+        scorer.config = pipeline_config(recipe.engine_config(role), pipeline, "VistaScorer.from_recipe")
         from .backends.cheap_baselines import majority_labels
         from .data.silver import SilverDataError
         from .train.silver_data import silver_root
@@ -259,7 +250,7 @@ class VistaScorer:
             raise TypeError(f"progress must be True or False, got {type(progress).__name__}: "
                             "give a callback as on_turn=")
         conversations = as_conversations(conversations)
-        model = self.backend.describe() if journal is not None else None
+        chunking = Chunking(journal, chunk_size, self.backend.describe() if journal is not None else None)
         bar = on_issue = on_resumed = None
         told = [on_turn] if on_turn is not None else []
         if progress:
@@ -280,8 +271,7 @@ class VistaScorer:
         try:
             records, journal_info = run_pipeline(conversations, self.config, backend, batched=batched,
                                                  on_turn=finished if told else None, on_issue=on_issue,
-                                                 journal=journal, chunk_size=chunk_size, model=model,
-                                                 on_resumed=on_resumed)
+                                                 chunking=chunking, on_resumed=on_resumed)
         finally:
             if bar is not None:
                 bar.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:   # annotations only: the recipe object sits above this layer
     from ..config import Recipe
@@ -24,13 +24,13 @@ LABEL_MEMO = 4096
 
 def backend_for(recipe: Recipe, role: Role = "student", *,
                 adapters: str | Path | Mapping[str, str | Path] | None = None,
-                servers: Sequence[str] | None = None, cache_dir: str | None = None, batch_size: int | None = None,
-                threads: int | str | None = None, dtype: str | None = None, label_memo: int = 0) -> Backend:
+                servers: Sequence[str] | None = None, cache_dir: str | None = None, **local: Any) -> Backend:
     """The recipe's ``role`` as a backend. ``adapters``: the student's stage adapters (a folder with ``stage1/``
     ... or ``{stage: dir}``; in process only); ``servers``: OpenAI-compatible URLs (default ``student.servers``);
-    ``cache_dir``: where served answers are cached; ``batch_size`` (default ``eval.batch_size``), ``threads``
-    (None: as the process is set), ``dtype`` (default ``student.dtype``) and ``label_memo``
-    (:class:`.transformers.TransformersBackend`): in-process settings."""
+    ``cache_dir``: where served answers are cached; ``local``: in-process settings over the recipe's
+    (:class:`.backend_options.BackendOptions` fields, None: the recipe's): ``batch_size`` (default
+    ``eval.batch_size``), ``threads`` (default: as the process is set), ``dtype`` (default ``student.dtype``),
+    ``label_memo``."""
     if role not in ("student", "base"):
         raise ValueError(f"role must be 'student' or 'base', got {role!r} (the teacher: backends.teacher)")
     s = recipe.student
@@ -39,10 +39,11 @@ def backend_for(recipe: Recipe, role: Role = "student", *,
 
         folder = adapters if isinstance(adapters, (str, Path)) else None   # where the evidence heads are
         return server_backend(recipe, role, servers=servers, cache_dir=cache_dir, adapters=folder)
+    from .backend_options import BackendOptions
     from .transformers import TransformersBackend
 
-    return TransformersBackend(s.model, adapters=adapters if role == "student" else None, dtype=dtype or s.dtype,
-                               load_in_4bit=s.load_in_4bit, batch_size=batch_size or recipe.eval.batch_size,
-                               threads=threads, chat_template_kwargs=s.chat_template_kwargs,
-                               attn_implementation=s.attn_implementation, merge_adapters=s.merge_adapters,
-                               label_memo=label_memo)
+    options = BackendOptions(dtype=s.dtype, load_in_4bit=s.load_in_4bit, batch_size=recipe.eval.batch_size,
+                             chat_template_kwargs=s.chat_template_kwargs, attn_implementation=s.attn_implementation,
+                             merge_adapters=s.merge_adapters)
+    return TransformersBackend(s.model, adapters=adapters if role == "student" else None, options=options,
+                               **{k: v for k, v in local.items() if v is not None})

@@ -123,7 +123,7 @@ def _prefix_attention(query, key, value, attention_mask, scaling: float | None, 
 
 
 def _sdpa_gqa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
-              is_causal: bool | None = None, **kwargs: Any):
+              **kwargs: Any):
     """transformers' SDPA attention, with three CPU paths of its own: 1-4 query tokens after a shared prefix of
     ``SHARED_PREFIX_MIN``+ tokens (:func:`shared_prefix`) run :func:`_prefix_attention`; otherwise a few
     half-precision query tokens (decoding, label continuations) run :func:`_short_query_attention`; and a masked
@@ -131,7 +131,7 @@ def _sdpa_gqa(module, query, key, value, attention_mask, dropout: float = 0.0, s
     key/value head ``num_key_value_groups`` times (transformers copies because CUDA's fused kernels refuse masked
     GQA; torch's CPU kernel takes it, and the copies were a third of the attention time of few-shot label scoring
     on a 2-core CPU: docs/performance.md, 'The scorer's speed against its floor'). Everything else goes to
-    transformers' own function."""
+    transformers' own function, with the keywords it was given (``is_causal`` among them)."""
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -154,7 +154,7 @@ def _sdpa_gqa(module, query, key, value, attention_mask, dropout: float = 0.0, s
              and not special)
     if not plain:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      is_causal=is_causal, **kwargs)
+                                      **kwargs)
     out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
                                                            dropout_p=dropout, scale=scaling, enable_gqa=True)
     return out.transpose(1, 2).contiguous(), None

@@ -26,6 +26,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..pipeline.labels import answer
@@ -72,32 +73,42 @@ def _run_coroutine(coro: Any) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
-class OpenAIBackend:
-    """:class:`~vista_distill.pipeline.protocol.Backend` over ``POST {base_url}/chat/completions``."""
+@dataclass
+class ConnectionSettings:
+    """How a served backend calls its servers: the API key, the requests in flight, and the retries of a failed
+    request (exponential backoff with jitter, at least the server's Retry-After)."""
 
-    name = "openai"
+    api_key_env: str = "OPENAI_API_KEY"   # environment variable holding the server's API key
+    concurrency: int = 8           # requests in flight per replica
+    timeout_s: float = 120.0       # seconds before a request is retried
+    max_retries: int = 5           # consecutive failures of every replica before a run stops
+    retry_backoff_s: float = 1.0   # first wait before a retry; doubles up to retry_backoff_max_s
+    retry_backoff_max_s: float = 30.0   # longest wait between retries
+
+
+@dataclass
+class OpenAISettings(ConnectionSettings):
+    """:class:`OpenAIBackend`'s settings: the connection's and what every chat completion request carries."""
+
+    temperature: float = 0.0       # sampling temperature (0: greedy)
+    seed: int = 0                  # sampling seed sent to the server (self-consistency uses seed + i)
+    extra_body: dict[str, Any] = field(default_factory=dict)       # more request fields (e.g. top_p)
+    # sent as chat_template_kwargs: vLLM and SGLang pass them to the model's chat template; servers that do not know
+    # the field ignore it (llama.cpp) or need it emptied (hosted APIs: {})
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+class ServedBackend:
+    """What the served backends share: replicas, retries, the call cache and the checks of the server (the module
+    docstring); :class:`OpenAIBackend` and :class:`.server.ServerBackend` say what is sent and how it is read."""
+
+    name = "served"
     endpoint = "chat/completions"
     served = True
     hardware = None
 
-    def __init__(
-        self,
-        model: str,
-        base_url: str | Sequence[str],
-        *,
-        api_key_env: str = "OPENAI_API_KEY",
-        concurrency: int = 8,
-        timeout_s: float = 120.0,
-        max_retries: int = 5,
-        temperature: float = 0.0,
-        seed: int = 0,
-        extra_body: dict[str, Any] | None = None,
-        chat_template_kwargs: dict[str, Any] | None = None,
-        cache: CallCache | None = None,
-        backoff_s: float = 1.0,
-        backoff_max_s: float = 30.0,
-        role: str = "teacher",
-    ) -> None:
+    def __init__(self, model: str, base_url: str | Sequence[str], settings: ConnectionSettings, *,
+                 cache: CallCache | None = None, role: str = "teacher") -> None:
         self.role = role
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         where = "teacher.base_url" if role == "teacher" else f"{role} servers"
@@ -108,78 +119,38 @@ class OpenAIBackend:
                 raise ServerError(f"{where} must be http(s) URLs such as http://127.0.0.1:8000/v1, got {url!r}")
         if not model:
             raise ServerError(f"{role}: the model name the server serves is required")
-        if concurrency < 1:
-            raise ServerError(f"{role} concurrency must be >= 1, got {concurrency}")
+        if settings.concurrency < 1:
+            raise ServerError(f"{role} concurrency must be >= 1, got {settings.concurrency}")
         self.model = model
         self.base_urls = [str(u).rstrip("/") for u in urls]
         self.base_url = self.base_urls[0]
-        self.api_key_env = api_key_env
-        self.concurrency = concurrency
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.temperature = temperature
-        self.seed = seed
-        self.extra_body = dict(extra_body or {})
-        # vLLM and SGLang pass these to the model's chat template (thinking off for Qwen3 and the like);
-        # servers that do not know the field ignore it (llama.cpp) or need it emptied (hosted APIs: {}).
-        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.settings = settings
+        self.api_key_env, self.concurrency = settings.api_key_env, settings.concurrency
+        self.timeout_s, self.max_retries = settings.timeout_s, settings.max_retries
+        self.backoff_s, self.backoff_max_s = settings.retry_backoff_s, settings.retry_backoff_max_s
         self.cache = cache
-        self.backoff_s = backoff_s
-        self.backoff_max_s = backoff_max_s
         self.progress: Callable[[int], None] | None = None   # told n as requests finish
         self.stats = {"requests": 0, "hits": 0, "calls": 0, "failures": 0, "retries": 0,
                       "prompt_tokens": 0, "completion_tokens": 0, "call_s": 0.0}
-        self.replicas = Replicas(self.base_urls, max_retries, self._delay, role)
+        self.replicas = Replicas(self.base_urls, self.max_retries, self._delay, role)
         self._checked = False
 
     def __repr__(self) -> str:
         urls = ", ".join(redact_url(u) for u in self.base_urls)
         return f"{type(self).__name__}(model={self.model!r}, base_url={urls!r})"
 
-    # ------------------------------------------------------------------ requests and keys
-
-    def body(self, req: Request, sample: int = 0, temperature: float | None = None) -> dict[str, Any]:
-        """The JSON body of a request; sample ``i`` > 0 uses seed + i (self-consistency)."""
-        body = {
-            **self.extra_body,
-            "model": self.model,
-            "messages": [dict(m) for m in req.messages],
-            "max_tokens": req.max_new_tokens,
-            "temperature": self.temperature if temperature is None else temperature,
-            "seed": self.seed + sample,
-        }
-        if self.chat_template_kwargs:
-            body["chat_template_kwargs"] = {**body.get("chat_template_kwargs", {}), **self.chat_template_kwargs}
-        return body
-
     @staticmethod
     def key(body: dict[str, Any]) -> str:
-        """Cache key: model, messages and every sampling parameter (not the server's URL)."""
-        return call_key({"api": "chat.completions", **body})
+        """Cache key of a request body (each backend's: its API, the body, not the server's URL)."""
+        raise NotImplementedError
+
+    def parse(self, r: Any) -> dict[str, Any]:
+        """The cache entry of a 2xx answer."""
+        raise NotImplementedError
 
     def _headers(self) -> dict[str, str]:
         key = os.environ.get(self.api_key_env)
         return {"Authorization": f"Bearer {key}"} if key else {}
-
-    # ------------------------------------------------------------------ Backend protocol
-
-    def run(self, requests: list[Request]) -> list[Response]:
-        """Every request generated (a label request's answer is parsed by the engine): pipeline/labels.py ``answer``
-        with the one verb this backend has."""
-        return answer(self, requests)
-
-    def generate(self, requests: list[Request]) -> list[Response]:
-        return self.send([(r, self.body(r)) for r in requests])
-
-    def run_samples(self, requests: Sequence[Request], k: int, temperature: float) -> list[list[Response]]:
-        """``k`` answers per request: the configured call (shared with :meth:`run`) and ``k - 1``
-        samples at ``temperature`` with seeds seed+1 ... seed+k-1."""
-        jobs = []
-        for r in requests:
-            jobs.append((r, self.body(r)))
-            jobs += [(r, self.body(r, sample=i, temperature=temperature)) for i in range(1, k)]
-        flat = self.send(jobs)
-        return [flat[j * k:(j + 1) * k] for j in range(len(requests))]
 
     def send(self, jobs: Sequence[tuple[Request, dict[str, Any]]], in_flight: int | None = None) -> list[Response]:
         """Answer ``(request, body)`` jobs from the cache or the server; identical bodies are sent once; at most
@@ -373,6 +344,67 @@ class OpenAIBackend:
             return {"error": f"HTTP {status}: {r.text[:300]}"}
         return self.parse(r)
 
+    @staticmethod
+    def _response(key: str, entry: dict[str, Any], cached: bool) -> Response:
+        meta = {
+            "cache_key": key, "cached": cached,
+            **{k: entry.get(k) for k in ("raw", "think", "finish_reason", "latency_s", "attempts", "error")
+               if entry.get(k) not in (None, "")},
+        }
+        return Response(text=entry.get("text", ""), prompt_tokens=entry.get("prompt_tokens", 0),
+                        completion_tokens=entry.get("completion_tokens", 0), meta=meta)
+
+
+class OpenAIBackend(ServedBackend):
+    """:class:`~vista_distill.pipeline.protocol.Backend` over ``POST {base_url}/chat/completions``."""
+
+    name = "openai"
+
+    def __init__(self, model: str, base_url: str | Sequence[str], settings: OpenAISettings | None = None, *,
+                 cache: CallCache | None = None, role: str = "teacher") -> None:
+        settings = settings if settings is not None else OpenAISettings()
+        super().__init__(model, base_url, settings, cache=cache, role=role)
+        self.temperature, self.seed = settings.temperature, settings.seed
+        self.extra_body = dict(settings.extra_body or {})
+        self.chat_template_kwargs = dict(settings.chat_template_kwargs or {})
+
+    def body(self, req: Request, sample: int = 0, temperature: float | None = None) -> dict[str, Any]:
+        """The JSON body of a request; sample ``i`` > 0 uses seed + i (self-consistency)."""
+        body = {
+            **self.extra_body,
+            "model": self.model,
+            "messages": [dict(m) for m in req.messages],
+            "max_tokens": req.max_new_tokens,
+            "temperature": self.temperature if temperature is None else temperature,
+            "seed": self.seed + sample,
+        }
+        if self.chat_template_kwargs:
+            body["chat_template_kwargs"] = {**body.get("chat_template_kwargs", {}), **self.chat_template_kwargs}
+        return body
+
+    @staticmethod
+    def key(body: dict[str, Any]) -> str:
+        """Cache key: model, messages and every sampling parameter (not the server's URL)."""
+        return call_key({"api": "chat.completions", **body})
+
+    def run(self, requests: list[Request]) -> list[Response]:
+        """Every request generated (a label request's answer is parsed by the engine): pipeline/labels.py ``answer``
+        with the one verb this backend has."""
+        return answer(self, requests)
+
+    def generate(self, requests: list[Request]) -> list[Response]:
+        return self.send([(r, self.body(r)) for r in requests])
+
+    def run_samples(self, requests: Sequence[Request], k: int, temperature: float) -> list[list[Response]]:
+        """``k`` answers per request: the configured call (shared with :meth:`run`) and ``k - 1``
+        samples at ``temperature`` with seeds seed+1 ... seed+k-1."""
+        jobs = []
+        for r in requests:
+            jobs.append((r, self.body(r)))
+            jobs += [(r, self.body(r, sample=i, temperature=temperature)) for i in range(1, k)]
+        flat = self.send(jobs)
+        return [flat[j * k:(j + 1) * k] for j in range(len(requests))]
+
     def parse(self, r: Any) -> dict[str, Any]:
         """The cache entry of a 2xx answer (chat completions)."""
         try:
@@ -393,13 +425,3 @@ class OpenAIBackend:
             "prompt_tokens": int(usage.get("prompt_tokens") or 0),
             "completion_tokens": int(usage.get("completion_tokens") or 0),
         }
-
-    @staticmethod
-    def _response(key: str, entry: dict[str, Any], cached: bool) -> Response:
-        meta = {
-            "cache_key": key, "cached": cached,
-            **{k: entry.get(k) for k in ("raw", "think", "finish_reason", "latency_s", "attempts", "error")
-               if entry.get(k) not in (None, "")},
-        }
-        return Response(text=entry.get("text", ""), prompt_tokens=entry.get("prompt_tokens", 0),
-                        completion_tokens=entry.get("completion_tokens", 0), meta=meta)

@@ -33,18 +33,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..data.vocabulary import ALL_STAGES
+from ..pipeline.labels import answer
 from ..pipeline.protocol import LabelScores, Request, Response
 from ..pipeline.render import THINKING_OFF, render
 from .cache import CallCache, call_key
 from .evidence_head import EvidenceHead
 from .label_prior import LabelPrior
 from .list_generation import RepeatedLineStop, list_stop_reason
-from .openai_compat import OpenAIBackend, Retryable, ServerError, redact_url
+from .openai_compat import ConnectionSettings, Retryable, ServedBackend, ServerError, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -63,40 +64,67 @@ def truncate_repeats(text: str, backend: Any) -> str:
     return text
 
 
-class ServerBackend(OpenAIBackend):
+@dataclass
+class ServingSettings(ConnectionSettings):
+    """How the student and the base model are reached when ``student.servers`` lists servers: what they are served
+    as, how labels are scored, and the connection (ConnectionSettings in backends/openai_compat.py, the keys from
+    api_key_env on)."""
+
+    base_model: str = "base"       # the base model's served name (vLLM --served-model-name; a llama.cpp alias)
+    adapters: dict[str, str] = field(default_factory=lambda: {"stage1": "stage1", "stage2": "stage2",
+                                                              "stage3": "stage3"})  # stage -> served adapter name
+    label_scoring: Literal["auto", "echo", "top_logprobs", "generate"] = "auto"   # backends/server.py
+    top_logprobs: int = 20         # logprobs asked per token by top_logprobs (vLLM's --max-logprobs caps it)
+    concurrency: int = 4           # requests in flight per replica
+    echo_concurrency: int = 1      # echo requests in flight, all replicas (vLLM LoRA + prompt logprobs: docs/serve.md)
+    # cache answers under the run's output folder (calls-<role>/), keyed by served name and prompt: a rerun
+    # resumes; clear it when the served adapters change under the same names
+    cache: bool = False
+
+
+@dataclass(frozen=True)
+class ServedAdapters:
+    """A served student's stage adapters: each stage's served name, and the evidence head and label prior of each
+    stage that has one beside its adapter (``folder``: the adapters' local folder, where named calibrations are)."""
+
+    names: Mapping[str, str] = field(default_factory=dict)
+    heads: Mapping[str, EvidenceHead] = field(default_factory=dict)
+    priors: Mapping[str, LabelPrior] = field(default_factory=dict)
+    folder: Path | None = None
+
+
+class ServerBackend(ServedBackend):
     """:class:`~vista_distill.pipeline.protocol.Backend` over ``POST {url}/completions`` on one or more replicas."""
 
     name = "server"
     endpoint = "completions"
 
-    def __init__(self, tokenizer: Any, base_url: str | Sequence[str], model: str,
-                 stage_models: Mapping[str, str] | None = None, *, label_scoring: str = "auto",
-                 top_logprobs: int = 20, chat_template_kwargs: Mapping[str, Any] | None = None,
-                 role: str = "student", cache: CallCache | None = None, echo_concurrency: int = 1,
-                 heads: Mapping[str, EvidenceHead] | None = None, priors: Mapping[str, LabelPrior] | None = None,
-                 **kwargs: Any) -> None:
-        """``tokenizer``: the model's tokenizer (renders prompts, splits labels into tokens); ``model``: the
-        base model's served name; ``stage_models``: the served name of each stage's adapter;
-        ``echo_concurrency``: echo requests in flight over all replicas (``ServingSettings.echo_concurrency``);
-        ``heads``: the evidence head of each stage that has one (applied where the label method is echo)."""
-        if label_scoring not in LABEL_METHODS:
-            raise ServerError(f"{role}: label_scoring must be one of {LABEL_METHODS}, got {label_scoring!r}")
-        bad = sorted(set(stage_models or {}) - set(ALL_STAGES))
+    def __init__(self, tokenizer: Any, base_url: str | Sequence[str], settings: ServingSettings | None = None,
+                 adapters: ServedAdapters | None = None, *, chat_template_kwargs: Mapping[str, Any] | None = None,
+                 role: str = "student", cache: CallCache | None = None) -> None:
+        """``tokenizer``: the model's tokenizer (renders prompts, splits labels into tokens); ``settings``: the
+        base model's served name, the label scoring and the connection; ``adapters``: the served stage adapters
+        (none: every stage asks the base model; an evidence head is applied where the label method is echo)."""
+        settings = settings if settings is not None else ServingSettings()
+        adapters = adapters if adapters is not None else ServedAdapters()
+        if settings.label_scoring not in LABEL_METHODS:
+            raise ServerError(f"{role}: label_scoring must be one of {LABEL_METHODS}, got {settings.label_scoring!r}")
+        bad = sorted(set(adapters.names) - set(ALL_STAGES))
         if bad:
             raise ServerError(f"{role}: server model names for unknown stages {bad}; stages are {ALL_STAGES}")
-        super().__init__(model, base_url, role=role, cache=cache, chat_template_kwargs=None, **kwargs)
+        super().__init__(settings.base_model, base_url, settings, role=role, cache=cache)
         self.tokenizer = tokenizer
-        self.stage_models = dict(stage_models or {})
-        self.label_scoring = label_scoring
-        self.top_logprobs = top_logprobs
+        self.stage_models = dict(adapters.names)
+        self.label_scoring = settings.label_scoring
+        self.top_logprobs = settings.top_logprobs
         self.template_kwargs = dict(THINKING_OFF if chat_template_kwargs is None else chat_template_kwargs)
-        self.method: str | None = None if label_scoring == "auto" else label_scoring
+        self.method: str | None = None if self.label_scoring == "auto" else self.label_scoring
         self.name = f"server:{self.model}"
         self.stats["label_methods"] = {}
-        self.echo_concurrency = echo_concurrency
-        self.heads = dict(heads or {})
-        self.priors = dict(priors or {})   # label priors kept beside the stage adapters (backends/label_prior.py)
-        self.adapter_folder: Path | None = None   # the served adapters' local folder (named calibrations are there)
+        self.echo_concurrency = settings.echo_concurrency
+        self.heads = dict(adapters.heads)
+        self.priors = dict(adapters.priors)   # label priors kept beside the stage adapters (backends/label_prior.py)
+        self.adapter_folder = adapters.folder   # the served adapters' local folder (named calibrations are there)
 
     def _echoed(self, jobs: list[tuple[Request, dict[str, Any]]]) -> list[Response]:
         """Echo (prompt-logprob) jobs, at most ``echo_concurrency`` in flight over all replicas."""
@@ -117,8 +145,8 @@ class ServerBackend(OpenAIBackend):
         return render(self.tokenizer, list(req.messages), template_kwargs=self.template_kwargs)
 
     def completion(self, req: Request, prompt: str, max_tokens: int, **extra: Any) -> dict[str, Any]:
-        return {**self.extra_body, "model": self.served_name(req.stage), "prompt": prompt, "max_tokens": max_tokens,
-                "temperature": 0.0, "seed": self.seed, **extra}
+        return {"model": self.served_name(req.stage), "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
+                "seed": 0, **extra}
 
     @staticmethod
     def key(body: dict[str, Any]) -> str:
@@ -155,12 +183,16 @@ class ServerBackend(OpenAIBackend):
 
     @staticmethod
     def _response(key: str, entry: dict[str, Any], cached: bool) -> Response:
-        resp = OpenAIBackend._response(key, entry, cached)
+        resp = ServedBackend._response(key, entry, cached)
         if entry.get("logprobs"):
             resp.meta["logprobs_raw"] = entry["logprobs"]
         return resp
 
     # ------------------------------------------------------------------ Backend protocol
+
+    def run(self, requests: list[Request]) -> list[Response]:
+        """The pipeline's verb: generation and label answers (pipeline/labels.py ``answer``, from the two below)."""
+        return answer(self, requests)
 
     def generate(self, requests: list[Request]) -> list[Response]:
         """Free generation on the server; with ``stop_on_repeat``, the text cut where the in-process stop rule
@@ -353,11 +385,6 @@ def server_backend(recipe: Any, role: str = "student", servers: Sequence[str] | 
     root = Path(adapters or recipe.resolve(recipe.train.output_dir))
     heads = {st: h for st in stage_models if (h := EvidenceHead.load(root / st)) is not None}
     priors = {st: q for st in stage_models if (q := LabelPrior.load(root / st)) is not None}
-    backend = ServerBackend(tokenizer, urls, v.base_model, stage_models, label_scoring=v.label_scoring,
-                            top_logprobs=v.top_logprobs, chat_template_kwargs=s.chat_template_kwargs, role=role,
-                            cache=CallCache(cache_dir) if cache_dir else None, concurrency=v.concurrency,
-                            echo_concurrency=v.echo_concurrency, heads=heads, priors=priors,
-                            api_key_env=v.api_key_env, timeout_s=v.timeout_s, max_retries=v.max_retries,
-                            backoff_s=v.retry_backoff_s, backoff_max_s=v.retry_backoff_max_s)
-    backend.adapter_folder = root if role == "student" else None
-    return backend
+    served = ServedAdapters(stage_models, heads, priors, root if role == "student" else None)
+    return ServerBackend(tokenizer, urls, v, served, chat_template_kwargs=s.chat_template_kwargs, role=role,
+                         cache=CallCache(cache_dir) if cache_dir else None)

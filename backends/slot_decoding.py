@@ -195,35 +195,48 @@ class _GraphedStep:
         return self.logits
 
 
-def decode_in_slots(model: Any, cache_kw: str, prefix_cache: Any, prefix_len: int,
-                    suffixes: Sequence[Sequence[int]], max_new: int, slots: int, eos_ids: Sequence[int], pad_id: int,
-                    ban: Callable[[list[int], Any], None] | None = None,
-                    stop: Callable[[list[int]], bool] | None = None,
-                    on_done: Callable[[int], object] | None = None,
-                    stats: dict[str, Any] | None = None,
-                    full_mask: bool | None = None, graphs: bool | None = None) -> list[Decoded]:
-    """Greedy continuations of ``prefix + suffix`` for every suffix, ``slots`` rows at a time (a model that
-    :func:`slots_supported` accepts).
+@dataclass(frozen=True)
+class SharedPrefix:
+    """The model and the prompt prefix every row continues: the keyword its forward takes a cache by, the prefix's
+    dynamic cache (one row; copied into every row and for each refill) and its length in tokens."""
 
-    ``prefix_cache``: the prefix's dynamic cache (one row), copied into every row and for each refill;
-    ``ban(tokens, scores)`` edits a row's next-token scores in place; ``stop(tokens)`` ends a row after its newest
-    token; ``on_done(i)`` is told as each request finishes; ``stats`` counts decode steps, the rows they ran and
-    refills, and the seconds spent in decode steps (``decode_s``) and in prompt blocks (``prompt_s``; host-side
-    time, so on a GPU only what the host waited for). ``full_mask``: decode steps attend over a mask as wide as
-    the cache (default: on a GPU); ``graphs``: replay the decode step from a CUDA graph (default: on a GPU; needs
-    the full mask)."""
-    device = next(model.parameters()).device
+    model: Any
+    cache_kw: str
+    cache: Any
+    length: int
+
+
+@dataclass(frozen=True)
+class Greedy:
+    """A row's greedy continuation: up to ``max_new`` tokens or one of ``eos_ids``; ``pad_id`` fills idle rows;
+    ``ban(tokens, scores)`` edits its next-token scores in place; ``stop(tokens)`` ends it after its newest token."""
+
+    max_new: int
+    eos_ids: Sequence[int]
+    pad_id: int
+    ban: Callable[[list[int], Any], None] | None = None
+    stop: Callable[[list[int]], bool] | None = None
+
+
+def decode_in_slots(prefix: SharedPrefix, suffixes: Sequence[Sequence[int]], rule: Greedy, slots: int, *,
+                    on_done: Callable[[int], object] | None = None, stats: dict[str, Any] | None = None,
+                    full_mask: bool | None = None, graphs: bool | None = None) -> list[Decoded]:
+    """Continuations of ``prefix + suffix`` by ``rule`` for every suffix, ``slots`` rows at a time (a model that
+    :func:`slots_supported` accepts). ``on_done(i)`` is told as each request finishes; ``stats`` counts decode steps,
+    the rows they ran and refills, and the seconds spent in decode steps (``decode_s``) and in prompt blocks
+    (``prompt_s``; host-side time, so on a GPU only what the host waited for). ``full_mask``: decode steps attend over
+    a mask as wide as the cache (default: on a GPU); ``graphs``: replay the decode step from a CUDA graph (default: on
+    a GPU; needs the full mask)."""
+    device = next(prefix.model.parameters()).device
     on_gpu = device.type == "cuda"
     graphs = on_gpu if graphs is None else graphs
     count = stats if stats is not None else {}
-    for k in ("decode_steps", "decode_rows", "refills", "decode_s", "prompt_s"):
-        count.setdefault(k, 0)
+    count.update({k: count.get(k, 0) for k in ("decode_steps", "decode_rows", "refills", "decode_s", "prompt_s")})
     if not suffixes:
         return []
-    decoder = _SlotDecoder(model=model, cache_kw=cache_kw, prefix_cache=prefix_cache, prefix_len=prefix_len,
-                           suffixes=suffixes, max_new=max_new, eos=set(eos_ids), pad_id=pad_id, ban=ban, stop=stop,
-                           on_done=on_done, count=count, device=device, graphs=graphs,
-                           full_mask=(on_gpu if full_mask is None else full_mask) or graphs)  # a graph: one shape
+    decoder = _SlotDecoder(prefix, suffixes, rule, on_done, count, device, graphs,
+                           (on_gpu if full_mask is None else full_mask) or graphs,   # a graph: one shape (full mask)
+                           [None] * len(suffixes))
     longest_first = deque(sorted(range(len(suffixes)), key=lambda i: -len(suffixes[i])))
     _Pool.make(decoder, min(slots, len(suffixes))).run(longest_first)
     return decoder.out  # type: ignore[return-value]
@@ -233,29 +246,19 @@ def decode_in_slots(model: Any, cache_kw: str, prefix_cache: Any, prefix_len: in
 class _SlotDecoder:
     """What one :func:`decode_in_slots` call shares: the model, the requests and their results."""
 
-    model: Any
-    cache_kw: str
-    prefix_cache: Any
-    prefix_len: int
+    prefix: SharedPrefix
     suffixes: Sequence[Sequence[int]]
-    max_new: int
-    eos: set[int]
-    pad_id: int
-    ban: Callable[[list[int], Any], None] | None
-    stop: Callable[[list[int]], bool] | None
+    rule: Greedy
     on_done: Callable[[int], object] | None
     count: dict[str, Any]
     device: Any
     graphs: bool
     full_mask: bool
-    out: list[Decoded | None] = field(init=False)   # each request's result, by index
-
-    def __post_init__(self) -> None:
-        self.out = [None] * len(self.suffixes)
+    out: list[Decoded | None]   # each request's result, by index
 
     def forward(self, ids: Any, positions: Any, mask4d: Any, cache: Any) -> Any:
-        o = self.model(input_ids=ids, position_ids=positions, attention_mask=mask4d, **{self.cache_kw: cache},
-                       use_cache=True, logits_to_keep=1)
+        o = self.prefix.model(input_ids=ids, position_ids=positions, attention_mask=mask4d,
+                              **{self.prefix.cache_kw: cache}, use_cache=True, logits_to_keep=1)
         return o.logits[:, -1].float()
 
     def prompt_block(self, chosen: list[int]) -> tuple[Any, Any, Any]:
@@ -263,13 +266,13 @@ class _SlotDecoder:
         import torch
 
         width = max(len(self.suffixes[i]) for i in chosen)
-        ids = torch.full((len(chosen), width), self.pad_id, dtype=torch.long)
+        ids = torch.full((len(chosen), width), self.rule.pad_id, dtype=torch.long)
         valid = torch.zeros(len(chosen), width, dtype=torch.bool)
         for r, i in enumerate(chosen):
             s = self.suffixes[i]
             ids[r, width - len(s):] = torch.tensor(list(s), dtype=torch.long)
             valid[r, width - len(s):] = True
-        positions = (self.prefix_len + valid.long().cumsum(-1) - 1).clamp(min=self.prefix_len)
+        positions = (self.prefix.length + valid.long().cumsum(-1) - 1).clamp(min=self.prefix.length)
         return ids.to(self.device), valid.to(self.device), positions.to(self.device)
 
     def block_mask(self, valid: Any, width: int) -> Any:
@@ -279,17 +282,17 @@ class _SlotDecoder:
         rows = valid.shape[0]
         causal = torch.ones(width, width, dtype=torch.bool, device=self.device).tril()
         own = causal[None] & valid[:, None, :]
-        head = torch.ones(rows, width, self.prefix_len, dtype=torch.bool, device=self.device)
+        head = torch.ones(rows, width, self.prefix.length, dtype=torch.bool, device=self.device)
         return torch.cat([head, own], dim=-1)[:, None]
 
     def accept(self, slot: _Slot, token: int) -> Decoded | None:
         """``token`` appended to ``slot``: the request's result when it ends there, else None."""
-        if token in self.eos:
+        if token in self.rule.eos_ids:
             return Decoded(slot.tokens, "eos")
         slot.tokens.append(token)
-        if self.stop is not None and self.stop(slot.tokens):
+        if self.rule.stop is not None and self.rule.stop(slot.tokens):
             return Decoded(slot.tokens, "stopped")
-        if len(slot.tokens) >= self.max_new:
+        if len(slot.tokens) >= self.rule.max_new:
             return Decoded(slot.tokens, "length")
         return None
 
@@ -309,11 +312,11 @@ class _Pool:
     @classmethod
     def make(cls, d: _SlotDecoder, rows: int) -> _Pool:
         # every row's prompt and budget fit, and one column more, which no request reaches (see _GraphedStep)
-        length = d.prefix_len + max(len(s) for s in d.suffixes) + d.max_new + 1
+        length = d.prefix.length + max(len(s) for s in d.suffixes) + d.rule.max_new + 1
         where = _Columns()
-        cache = row_prefix_cache(d.model.config, d.prefix_cache, rows, length, where)
+        cache = row_prefix_cache(d.prefix.model.config, d.prefix.cache, rows, length, where)
         if cache is None:
-            raise RuntimeError(f"{type(d.model).__name__}: its cache layers cannot be preallocated; "
+            raise RuntimeError(f"{type(d.prefix.model).__name__}: its cache layers cannot be preallocated; "
                                "slot decoding needs slots_supported(model)")
         return cls(d, cache, where, length, rows)
 
@@ -339,9 +342,9 @@ class _Pool:
         import torch
 
         logits = torch.stack([lg for _, lg in self.pending])
-        if self.d.ban is not None:
+        if self.d.rule.ban is not None:
             for j, (r, _) in enumerate(self.pending):
-                self.d.ban(self.rows[r].tokens, logits[j])
+                self.d.rule.ban(self.rows[r].tokens, logits[j])
         for r, token in zip([r for r, _ in self.pending], logits.argmax(-1).tolist()):
             slot = self.rows[r]
             done = self.d.accept(slot, token)
@@ -367,17 +370,17 @@ class _Pool:
         placed = [(r, self.ready.popleft()) for r in free[:len(self.ready)]]
         for block in {id(p.block): p.block for _, p in placed}.values():
             mine = [(r, p) for r, p in placed if p.block is block]
-            width = block.layers[0].keys.shape[2] - d.prefix_len
+            width = block.layers[0].keys.shape[2] - d.prefix.length
             n = [len(d.suffixes[p.request]) for _, p in mine]
             src_rows = torch.tensor([p.row for (_, p), k in zip(mine, n) for _ in range(k)], device=d.device)
-            src_cols = torch.tensor([d.prefix_len + width - k + j for k in n for j in range(k)], device=d.device)
+            src_cols = torch.tensor([d.prefix.length + width - k + j for k in n for j in range(k)], device=d.device)
             dst_rows = torch.tensor([r for (r, _), k in zip(mine, n) for _ in range(k)], device=d.device)
-            dst_cols = torch.tensor([d.prefix_len + j for k in n for j in range(k)], device=d.device)
+            dst_cols = torch.tensor([d.prefix.length + j for k in n for j in range(k)], device=d.device)
             for src, dst in zip(block.layers, self.cache.layers):
                 dst.keys[dst_rows, :, dst_cols] = src.keys[src_rows, :, src_cols]
                 dst.values[dst_rows, :, dst_cols] = src.values[src_rows, :, src_cols]
         for r, p in placed:
-            self.rows[r] = _Slot(p.request, d.prefix_len + len(d.suffixes[p.request]))
+            self.rows[r] = _Slot(p.request, d.prefix.length + len(d.suffixes[p.request]))
             self.pending.append((r, p.logits))
         d.count["prompt_s"] += time.perf_counter() - start
 
@@ -393,7 +396,7 @@ class _Pool:
         while queue and (len(chosen) < need or sum(len(d.suffixes[i]) for i in chosen) < PREFILL_TOKENS):
             chosen.append(queue.popleft())
         ids, valid, positions = d.prompt_block(chosen)
-        block = copy.deepcopy(d.prefix_cache)
+        block = copy.deepcopy(d.prefix.cache)
         block.batch_repeat_interleave(len(chosen))
         with torch.inference_mode():
             logits = d.forward(ids, positions, d.block_mask(valid, ids.shape[1]), block)
@@ -423,8 +426,8 @@ class _Pool:
         live = [r for r, s in enumerate(rows) if s is not None]
         d.count["decode_steps"] += 1
         d.count["decode_rows"] += len(live)
-        step_ids = torch.full((len(rows), 1), d.pad_id, dtype=torch.long)
-        step_pos = torch.full((len(rows), 1), d.prefix_len, dtype=torch.long)
+        step_ids = torch.full((len(rows), 1), d.rule.pad_id, dtype=torch.long)
+        step_pos = torch.full((len(rows), 1), d.prefix.length, dtype=torch.long)
         for r in live:
             step_ids[r, 0] = rows[r].tokens[-1]
             step_pos[r, 0] = rows[r].position

@@ -42,11 +42,7 @@ def _openai(cfg: TeacherConfig, model: str | None, cache: CallCache) -> OpenAIBa
                            "(e.g. http://127.0.0.1:8000/v1)")
     if not model:
         raise UsageError("teacher.model is required for an OpenAI-compatible teacher (the served model name)")
-    return OpenAIBackend(model, cfg.base_url, api_key_env=cfg.api_key_env, concurrency=cfg.concurrency,
-                         timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, temperature=cfg.temperature,
-                         seed=cfg.seed, extra_body=cfg.extra_body, chat_template_kwargs=cfg.chat_template_kwargs,
-                         cache=cache, backoff_s=cfg.retry_backoff_s,
-                         backoff_max_s=cfg.retry_backoff_max_s)
+    return OpenAIBackend(model, cfg.base_url, cfg, cache=cache)   # the section is the backend's OpenAISettings
 
 
 def local_identity(model: str | None, dtype: str, chat_template_kwargs: Mapping[str, Any]) -> dict[str, Any]:

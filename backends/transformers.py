@@ -36,7 +36,7 @@ from .label_memo import LabelMemo, memo_key
 from .label_prior import LabelPrior
 from .list_generation import ListMarkerFormat, RepeatedLineStop, list_stop_reason
 from .model_loading import encode_prompt, eos_ids, resolve_model, token_span
-from .slot_decoding import decode_in_slots, slots_supported, static_prefix_cache
+from .slot_decoding import Greedy, SharedPrefix, decode_in_slots, slots_supported, static_prefix_cache
 
 log = logging.getLogger(__name__)
 
@@ -337,8 +337,8 @@ class TransformersBackend:
         ban = ListMarkerFormat(self, 0).apply if stop_on_repeat else None
         with torch.inference_mode(), self._shared(prefix):
             decoded = decode_in_slots(
-                self.model, self.cache_kw, shared, len(prefix), suffixes, max_new, self.batch_size, self.eos_ids,
-                self.tokenizer.pad_token_id, ban=ban, stop=stop,
+                SharedPrefix(self.model, self.cache_kw, shared, len(prefix)), suffixes,
+                Greedy(max_new, self.eos_ids, self.tokenizer.pad_token_id, ban=ban, stop=stop), self.batch_size,
                 on_done=None if self.progress is None else (lambda _: self.progress(1)), stats=self.stats,
                 graphs=None if self.cuda_graphs else False)
         self.stats["prefix_tokens_reused"] += len(prefix) * len(suffixes)

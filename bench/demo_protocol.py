@@ -158,7 +158,7 @@ def evaluate(r, name: str, systems: list[str], input_path: Path) -> dict[str, An
     from vista_distill.eval.run import run_eval
 
     res = run_eval(r, input_path=str(input_path), systems=systems,
-                   output_dir=RUNS / name / f"eval-{input_path.stem}", progress=False)
+                   output_dir=RUNS / name / f"eval-{input_path.stem}")
     return summarise(res.results)
 
 

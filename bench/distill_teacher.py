@@ -123,7 +123,7 @@ def main() -> int:
                                 "load_average_at_start": os.getloadavg()[0]},
                     "model": embedded_gguf().name, "concurrency": args.concurrency, "limit": args.limit}
     with LlamaServer(n_threads=args.threads, log_path=tmp / "server.log") as server:
-        result["server"] = {"n_threads": server.n_threads, "reproducible": server.reproducible}
+        result["server"] = {"n_threads": server.n_threads, "reproducible": server.settings.reproducible}
         first = uninterrupted(server, write_recipe(tmp, tmp / "uninterrupted", server.base_url, args.concurrency),
                               tmp / "uninterrupted", extra)
         if first is None:

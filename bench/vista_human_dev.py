@@ -58,7 +58,7 @@ def main() -> None:
 def evaluate(a: argparse.Namespace) -> dict:
     """``vista-distill eval`` of the systems on the dev set, the figures this benchmark keeps."""
     from vista_distill.config import load_recipe
-    from vista_distill.eval.run import run_eval
+    from vista_distill.eval.run import EvalProgress, run_eval
     from vista_distill.scoring.metrics import OVERALL
 
     silver = a.silver or a.adapters.parent / "silver"
@@ -68,7 +68,7 @@ def evaluate(a: argparse.Namespace) -> dict:
     m = harness.machine()
     t0 = time.perf_counter()
     res = run_eval(recipe, input_path=str(a.dev), systems=a.systems, output_dir=f"/tmp/vista-human-dev-{a.tag}",
-                   progress=True).results
+                   progress=EvalProgress(bars=True)).results
     given = res.get("given_claims") or {}
     out = {"machine": m, "commit": harness.commit(), "adapters": str(a.adapters),
            "adapter_steps": adapter_steps(a.adapters), "dev": str(a.dev), "evidence_probes": a.evidence,

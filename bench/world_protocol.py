@@ -207,7 +207,7 @@ def paired_bootstrap(gold: list[str], a: list[str], b: list[str], n: int = 2000,
 def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> None:
     import tempfile
 
-    from vista_distill.eval.run import run_eval
+    from vista_distill.eval.run import EvalProgress, run_eval
     from vista_distill.scoring.metrics import UNKNOWN, world_metrics
 
     rows = fhsumbench_sample(per_label, sample_seed)
@@ -225,7 +225,8 @@ def step_fhsumbench(per_label: int, sample_seed: int, main_adapters: Path) -> No
     r = recipe("fhsumbench", ["eval.given_claims=false", "eval.bootstrap=200", "eval.threads=2"])
     t = time.perf_counter()
     eval_dir = RUNS / "fhsumbench" / "eval"
-    res = run_eval(r, input_path=str(subset), systems=["student"], output_dir=eval_dir, progress=True).results
+    res = run_eval(r, input_path=str(subset), systems=["student"], output_dir=eval_dir,
+                   progress=EvalProgress(bars=True)).results
     wall = time.perf_counter() - t
     records = [json.loads(x) for x in (eval_dir / "records" / "student.jsonl").read_text().splitlines()]
     scored = [x for x in records if x.get("scored") and x.get("world_gold")]

@@ -8,6 +8,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..backends.openai_compat import OpenAISettings
+from ..backends.server import ServingSettings
 from ..data.vocabulary import ALL_STAGES
 from ..pipeline.engine import RULES, SAFE, STRICT, EngineConfig
 from ..pipeline.templates import Speakers
@@ -47,24 +49,19 @@ class DataConfig:
 
 
 @dataclass
-class TeacherConfig:
+class TeacherConfig(OpenAISettings):
+    """The model, or the human labels, that labels the train material. A teacher on a server (backend openai, or a
+    labels fallback on base_url) is called with this section: it is the OpenAI-compatible backend's settings
+    (OpenAISettings in backends/openai_compat.py, the keys from api_key_env on)."""
+
     backend: Backend = "transformers"   # a local model (transformers), a server (openai) or human labels (labels)
     model: str | None = None       # None: the embedded SmolLM2-135M
     base_url: str | None = None    # OpenAI-compatible server, e.g. http://localhost:8000/v1
-    api_key_env: str = "OPENAI_API_KEY"   # environment variable holding the server's API key
     prompt_style: PromptStyle = "fewshot"   # the teacher's prompts (the student's: pipeline.student_prompt_style)
-    concurrency: int = 8           # requests in flight to the server
-    timeout_s: float = 120.0       # seconds before a request is retried
-    max_retries: int = 5           # retries of a failed request before the run stops
-    temperature: float = 0.0       # sampling temperature (0: greedy)
     fallback: str | None = None    # for backend "labels": a model for what the labels do not cover
-    seed: int = 0                  # sampling seed sent to the server (self-consistency uses seed + i)
     max_new_tokens: dict[str, int] = field(default_factory=dict)   # the teacher's, over pipeline.max_new_tokens
     stage2: StageMode | None = None   # None: generate for openai, score for transformers
     stage3: StageMode | None = None   # None: generate (keeps the teacher's explanation)
-    extra_body: dict[str, Any] = field(default_factory=dict)       # more request fields (e.g. top_p)
-    retry_backoff_s: float = 1.0   # first wait before a retry; doubles up to retry_backoff_max_s
-    retry_backoff_max_s: float = 30.0   # longest wait between retries
     dtype: str = "auto"            # backend "transformers": auto | bfloat16 | float16 | float32 (hardware.py)
     batch_size: int = 16           # backend "transformers"
     threads: int | str = "auto"    # backend "transformers": torch CPU threads (auto: the cores not busy)
@@ -124,27 +121,6 @@ class DistillConfig:
                                              # (contrast.py)
     # the reference edits evidence_contrast makes (distill/contrast.py)
     evidence_contrast_kinds: list[str] = field(default_factory=lambda: ["deletion", "edit", "insertion", "foreign"])
-
-
-@dataclass
-class ServingSettings:
-    """How the student and the base model are reached when ``student.servers`` lists servers."""
-
-    base_model: str = "base"       # the base model's served name (vLLM --served-model-name; a llama.cpp alias)
-    adapters: dict[str, str] = field(default_factory=lambda: {"stage1": "stage1", "stage2": "stage2",
-                                                              "stage3": "stage3"})  # stage -> served adapter name
-    label_scoring: Literal["auto", "echo", "top_logprobs", "generate"] = "auto"   # backends/server.py
-    top_logprobs: int = 20         # logprobs asked per token by top_logprobs (vLLM's --max-logprobs caps it)
-    concurrency: int = 4           # requests in flight per replica
-    echo_concurrency: int = 1      # echo requests in flight, all replicas (vLLM LoRA + prompt logprobs: docs/serve.md)
-    api_key_env: str = "OPENAI_API_KEY"   # environment variable holding the servers' API key
-    timeout_s: float = 120.0       # seconds before a request is retried
-    max_retries: int = 5           # consecutive failures of every replica before a run stops
-    retry_backoff_s: float = 1.0   # first wait before a retry; doubles up to retry_backoff_max_s
-    retry_backoff_max_s: float = 30.0   # longest wait between retries
-    # cache answers under the run's output folder (calls-<role>/), keyed by served name and prompt: a rerun
-    # resumes; clear it when the served adapters change under the same names
-    cache: bool = False
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """The recipe reference (``docs/recipe.md``), generated from the recipe dataclasses so it cannot drift from them.
 
 Each section of :class:`~.recipe.Recipe` becomes a table of its fields: YAML key, type, default and the comment the
-field carries in ``config/recipe.py`` (a trailing comment, the comment lines above it, or indented lines below it).
+field carries in ``config/recipe.py`` (a trailing comment, the comment lines above it, or indented lines below it). A
+section that is a backend's settings (the teacher, ``student.serving``) lists its own keys, then those of the settings
+class, commented where that class is defined.
 
     python -m vista_distill.config.reference            # rewrite docs/recipe.md
     python -m vista_distill.config.reference --check    # exit 1 when docs/recipe.md differs from the dataclasses
@@ -41,7 +43,17 @@ This page is generated from the dataclasses in `config/recipe.py` (`python -m vi
 
 
 def field_comments(cls: type) -> dict[str, str]:
-    """The comment of each field of dataclass ``cls`` in its source: trailing, above it, or continued below it."""
+    """The comment of each field of dataclass ``cls`` where it is declared (``cls`` or a dataclass it extends):
+    trailing, above it, or continued below it."""
+    out: dict[str, str] = {}
+    for base in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(base):
+            out.update(_declared_comments(base))
+    return out
+
+
+def _declared_comments(cls: type) -> dict[str, str]:
+    """The comments of the fields declared in the body of ``cls`` (see :func:`field_comments`)."""
     lines, first = inspect.getsourcelines(cls)
     source = "".join(lines)
     comments: dict[int, tuple[int, str, bool]] = {}   # line -> (column, text, comment alone on its line)
@@ -113,7 +125,8 @@ def _section(key: str, cls: type, out: list[str], seen: dict[type, str]) -> None
     comments = field_comments(cls)
     out += ["| key | type | default | what it does |", "| --- | --- | --- | --- |"]
     nested: list[tuple[str, type]] = []
-    for f in dataclasses.fields(cls):
+    own = list(inspect.get_annotations(cls))   # declared here, in source order; then the extended class's
+    for f in sorted(dataclasses.fields(cls), key=lambda f: own.index(f.name) if f.name in own else len(own)):
         if not f.init or (cls is Recipe and f.name == "path"):
             continue
         section = _nested_dataclass(cls, f)
@@ -131,8 +144,7 @@ def _section(key: str, cls: type, out: list[str], seen: dict[type, str]) -> None
 
 def _nested_dataclass(cls: type, f: dataclasses.Field) -> type | None:
     """The dataclass a field holds (a section, or a list of data sources), else None."""
-    hints = inspect.get_annotations(cls, eval_str=True, globals=vars(recipe_module))
-    hint = hints.get(f.name)
+    hint = typing.get_type_hints(cls).get(f.name)
     candidates = [hint, *getattr(hint, "__args__", ())]
     return next((c for c in candidates if dataclasses.is_dataclass(c)), None)
 

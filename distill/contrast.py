@@ -61,8 +61,9 @@ def _claims(conversations: Sequence[Conversation], results: Sequence[Sequence[Tu
                     yield conv, dialogue, res, call
 
 
-def _row(stage: str, conv: Conversation, dialogue: str, res: TurnResult, call: Stage2Call, reference: str,
-         label: str, completion: str, kind: str, meta: dict[str, Any]) -> Candidate:
+def _row(stage: str, item: _Item, reference: str, label: str, completion: str, kind: str,
+         meta: dict[str, Any]) -> Candidate:
+    conv, dialogue, res, call = item
     parsed: dict[str, Any] = {"label": label}
     if completion != label:
         parsed["explanation"] = completion.split(". ", 1)[-1]
@@ -154,8 +155,8 @@ def _verified(item: _Item, kinds: Sequence[str], pool: list[str], rng: random.Ra
 def _negative_pair(item: _Item, reference: str, stage3_label: str, stage3_completion: str, kind: str,
                    meta: dict[str, Any]) -> list[Candidate]:
     """A treated VERIFIED claim's rows against ``reference``: stage 2 UNVERIFIABLE, stage 3 ``stage3_label``."""
-    return [_row("stage2", *item, reference, UNVERIFIABLE, UNVERIFIABLE, kind, meta),
-            _row("stage3", *item, reference, stage3_label, stage3_completion, kind, meta)]
+    return [_row("stage2", item, reference, UNVERIFIABLE, UNVERIFIABLE, kind, meta),
+            _row("stage3", item, reference, stage3_label, stage3_completion, kind, meta)]
 
 
 def _deletion(item: _Item, sup: Support, meta: dict[str, Any]) -> list[Candidate]:
@@ -189,7 +190,7 @@ def _insertion(item: _Item, rng: random.Random) -> list[Candidate]:
     """``insertion``: the claim put in its reference as a sentence at a random sentence boundary."""
     call = item[3]
     ref = insert(call.reference, call.claim, rng)
-    return [_row("stage2", *item, ref, VERIFIED, VERIFIED, "insertion", {"inserted": call.claim})]
+    return [_row("stage2", item, ref, VERIFIED, VERIFIED, "insertion", {"inserted": call.claim})]
 
 
 def _balance(positive: list[list[Candidate]], negative: list[list[Candidate]], seed: int,

@@ -183,7 +183,8 @@ def run_distill(recipe: Recipe, *, limit: int | None = None, progress: bool = Tr
     silver.apply_split_and_filters(train, candidates, settings)
     data = {stage: {split: silver.rows(candidates, stage, split, student_style, cfg.speakers, teacher.name)
                     for split in ("train", "validation")} for stage in stages}
-    manifest = _manifest(recipe, material, train, limit, teacher, cfg, settings, hw, data, candidates, contrast_made)
+    export = _Export(data, candidates, contrast_made, _data_report(material, train, limit))
+    manifest = _manifest(recipe, teacher, cfg, settings, hw, export)
     records = [_record(c, teacher, cfg.style, student_style) for c in candidates]
     atomic_write_text(out_dir / "records.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     die_at = os.environ.get(DIE_AT_ENV, "")
@@ -214,10 +215,29 @@ def _rule_made_candidates(recipe: Recipe, train: list[Conversation], results: li
     return rows + contrasted, made
 
 
-def _manifest(recipe: Recipe, material: Material, train: list[Conversation], limit: int | None, teacher: Teacher,
-              cfg: Any, settings: silver.FilterSettings, hw: Any, data: dict[str, Any],
-              candidates: list[silver.Candidate], contrast_made: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Export:
+    """What a run exports: each stage's rows by split, the candidates they came from, what the evidence contrasts
+    made, and the data they were drawn from (:func:`_data_report`)."""
+
+    data: dict[str, Any]
+    candidates: list[silver.Candidate]
+    contrast_made: dict[str, Any]
+    data_report: dict[str, Any]
+
+
+def _data_report(material: Material, train: list[Conversation], limit: int | None) -> dict[str, Any]:
+    """The manifest's ``data``: the sources, the conversations the teacher ran on and the leak check."""
+    return {"sources": material.reports, "train_conversations": len(train), "test_conversations": len(material.test),
+            "limit": limit,
+            "leak_check": f"passed: {len(material.test)} test conversation(s) share no dialogue with "
+                          f"{len(material.train)} train conversation(s)"}
+
+
+def _manifest(recipe: Recipe, teacher: Teacher, cfg: Any, settings: silver.FilterSettings, hw: Any,
+              export: _Export) -> dict[str, Any]:
     """manifest.json: the teacher, templates, engine settings, filters, data, counts, hardware and fingerprints."""
+    data, candidates = export.data, export.candidates
     student_style = recipe.pipeline.student_prompt_style
     stages = list(data)
     fps = {stage: silver.fingerprint(data[stage]) for stage in stages}
@@ -231,10 +251,7 @@ def _manifest(recipe: Recipe, material: Material, train: list[Conversation], lim
         "engine": {"style": cfg.style, "stage2": cfg.stage2, "stage3": cfg.stage3, "max_claims": cfg.max_claims,
                    "max_new_tokens": cfg.max_new_tokens, "speakers": asdict(cfg.speakers)},
         "filters": {"settings": asdict(settings), "report": silver.filter_report(candidates, stages)},
-        "data": {"sources": material.reports, "train_conversations": len(train),
-                 "test_conversations": len(material.test), "limit": limit,
-                 "leak_check": f"passed: {len(material.test)} test conversation(s) share no dialogue with "
-                               f"{len(material.train)} train conversation(s)"},
+        "data": export.data_report,
         "counts": silver.stage_counts(data),
         # what the teacher computed in on this machine (threads and timings are in runs.jsonl)
         "hardware": ({k: hw.to_dict()[k] for k in ("dtype", "dtype_reason", "device", "device_name", "cpu")}
@@ -247,7 +264,7 @@ def _manifest(recipe: Recipe, material: Material, train: list[Conversation], lim
     if d.augment_swapped:
         manifest["augment_swapped"] = augment.swap_summary(candidates, d.augment_swapped)
     if d.evidence_contrast:
-        manifest["evidence_contrast"] = contrast.summary(candidates, contrast_made)
+        manifest["evidence_contrast"] = contrast.summary(candidates, export.contrast_made)
     return manifest
 
 

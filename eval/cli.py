@@ -54,13 +54,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..config import RecipeError
     from ..data.splits import LeakageError
     from .errors import EvalError
-    from .run import run_eval
+    from .run import EvalProgress, run_eval
 
     try:
         recipe = recipe_from_args(args)   # --config, overrides and --data-root
         result = run_eval(recipe, input_path=args.input, limit=args.limit,
                           systems=args.systems.split(",") if args.systems else None, output_dir=args.output_dir,
-                          progress=not args.no_progress, compare=args.compare, on_system=_announce)
+                          compare=args.compare, progress=EvalProgress(not args.no_progress, _announce))
     except (EvalError, RecipeError, LeakageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

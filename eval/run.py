@@ -24,7 +24,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ from .systems import (
     PIPELINE_SYSTEMS,
     RUN_ORDER,
     SYSTEMS,
+    EvalProgress,
     ModelLoader,
     SystemRun,
     merge_runs,
@@ -153,20 +154,19 @@ def _journal(out_dir: Path, recipe: Recipe, ordered: list[Conversation], systems
 
 def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None = None,
              systems: Sequence[str] | None = None, output_dir: str | Path | None = None,
-             progress: bool = False, compare: str | Path | None = None,
-             on_system: Callable[[SystemRun], None] | None = None,
-             material: Material | None = None) -> EvalResult:
+             compare: str | Path | None = None, material: Material | None = None,
+             progress: EvalProgress | None = None) -> EvalResult:
     """Evaluate the recipe's systems on the test material; write the run folder (see :mod:`.report`).
 
     The steps: the material, the systems' rounds (journalled, so a cut run resumes), the records, the metrics
-    and the reports. ``on_system`` is told about each system as soon as it has run (or been skipped; with
-    ``eval.max_minutes``, once every round has); ``material``: the recipe's material if the caller has loaded it
-    already (see :func:`load_test_material`)."""
+    and the reports. ``progress``: the bars and the callback told about each system (:class:`.systems.EvalProgress`;
+    None: neither); ``material``: the recipe's material if the caller has loaded it already (see
+    :func:`load_test_material`)."""
     import torch
 
     from ..runtime.hardware import prepare_run
 
-    e = recipe.eval
+    e, progress = recipe.eval, progress if progress is not None else EvalProgress()
     names = _validated_systems(recipe, systems)
     out_dir = Path(output_dir or recipe.resolve(e.output_dir))
     t_start = time.perf_counter()
@@ -182,14 +182,14 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
     order = sorted(names, key=RUN_ORDER.index)
     threads_before = torch.get_num_threads()
     hw = prepare_run(recipe.student.dtype, e.threads if e.threads is not None else threads_before,
-                     where="student.dtype", announce=progress)
+                     where="student.dtype", announce=progress.bars)
     ordered = budget_order(conversations, e)
     journal = _journal(out_dir, recipe, ordered, order, backends)
     try:
         t_dev = time.perf_counter()
         dev_runs, dev_info = tuning_runs(recipe, order, conversations, backends, out_dir)
         runs, done, given_done, rounds = _run_rounds(recipe, ordered, order, backends, journal, out_dir, progress,
-                                                     on_system, head_start_s=time.perf_counter() - t_dev)
+                                                     head_start_s=time.perf_counter() - t_dev)
         if e.max_minutes:
             material_info.update(time_budget={
                 "max_minutes": e.max_minutes, "first_round": e.round_size, "rounds_run": rounds,
@@ -197,9 +197,9 @@ def run_eval(recipe: Recipe, *, input_path: str | None = None, limit: int | None
                 "conversations_evaluated": len(done),   # no timing: material is fingerprinted
                 **({"conversations_claim_level": given_done} if e.given_claims else {})}, **_counts(done))
             conversations = done
-            if on_system is not None:
+            if progress.on_system is not None:
                 for name in order:
-                    on_system(runs[name])
+                    progress.on_system(runs[name])
     finally:
         journal.release()
         backends.release()
@@ -273,7 +273,7 @@ def _evaluated_material(recipe: Recipe, input_path: str | None, limit: int | Non
 
 
 def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], backends: ModelLoader, journal: Any,
-                out_dir: Path, progress: bool, on_system: Callable[[SystemRun], None] | None,
+                out_dir: Path, progress: EvalProgress,
                 head_start_s: float = 0.0) -> tuple[dict[str, SystemRun], list[Conversation], int, int]:
     """Every system over ``ordered`` in rounds (one round without ``eval.max_minutes``), each system-round
     journalled as it ends and reused when the journal holds it; ``head_start_s``: what the budget has spent before
@@ -322,14 +322,14 @@ def _run_rounds(recipe: Recipe, ordered: list[Conversation], order: list[str], b
                          f" ({len(given)} with the human claims given)" if e.given_claims and
                          len(given) != len(own) else "",
                          f" (round {rounds + 1}, time budget {e.max_minutes:g} min)" if e.max_minutes else "")
-                run = run_system(name, recipe, own, backends, out_dir, progress, given=given,
+                run = run_system(name, recipe, own, backends, out_dir, progress.bars, given=given,
                                  reference_probes=probed)
                 journal.append(key, {"part": [c.id for c in part], "given": [c.id for c in given],
                                      "spent_s": spent_before + time.perf_counter() - t_systems,
                                      "run": dataclasses.asdict(run)})
             runs[name] = merge_runs(runs[name], run, recipe) if name in runs else run
-            if on_system is not None and not e.max_minutes:
-                on_system(run)
+            if progress.on_system is not None and not e.max_minutes:
+                progress.on_system(run)
         done += part
         given_done += len(given)
         rounds += 1
@@ -437,7 +437,7 @@ def _write_reports(out_dir: Path, recipe: Recipe, results: dict[str, Any], runs:
     header, rows = eval_headline(results)
     ev = evidence_rows({n: s.get("evidence") for n, s in results["systems"].items()})
     write_html(out_dir / "report.html", f"vista-distill eval: {recipe.name}",
-               {n: r.records for n, r in runs.items() if r.status == "ok"}, headline=rows, headline_header=header,
+               {n: r.records for n, r in runs.items() if r.status == "ok"}, headline=(header, rows),
                plots=[paths[p] for p in ("accuracy.png", "confusion_stage3.png", "calibration.png") if p in paths],
                rules=list(e.rules), initial_background={c.id: list(c.background) for c in conversations},
                tables=[(EVIDENCE_TITLE, EVIDENCE_HEADER, ev)] if ev else [],
@@ -445,4 +445,4 @@ def _write_reports(out_dir: Path, recipe: Recipe, results: dict[str, Any], runs:
                        "report.md and results.json beside this page")])
 
 
-__all__ = ["EvalResult", "load_test_material", "run_eval", "student_training_ids"]
+__all__ = ["EvalProgress", "EvalResult", "load_test_material", "run_eval", "student_training_ids"]

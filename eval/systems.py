@@ -77,6 +77,15 @@ class SystemRun:
         return out
 
 
+@dataclass(frozen=True)
+class EvalProgress:
+    """What an eval tells while it runs: ``bars``, its progress bars on stderr; ``on_system``, told about each system
+    as soon as it has run (or been skipped; with ``eval.max_minutes``, once every round has)."""
+
+    bars: bool = False
+    on_system: Callable[[SystemRun], None] | None = None
+
+
 def _baseline_config(recipe: Recipe) -> BaselineConfig:
     p = recipe.pipeline
     cfg = BaselineConfig(speakers=p.speaker_names(), max_claims=p.max_claims)

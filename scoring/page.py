@@ -128,12 +128,13 @@ def _turn(system: str, r: Mapping[str, Any], background: list[str], rules: Seque
 
 
 def render_html(title: str, systems: Mapping[str, Sequence[Mapping[str, Any]]], *,
-                headline: Sequence[Sequence[Any]] = (), headline_header: Sequence[str] = (),
-                plots: Sequence[Path] = (), rules: Sequence[str] = ("safe", "strict"),
-                initial_background: Mapping[str, list[str]] | None = None, notes: Sequence[str] = (),
+                headline: tuple[Sequence[str], Sequence[Sequence[Any]]] = ((), ()), plots: Sequence[Path] = (),
+                rules: Sequence[str] = ("safe", "strict"), initial_background: Mapping[str, list[str]] | None = None,
+                notes: Sequence[str] = (),
                 tables: Sequence[tuple[str, Sequence[str], Sequence[Sequence[Any]]]] = ()) -> str:
     """The page; ``systems`` maps a system name to its records (``TurnResult.to_dict()``, every turn);
-    ``tables``: more (title, header, rows) tables after the headline."""
+    ``headline``: the (header, rows) table at the top (none without rows); ``tables``: more (title, header, rows)
+    tables after it."""
     initial = initial_background or {}
     verdict_of = {s: {(r["conversation_id"], r["turn_index"]): r["verdicts"].get(rules[0]) for r in recs}
                   for s, recs in systems.items()}
@@ -152,7 +153,7 @@ def render_html(title: str, systems: Mapping[str, Sequence[Mapping[str, Any]]], 
                 + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
                 + "</table>")
 
-    table = html_table(headline_header, headline) if headline else ""
+    table = html_table(*headline) if headline[1] else ""
     for title_, header, rows in tables:
         table += f"<h2>{_e(title_)}</h2>" + html_table(header, rows, " class='evidence'")
     options = lambda xs: "".join(f'<option value="{_e(x)}">{_e(x)}</option>' for x in xs)  # noqa: E731
@@ -234,8 +235,8 @@ def write_score_page(result: Any, path: str | Path) -> Path:
             for rule, r in summary.get("by_rule", {}).items()]
     ev = evidence_rows({"scored": summary.get("evidence")})
     return write_html(path.with_name(path.stem + ".report.html"), f"VISTA scores: {path.name}",
-                      {"scored": result.records}, headline=rows,
-                      headline_header=["rule", "coverage %", "accuracy vs gold", "verdicts"],
+                      {"scored": result.records},
+                      headline=(["rule", "coverage %", "accuracy vs gold", "verdicts"], rows),
                       rules=list(summary.get("by_rule", {})) or ["safe"],
                       notes=[f"{summary.get('scored_turns')} scored turns; backend "
                              f"{(summary.get('run') or {}).get('backend')}"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable, Container, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,26 +36,38 @@ def records_of(results: Sequence[Sequence[TurnResult]]) -> list[dict[str, Any]]:
     return [t.to_dict() for turns in results for t in turns]
 
 
+@dataclass(frozen=True)
+class Chunking:
+    """How :func:`run_pipeline` journals a run: ``journal``, a file each ``chunk_size`` conversations' records are
+    appended to as they finish (:mod:`..pipeline.journal`), keyed by the conversations, the engine settings,
+    ``model`` (what identifies the backend) and the chunk size; None: no journal, one chunk."""
+
+    journal: str | Path | None = None
+    chunk_size: int = 16
+    model: Any = None
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
+
+
 def run_pipeline(conversations: Sequence[Conversation], config: EngineConfig, backend: Any, *, batched: bool = True,
                  on_turn: Callable[[TurnResult], None] | None = None,
-                 on_issue: Callable[[str, int], None] | None = None, journal: str | Path | None = None,
-                 chunk_size: int = 16, model: Any = None,
+                 on_issue: Callable[[str, int], None] | None = None, chunking: Chunking | None = None,
                  on_resumed: Callable[[int], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The pipeline over ``conversations``: (records, journal info or None). ``journal``: a file each
-    ``chunk_size`` conversations' records are appended to as they finish (:mod:`..pipeline.journal`), keyed by the
-    conversations, ``config``, ``model`` (what identifies the backend) and the chunk size; a rerun after a kill
-    skips the chunks it holds (``on_resumed(n)`` with the number of records each holds; ``on_turn`` is told of
-    computed turns only) and returns what one uninterrupted run returns."""
+    """The pipeline over ``conversations``: (records, journal info or None), journalled as ``chunking`` says; a rerun
+    after a kill skips the chunks the journal holds (``on_resumed(n)`` with the number of records each holds;
+    ``on_turn`` is told of computed turns only) and returns what one uninterrupted run returns."""
     from ..pipeline.journal import Journal, run_fingerprint
 
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    chunking = chunking if chunking is not None else Chunking()
+    journal, chunk_size = chunking.journal, chunking.chunk_size
     conversations = list(conversations)
     size = chunk_size if journal is not None else max(1, len(conversations))
     chunks = [conversations[i:i + size] for i in range(0, len(conversations), size)]
     log = done = None
     if journal is not None:
-        log = Journal(journal, run_fingerprint(conversations, config, model, size))
+        log = Journal(journal, run_fingerprint(conversations, config, chunking.model, size))
         done = log.open()
     by_chunk: list[list[dict[str, Any]]] = []
     try:

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from helpers import SAMPLE, check_export
 
-from vista_distill.backends.openai_compat import OpenAIBackend
+from vista_distill.backends.openai_compat import OpenAIBackend, OpenAISettings
 from vista_distill.pipeline.protocol import Fields, Request
 from vista_distill.pipeline.templates import get_template, stage_request
 from vista_distill.testing.llama_server import MODEL_ALIAS, LlamaServer, free_port
@@ -377,8 +377,9 @@ def test_429_and_503_are_retried_and_a_400_fails_only_its_request(server, monkey
     ok = stage_request(template, Fields(reference="Paris is in France.", claim="Paris is in France."), max_new_tokens=6)
     too_long = Request("stage2", ({"role": "user", "content": "word " * 5000},), max_new_tokens=4)
     with FaultProxy(server.base_url, [429, 503]) as proxy:
-        backend = OpenAIBackend(MODEL_ALIAS, proxy.base_url, api_key_env=KEY_ENV, concurrency=1, max_retries=3,
-                                backoff_s=0.05, backoff_max_s=0.2)
+        settings = OpenAISettings(api_key_env=KEY_ENV, concurrency=1, max_retries=3, retry_backoff_s=0.05,
+                                  retry_backoff_max_s=0.2)
+        backend = OpenAIBackend(MODEL_ALIAS, proxy.base_url, settings)
         a, b = backend.run([ok, too_long])
     assert proxy.statuses == [429, 503, 200, 400]
     assert a.text and a.meta["attempts"] == 3 and "error" not in a.meta

@@ -1,8 +1,8 @@
 """The package's shape (docs/layout.md): the root holds the public API and entry points only, no module is over
-450 lines (the paper's verbatim prompts excepted) and no function over 80, and imports point down the layers: a
-package imports only from packages below it, except inside ``if TYPE_CHECKING:`` (annotations); the scoring path
-(``scorer.py``, ``scoring/``) imports nothing from ``eval/``, and the product imports nothing from ``testing/`` (the
-test servers)."""
+450 lines (the paper's verbatim prompts excepted), no function over 80 lines nor over 8 parameters, and imports point
+down the layers: a package imports only from packages below it, except inside ``if TYPE_CHECKING:`` (annotations);
+the scoring path (``scorer.py``, ``scoring/``) imports nothing from ``eval/``, and the product imports nothing from
+``testing/`` (the test servers)."""
 
 from __future__ import annotations
 
@@ -95,6 +95,39 @@ def test_the_function_length_check_sees_a_long_function(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("def long():\n" + "    x = 1\n" * 80 + "\n\ndef short():\n" + "    x = 1\n" * 79)
     assert _long_functions(probe) == ["probe.py:1 long (81 lines)"]
+
+
+MAX_PARAMETERS = 8
+
+
+def _parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Positional, keyword-only, ``*args`` and ``**kwargs`` each count one; a method's ``self`` or ``cls`` none."""
+    a = node.args
+    names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    return len(names) - (names[:1] in (["self"], ["cls"])) + (a.vararg is not None) + (a.kwarg is not None)
+
+
+def _wide_functions(path: Path, bound: int = MAX_PARAMETERS) -> list[str]:
+    tree = ast.parse(path.read_text())
+    return [f"{path.name}:{n.lineno} {n.name} ({k} parameters)" for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and (k := _parameter_count(n)) > bound]
+
+
+def test_no_function_takes_over_8_parameters():
+    """Settings travel as one object (a backend's settings dataclass, the recipe's section that is one), not as a
+    long list of keywords; the constructors dataclasses generate are not in the source, so not counted."""
+    modules = _package_modules() + [ROOT / name for name in ("cli.py", "demo.py", "scorer.py")]
+    assert not [f for p in modules for f in _wide_functions(p)]
+
+
+def test_the_parameter_check_sees_a_wide_function(tmp_path):
+    """The check above can fail: a function of 9 parameters is found (``*args`` and ``**kwargs`` count), one of 8 is
+    not, nor a method of 8 besides ``self``."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("def wide(a, b, /, c, *args, d, e=1, f=2, g=3, **kw):\n    pass\n\n\n"
+                     "def fits(a, b, c, d, *, e, f, g, h):\n    pass\n\n\n"
+                     "class C:\n    def method(self, a, b, c, d, e, f, g, h):\n        pass\n")
+    assert _wide_functions(probe) == ["probe.py:1 wide (9 parameters)"]
 
 
 def _imports_of(package: str, modules: list[Path]) -> list[str]:

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from helpers import ROOT, SAMPLE, TEMPLATES
 
-from vista_distill.backends.openai_compat import OpenAIBackend
+from vista_distill.backends.openai_compat import OpenAIBackend, OpenAISettings
 from vista_distill.config import load_recipe
 from vista_distill.data.io import read_conversations
 from vista_distill.pipeline.engine import run_requests, splitter_claims
@@ -89,7 +89,8 @@ def stage2_request(max_new_tokens: int = 8) -> Request:
 
 
 def test_thinking_is_off_by_default_in_requests(server):
-    backend = OpenAIBackend("Qwen/Qwen3-32B", server.base_url, chat_template_kwargs={"enable_thinking": False})
+    backend = OpenAIBackend("Qwen/Qwen3-32B", server.base_url,
+                            OpenAISettings(chat_template_kwargs={"enable_thinking": False}))
     (answer,) = run_requests(backend, [stage2_request()])
     assert answer.text == "VERIFIED" and answer.meta["finish_reason"] == "stop" and "retry" not in answer.meta
     assert server.bodies[-1]["chat_template_kwargs"] == {"enable_thinking": False}
@@ -99,7 +100,7 @@ def test_thinking_is_off_by_default_in_requests(server):
 
 
 def test_thinking_left_on_is_retried_once_then_a_recorded_failure_never_silently_empty(server):
-    backend = OpenAIBackend("Qwen/Qwen3-32B", server.base_url, chat_template_kwargs={})
+    backend = OpenAIBackend("Qwen/Qwen3-32B", server.base_url, OpenAISettings(chat_template_kwargs={}))
     (answer,) = run_requests(backend, [stage2_request(8)])
     assert [b["max_tokens"] for b in server.bodies] == [8, 16]          # asked once more with twice the budget
     assert "chat_template_kwargs" not in server.bodies[0]

@@ -61,14 +61,14 @@ def test_server_backend_settings_and_served_names_are_checked_before_any_request
     import pytest
 
     from vista_distill.backends.openai_compat import ServerError
-    from vista_distill.backends.server import ServerBackend
+    from vista_distill.backends.server import ServedAdapters, ServerBackend, ServingSettings
 
     url = "http://127.0.0.1:9/v1"
     with pytest.raises(ServerError, match=r"student: label_scoring must be one of .*got 'bogus'"):
-        ServerBackend(None, url, "base", label_scoring="bogus")
+        ServerBackend(None, url, ServingSettings(label_scoring="bogus"))
     with pytest.raises(ServerError, match=r"server model names for unknown stages \['stage9'\]"):
-        ServerBackend(None, url, "base", {"stage9": "x"})
-    backend = ServerBackend(None, url, "base", {"stage2": "stage2", "stage3": "stage3"})
+        ServerBackend(None, url, adapters=ServedAdapters({"stage9": "x"}))
+    backend = ServerBackend(None, url, adapters=ServedAdapters({"stage2": "stage2", "stage3": "stage3"}))
     backend.check_models(url, ["base", "stage2", "stage3"])   # all there
     backend.check_models(url, [])                               # a server that lists no models: nothing to check
     with pytest.raises(ServerError, match=r"does not serve \['stage3'\] \(it serves \['base', 'stage2'\]\)"):

@@ -332,8 +332,9 @@ def test_rows_read_only_their_own_columns_prompts_run_ahead_and_idle_rows_are_sh
         try:
             with torch.inference_mode(), b._shared(prefix):
                 out = slot_decoding.decode_in_slots(
-                    b.model, b.cache_kw, shared, len(prefix), suffixes, 40, 3, b.eos_ids, b.tokenizer.pad_token_id,
-                    ban=ListMarkerFormat(b, 0).apply, stop=RepeatedLineStop(b, 0).row_done, stats=stats)
+                    slot_decoding.SharedPrefix(b.model, b.cache_kw, shared, len(prefix)), suffixes,
+                    slot_decoding.Greedy(40, b.eos_ids, b.tokenizer.pad_token_id, ban=ListMarkerFormat(b, 0).apply,
+                                         stop=RepeatedLineStop(b, 0).row_done), 3, stats=stats)
         finally:
             hook.remove()
         return [b.tokenizer.decode(d.tokens, skip_special_tokens=True).strip() for d in out], list(calls), stats
@@ -359,7 +360,7 @@ def test_decoding_over_the_whole_cache_width_gives_the_same_tokens(embedded_back
     from a CUDA graph there) gives the tokens of the CPU's narrow-mask step, refills included, through
     transformers' SDPA attention, the one a GPU runs."""
     from vista_distill.backends.list_generation import ListMarkerFormat, RepeatedLineStop
-    from vista_distill.backends.slot_decoding import decode_in_slots
+    from vista_distill.backends.slot_decoding import Greedy, SharedPrefix, decode_in_slots
 
     b = embedded_backend
     system = "You are a helpful assistant. Answer briefly."
@@ -375,17 +376,11 @@ def test_decoding_over_the_whole_cache_width_gives_the_same_tokens(embedded_back
         stats: dict = {}
         with torch.inference_mode(), b._shared(prefix):
             out = decode_in_slots(
-                b.model,
-                b.cache_kw,
-                shared,
-                len(prefix),
+                SharedPrefix(b.model, b.cache_kw, shared, len(prefix)),
                 suffixes,
-                32,
+                Greedy(32, b.eos_ids, b.tokenizer.pad_token_id, ban=ListMarkerFormat(b, 0).apply,
+                       stop=RepeatedLineStop(b, 0).row_done),
                 2,
-                b.eos_ids,
-                b.tokenizer.pad_token_id,
-                ban=ListMarkerFormat(b, 0).apply,
-                stop=RepeatedLineStop(b, 0).row_done,
                 stats=stats,
                 full_mask=full_mask,
                 graphs=False,

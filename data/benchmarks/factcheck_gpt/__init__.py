@@ -56,6 +56,7 @@ import json
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -122,36 +123,47 @@ class _Bad(ValueError):
         self.field = field
 
 
+@dataclass(frozen=True)
+class FactcheckOptions:
+    """Factcheck-GPT's own loader options (the module docstring): ``evidence``, ``partial``, ``turn_label``,
+    ``unclaimed``, ``unit`` and ``questions``; each choice is checked when they are made."""
+
+    evidence: str = "retrieved"
+    partial: str = "lacking_evidence"
+    turn_label: str = "from_claims"
+    unclaimed: str = "skip"
+    unit: str = "answer"
+    questions: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name, choices in (("evidence", EVIDENCE_CHOICES), ("partial", PARTIAL_CHOICES),
+                              ("turn_label", TURN_LABEL_CHOICES), ("unclaimed", UNCLAIMED_CHOICES),
+                              ("unit", UNIT_CHOICES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
+
+
 def load_factcheck_gpt(source: str | os.PathLike, *, split: str | None = None,
-                       ambiguous: str = DEFAULT_AMBIGUOUS, on_error: str = "raise",
-                       evidence: str = "retrieved", partial: str = "lacking_evidence",
-                       turn_label: str = "from_claims", unclaimed: str = "skip",
-                       unit: str = "answer", questions: float = 0.0) -> LoadResult:
+                       ambiguous: str = DEFAULT_AMBIGUOUS, on_error: str = "raise", **options: Any) -> LoadResult:
     """Load ``factcheck-GPT-benchmark.jsonl`` (a file, or the one under a directory; ``split``
-    picks ``{split}.jsonl`` instead). Options as in the module docstring."""
+    picks ``{split}.jsonl`` instead). ``options``: :class:`FactcheckOptions`, as in the module docstring."""
     validate_options(ambiguous, on_error)
-    for name, value, choices in (("evidence", evidence, EVIDENCE_CHOICES), ("partial", partial, PARTIAL_CHOICES),
-                                 ("turn_label", turn_label, TURN_LABEL_CHOICES),
-                                 ("unclaimed", unclaimed, UNCLAIMED_CHOICES), ("unit", unit, UNIT_CHOICES)):
-        if value not in choices:
-            raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    opts = FactcheckOptions(**options)
     patterns = ("{split}.jsonl", "**/{split}.jsonl") if split else (FILE, f"**/{FILE}")
     files = source_files(source, split, patterns, "Factcheck-GPT JSONL", download=DOWNLOAD)
-    if not 0.0 <= float(questions) <= 1.0:
-        raise ValueError(f"questions must be a share between 0 and 1, got {questions!r}")
-    if questions and unit != "sentence":
+    if not 0.0 <= float(opts.questions) <= 1.0:
+        raise ValueError(f"questions must be a share between 0 and 1, got {opts.questions!r}")
+    if opts.questions and opts.unit != "sentence":
         raise ValueError("questions rephrases decomposed sentences: it needs unit='sentence'")
-    if unit == "sentence" and turn_label == "response":
+    if opts.unit == "sentence" and opts.turn_label == "response":
         raise ValueError("turn_label='response' labels whole answers; with unit='sentence' use 'from_claims' or 'none'")
-    options = {"evidence": evidence, "partial": partial, "turn_label": turn_label, "unclaimed": unclaimed,
-               "ambiguous": ambiguous, "unit": unit, "questions": float(questions)}
-    return merge_results([_load_file(f, on_error, options) for f in files], source, BENCHMARK)
+    return merge_results([_load_file(f, on_error, opts, ambiguous) for f in files], source, BENCHMARK)
 
 
 load = load_factcheck_gpt
 
 
-def _load_file(path: Path, on_error: str, options: dict[str, str]) -> LoadResult:
+def _load_file(path: Path, on_error: str, options: FactcheckOptions, ambiguous: str) -> LoadResult:
     sink = RowSink(path, BENCHMARK, on_error)
     convs = []
     row = 0
@@ -167,7 +179,7 @@ def _load_file(path: Path, on_error: str, options: dict[str, str]) -> LoadResult
                 sink.malformed(row, f"not valid JSON ({e.msg}, column {e.colno})", line=line)
                 continue
             try:
-                made = _conversation(path, row, line, rec, **options)
+                made = _conversation((path, row, line), rec, options, ambiguous)
             except _Bad as e:
                 sink.malformed(row, str(e), e.field, line)
                 continue
@@ -250,9 +262,12 @@ def human_excerpt(raw: str) -> str | None:
     return text or None
 
 
-def _conversation(path: Path, row: int, line: int, rec: Any, *, evidence: str, partial: str, turn_label: str,
-                  unclaimed: str, ambiguous: str, unit: str = "answer",
-                  questions: float = 0.0) -> Conversation | list[Conversation] | None:
+def _conversation(where: tuple[Path, int, int], rec: Any, options: FactcheckOptions,
+                  ambiguous: str) -> Conversation | list[Conversation] | None:
+    """Record ``rec`` at ``where`` (file, row, line) as a conversation (``unit="sentence"``: one per sentence)."""
+    path, row, line = where
+    evidence, partial, turn_label = options.evidence, options.partial, options.turn_label
+    unclaimed, unit, questions = options.unclaimed, options.unit, float(options.questions)
     if not isinstance(rec, dict):
         raise _Bad(None, f"expected a JSON object, got {type(rec).__name__}")
     if "prompt" not in rec and "claim" in rec:
@@ -409,5 +424,6 @@ BENCHMARKS = (
         "Factcheck-GPT benchmark JSONL: question + ChatGPT answer with human atomic claims and evidence",
         path_keys=("factcheck_gpt", "factcheck-gpt"),
         first_line_keys=("response_factuality",),
+        options_type=FactcheckOptions,
     ),
 )
