@@ -337,6 +337,11 @@ def test_gpu_check_runs_every_part_on_a_cpu(tmp_path):
     gb = parts["generate_batch"]
     assert gb["status"] == "ok" and gb["same_text"] == 2 and gb["generate_batch_s"] > 0 and gb["slot_s"] > 0
     assert all(p["part_s"] > 0 for p in parts.values())
+    again = checked(["bench/gpu_check.py", *CPU_CHECK, "--work", str(tmp_path / "work"), "--out", str(tmp_path),
+                     "--parts", "decode"])
+    r2 = json.loads(js.read_text())
+    assert str(js) in again.stdout and r2["reused"] and r2["earlier_commands"] == [r["command"]]
+    assert list(r2["parts"]) == list(parts) and r2["parts"]["train"] == parts["train"]
 
 
 def test_gpu_check_dry_run_lists_the_wheels_within_64_mib(tmp_path):
@@ -346,4 +351,5 @@ def test_gpu_check_dry_run_lists_the_wheels_within_64_mib(tmp_path):
     assert sorted(p.name for p in tmp_path.glob("*.whl")) == sorted(w["wheel"] for w in out["wheels"])
     total = sum(p.stat().st_size for p in tmp_path.glob("*.whl"))
     assert out["within_limit"] and total <= 64 * 2**20 and abs(out["total_mib"] - total / 2**20) < 0.01
-    assert out["command"].startswith(f"pip install --no-deps {tmp_path}/*.whl && python bench/gpu_check.py")
+    assert [c.split(" && ")[0] for c in out["commands"]] == [f"pip install --no-deps {tmp_path}/*.whl"] * 2
+    assert [c.rsplit("--parts ", 1)[1] for c in out["commands"]] == ["train,score", "decode,generate_batch"]
