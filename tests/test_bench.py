@@ -327,6 +327,7 @@ def test_gpu_check_runs_every_part_on_a_cpu(tmp_path):
     bf16, nf4 = parts["score"]["bf16"], parts["score"]["nf4"]
     assert bf16["status"] == "ok" and bf16["scored_turns"] >= 4 and bf16["s_per_turn"] > 0
     assert bf16["bound_s_per_turn"] > 0 and {"stage1", "stage2"} <= set(bf16["per_stage"])
+    assert set(bf16["bound_at_context"]) == set(bf16["per_stage"])
     assert nf4["status"].startswith("skipped: needs CUDA")
     dec = parts["decode"]
     assert dec["status"] == "ok" and dec["weights_stream_ms"] is None   # the bandwidth is a GPU's copy
