@@ -319,6 +319,7 @@ def part_generate_batch(a: argparse.Namespace, model_dir: str, work: Path) -> di
     """transformers' ``generate_batch`` beside the slot decoder, base weights, greedy, the same stage-1 requests."""
     import torch
     from transformers import GenerationConfig
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
     from vista_distill.backends.transformers import TransformersBackend
 
@@ -339,14 +340,17 @@ def part_generate_batch(a: argparse.Namespace, model_dir: str, work: Path) -> di
     cfg = GenerationConfig(max_new_tokens=a.tokens, do_sample=False, eos_token_id=tok.eos_token_id,
                            pad_token_id=tok.pad_token_id or tok.eos_token_id)
     attn = model.config._attn_implementation
+    # its paged cache sized to these requests (by default it takes most of the free memory: a CPU host's RAM)
+    longest = max(map(len, ids)) + a.tokens
+    cb = ContinuousBatchingConfig(num_blocks=a.rows * (-(-longest // 256) + 1), max_batch_tokens=sum(map(len, ids)))
     try:
         if attn not in ("sdpa", "eager") and "flash" not in attn:   # the backend's own kernel: not paged
             model.set_attn_implementation("sdpa")
         if backend.device.startswith("cuda"):   # warm-up: captures its graphs (on a CPU only its own polling)
-            model.generate_batch(ids[:2], generation_config=cfg)
+            model.generate_batch(ids[:2], generation_config=cfg, continuous_batching_config=cb)
         sync()
         t = time.perf_counter()
-        res = model.generate_batch(ids, generation_config=cfg)
+        res = model.generate_batch(ids, generation_config=cfg, continuous_batching_config=cb)
         sync()
     except Exception as err:   # noqa: BLE001 - the part records why it could not run
         return {"status": f"failed: generate_batch: {type(err).__name__}: {str(err)[:300]}",
@@ -355,7 +359,8 @@ def part_generate_batch(a: argparse.Namespace, model_dir: str, work: Path) -> di
     outs = [res[k].generated_tokens for k in sorted(res, key=lambda k: int(re.sub(r"\D", "", k) or 0))]
     texts = [tok.decode(o, skip_special_tokens=True).strip() for o in outs]
     return {"status": "ok", "rows": a.rows, "tokens": a.tokens, "slot_attention": attn,
-            "generate_batch_attention": model.config._attn_implementation, "slot_s": round(slot_s, 3),
+            "generate_batch_attention": model.config._attn_implementation, "cache_blocks": cb.num_blocks,
+            "slot_s": round(slot_s, 3),
             "generate_batch_s": round(cb_s, 3), "generate_batch_over_slots": round(cb_s / max(slot_s, 1e-9), 2),
             "same_text": sum(x.strip() == y for x, y in zip(slots, texts)),
             "generated_tokens": sum(len(o) for o in outs)}
