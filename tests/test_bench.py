@@ -5,10 +5,10 @@ stop right after a successful parse (the documented flags match the real parser;
 today's package), and every name a script imports from the package inside its functions must resolve; harness.py,
 a library, is imported. Real runs on the embedded SmolLM2-135M, tiny inputs, outputs under tmp_path: hardware.py,
 profile_scorer.py (prefill-bound measurement shrunk) and score_throughput.py (untrained stage adapters),
-train_throughput.py and train_loss_path.py (the bundled sample's labels-teacher silver data). Parse-checked only:
-gpu_* (a CUDA GPU), demo_protocol / world_protocol (hours of CPU), server_student / distill_teacher (a vLLM or
-llama.cpp server), benchmark_samples / vista_human_dev (../shared/data, a demo run), fresh_clone (a fresh clone,
-minutes).
+train_throughput.py and train_loss_path.py (the bundled sample's labels-teacher silver data), gpu_check.py (every part
+on a 2-layer random Qwen3-8B, the NF4 halves skipped; and its --dry-run's wheels). Parse-checked only:
+demo_protocol / world_protocol (hours of CPU), server_student / distill_teacher (a vLLM or llama.cpp server),
+benchmark_samples / vista_human_dev (../shared/data, a demo run), fresh_clone (a fresh clone, minutes).
 """
 
 from __future__ import annotations
@@ -302,3 +302,55 @@ def test_fresh_clone_names_the_cpu_kind_reads_pytest_and_finds_the_main_command(
                                               "pytest_minutes": 18.1}
     assert fresh_clone.pytest_counts("1 failed, 3 passed in 6.00s")["failed"] == 1
     assert fresh_clone.main_command(ROOT / "README.md").endswith("vista-distill demo")
+
+
+CPU_CHECK = ["--layers", "2", "--hidden", "64", "--turns", "4", "--rows", "2", "--tokens", "8", "--steps", "1",
+             "--threads", "1", "--train-override",
+             "train.max_length=256;train.per_device_train_batch_size=2;train.use_cpu=true"]
+
+
+@pytest.mark.slow
+def test_gpu_check_runs_every_part_on_a_cpu(tmp_path):
+    """bench/gpu_check.py end to end on a 2-layer, 64-wide Qwen3-8B at random weights: every part in its own
+    process, one result file with each part's status and figures (the NF4 halves skipped: they need CUDA)."""
+    proc = checked(["bench/gpu_check.py", *CPU_CHECK, "--work", str(tmp_path / "work"), "--out", str(tmp_path)])
+    [js] = tmp_path.glob("cpu-*.json")
+    assert str(js) in proc.stdout
+    r = json.loads(js.read_text())
+    assert r["arch"] == "qwen3-8b" and "shrunk: layers=2, hidden=64" in r["model"] and r["total_s"] > 0
+    parts = r["parts"]
+    assert list(parts) == ["train", "score", "decode", "generate_batch"]
+    lora, qlora = parts["train"]["qwen3-8b-lora-80gb"], parts["train"]["qwen3-8b-qlora-24gb"]
+    assert lora["status"] == "ok" and lora["result"]["tokens_per_s"] > 0 and lora["result"]["batch"] == 2
+    assert lora["estimate"]["measured_shape_gib"] > 0 and lora["silver"]["tokens_max"] <= 256
+    assert qlora["status"] == "skipped: needs CUDA (bitsandbytes NF4)" and qlora["estimate"]["recipe_gib"] > 0
+    bf16, nf4 = parts["score"]["bf16"], parts["score"]["nf4"]
+    assert bf16["status"] == "ok" and bf16["scored_turns"] >= 4 and bf16["s_per_turn"] > 0
+    assert bf16["bound_s_per_turn"] > 0 and {"stage1", "stage2"} <= set(bf16["per_stage"])
+    assert set(bf16["bound_at_context"]) == set(bf16["per_stage"])
+    assert nf4["status"].startswith("skipped: needs CUDA")
+    dec = parts["decode"]
+    assert dec["status"] == "ok" and dec["weights_stream_ms"] is None   # the bandwidth is a GPU's copy
+    assert [s["setting"].split(" (")[0] for s in dec["settings"]] == [
+        "eager, float32 adapters", "eager, bf16 adapters", "CUDA graphs, bf16 adapters",
+        "CUDA graphs, adapter merged", "CUDA graphs, base model"]
+    assert all(s["ms_per_step"] > 0 and s["decode_steps"] > 0 for s in dec["settings"])
+    gb = parts["generate_batch"]
+    assert gb["status"] == "ok" and gb["same_text"] == 2 and gb["generate_batch_s"] > 0 and gb["slot_s"] > 0
+    assert all(p["part_s"] > 0 for p in parts.values())
+    again = checked(["bench/gpu_check.py", *CPU_CHECK, "--work", str(tmp_path / "work"), "--out", str(tmp_path),
+                     "--parts", "decode"])
+    r2 = json.loads(js.read_text())
+    assert str(js) in again.stdout and r2["reused"] and r2["earlier_commands"] == [r["command"]]
+    assert list(r2["parts"]) == list(parts) and r2["parts"]["train"] == parts["train"]
+
+
+def test_gpu_check_dry_run_lists_the_wheels_within_64_mib(tmp_path):
+    proc = checked(["bench/gpu_check.py", "--dry-run", "--wheels", str(tmp_path)])
+    out = json.loads(proc.stdout)
+    assert [w["name"] for w in out["wheels"]] == ["trl", "datasets", "bitsandbytes"]
+    assert sorted(p.name for p in tmp_path.glob("*.whl")) == sorted(w["wheel"] for w in out["wheels"])
+    total = sum(p.stat().st_size for p in tmp_path.glob("*.whl"))
+    assert out["within_limit"] and total <= 64 * 2**20 and abs(out["total_mib"] - total / 2**20) < 0.01
+    assert [c.split(" && ")[0] for c in out["commands"]] == [f"pip install --no-deps {tmp_path}/*.whl"] * 2
+    assert [c.rsplit("--parts ", 1)[1] for c in out["commands"]] == ["train,score", "decode,generate_batch"]
