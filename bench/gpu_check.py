@@ -55,7 +55,8 @@ TOPICS = ["the Eiffel Tower", "jazz in New Orleans", "the Amazon river", "photos
           "volcanoes", "chess openings", "the Great Barrier Reef", "electric cars", "the Silk Road"]
 
 
-# --- shared with the earlier gpu_random_8b.py / gpu_decode_step.py (whose results stay in results/gpu_random_8b/)
+# --- the random model, its adapters, long silver rows, check's estimates and the decode settings
+# (results/gpu_random_8b/ holds the figures measured with them before this script)
 
 
 def long_silver(src: Path, dst: Path, tokenizer: Any, max_length: int, rows: int, margin: int = 24) -> dict:
